@@ -1,0 +1,46 @@
+# Quick start: `make run` serves the app, `make test` runs the whole suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+HOST ?= 127.0.0.1
+PIP := $(BIN)/python -m pip
+PIP_FLAGS := --disable-pip-version-check -q -c constraints.txt
+
+.PHONY: run test install install-test migrate lint demo bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) install $(PIP_FLAGS) -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml constraints.txt
+	$(PIP) install $(PIP_FLAGS) -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+migrate: install
+	$(BIN)/python -m app.cli migrate
+
+run: migrate
+	$(BIN)/python -m app.cli check-cards
+	$(BIN)/uvicorn app.main:create_app --factory --host $(HOST) --port $(PORT)
+
+test: install-test
+	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+lint: install-test
+	$(BIN)/ruff check app tests bench
+
+demo: install-test
+	$(BIN)/python -m app.zero_demo --world-size 4
+
+bench: install-test
+	$(BIN)/python bench/zero_demo.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,1 @@
+"""infracards: practise AI-infrastructure knowledge cards as generated questions."""

@@ -1,0 +1,394 @@
+"""Cards as data: load a card file, check its shape, compile its formulas and texts.
+
+A card file is YAML (see ``cards/README.md``). Loading parses every formula through the safe
+parser, then validates every question template over its parameter domain (see
+:mod:`app.domain.validation`); any problem raises :class:`CardError` naming the card, the
+template and the parameters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from .formulas import Formula, FormulaError, is_identifier, parse_formula, parse_number
+from .texts import Text, TextTemplate, compile_text
+from .units import FORMATS, UNITS, UnitError, format_value
+
+Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$", max_length=80)]
+
+
+class CardError(ValueError):
+    """A card file that cannot be served; the message says where and why."""
+
+
+# --- the file's shape -------------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _TextIn(_Strict):
+    en: Annotated[str, StringConstraints(min_length=1)]
+    zh: Annotated[str, StringConstraints(min_length=1)]
+
+
+class _ParamIn(_Strict):
+    values: Annotated[list[int | float | str], Field(min_length=1, max_length=1000)]
+    format: str | None = None
+
+
+class _PitfallIn(_Strict):
+    id: Slug
+    title: _TextIn
+    explanation: _TextIn
+    formula: str | None = None
+    statement: _TextIn | None = None
+
+
+class _TemplateIn(_Strict):
+    id: Slug
+    version: Annotated[int, Field(ge=1)]
+    kind: Literal["numeric", "statement"]
+    params: dict[str, _ParamIn] = Field(default_factory=dict)
+    stem: _TextIn
+    answer: str | _TextIn
+    unit: str | None = None
+    precision: Annotated[int, Field(ge=0, le=12)] | None = None
+    choices: Annotated[int, Field(ge=2, le=8)] = 4
+    solution: Annotated[list[_TextIn], Field(min_length=1)]
+    pitfalls: Annotated[list[_PitfallIn], Field(min_length=3)]
+
+
+class _PointIn(_Strict):
+    number: Annotated[int, Field(ge=1)]
+    title: _TextIn
+    explanation: _TextIn
+    templates: Annotated[list[_TemplateIn], Field(min_length=1)]
+
+
+class _FormulaIn(_Strict):
+    id: str
+    title: _TextIn
+    expr: str
+    latex: str
+    unit: str = "B"
+
+
+class _CardIn(_Strict):
+    id: Slug
+    version: Annotated[int, Field(ge=1)]
+    title: _TextIn
+    definition: _TextIn
+    use_cases: _TextIn
+    problems_solved: _TextIn
+    formulas: list[_FormulaIn] = Field(default_factory=list)
+    points: Annotated[list[_PointIn], Field(min_length=1)]
+
+
+# --- the loaded card --------------------------------------------------------------------------
+
+CARD_PARAMS = frozenset({"psi", "n_d"})
+
+
+@dataclass(frozen=True, eq=False)
+class NamedFormula:
+    """A formula of the card (``zero1``, ``ddp`` ...), shown on the card page and used by the demo."""
+
+    id: str
+    title: Text
+    latex: str
+    unit: str
+    formula: Formula
+
+    @property
+    def expr_text(self) -> str:
+        return self.formula.text
+
+    def evaluate(self, params: Mapping[str, int | Fraction]) -> Fraction:
+        return self.formula.evaluate(params)
+
+
+@dataclass(frozen=True, eq=False)
+class Param:
+    name: str
+    values: tuple[Fraction, ...]
+    format: str | None
+
+    def display(self, value: Fraction) -> str:
+        return format_value(value, self.format)
+
+
+@dataclass(frozen=True, eq=False)
+class Pitfall:
+    """A named misconception: how a learner gets a wrong choice, and why that reasoning fails."""
+
+    id: str
+    title: Text
+    explanation: Text
+    explanation_template: TextTemplate
+    formula: Formula | None = None
+    statement: Text | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Template:
+    id: str
+    version: int
+    kind: Literal["numeric", "statement"]
+    point: int
+    params: dict[str, Param]
+    stem: TextTemplate
+    solution: tuple[TextTemplate, ...]
+    pitfalls: tuple[Pitfall, ...]
+    choices: int
+    answer_formula: Formula | None = None
+    answer_statement: Text | None = None
+    unit: str | None = None
+    precision: int = 2
+
+    def domain_size(self) -> int:
+        size = 1
+        for param in self.params.values():
+            size *= len(param.values)
+        return size
+
+
+@dataclass(frozen=True, eq=False)
+class ExamPoint:
+    number: int
+    title: Text
+    explanation: Text
+    templates: tuple[Template, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Card:
+    id: str
+    version: int
+    title: Text
+    definition: Text
+    use_cases: Text
+    problems_solved: Text
+    formulas: dict[str, NamedFormula]
+    points: tuple[ExamPoint, ...]
+    source: Path | None = field(default=None)
+
+    def point(self, number: int) -> ExamPoint | None:
+        for point in self.points:
+            if point.number == number:
+                return point
+        return None
+
+    def templates(self) -> list[Template]:
+        return [t for p in self.points for t in p.templates]
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def load_cards(directory: Path, *, validate: bool = True) -> dict[str, Card]:
+    """Every ``*.yaml`` card in ``directory``, by id, validated."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CardError(f"cards folder {str(directory)!r} does not exist")
+    cards: dict[str, Card] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        card = load_card(path, validate=validate)
+        cards[card.id] = card
+    if not cards:
+        raise CardError(f"no card files (*.yaml) in {str(directory)!r}")
+    return cards
+
+
+def load_card(path: Path, *, validate: bool = True) -> Card:
+    """One card file, compiled and (unless ``validate=False``) validated over its domains."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CardError(f"{path.name}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise CardError(f"{path.name}: not valid YAML: {exc}") from None
+    card = parse_card(raw, source=path)
+    if card.id != path.stem:
+        raise CardError(f"{path.name}: card id {card.id!r} must match the file name")
+    if validate:
+        from .validation import validate_card  # noqa: PLC0415 (validation imports generation)
+
+        validate_card(card)
+    return card
+
+
+def parse_card(raw: object, *, source: Path | None = None) -> Card:
+    """Build a :class:`Card` from already-parsed YAML data (no domain validation)."""
+    label = source.name if source is not None else "card"
+    try:
+        data = _CardIn.model_validate(raw)
+    except ValidationError as exc:
+        raise CardError(f"{label}: {_pydantic_message(exc)}") from None
+    where = f"card {data.id!r}"
+    formulas = _compile_formulas(data.formulas, where)
+    definitions = {name: f.formula for name, f in formulas.items()}
+
+    numbers = [p.number for p in data.points]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise CardError(f"{where}: exam points must be numbered 1..{len(numbers)}, got {numbers}")
+    seen: set[str] = set()
+    points = []
+    for point in data.points:
+        templates = []
+        for raw_template in point.templates:
+            if raw_template.id in seen:
+                raise CardError(f"{where}: template id {raw_template.id!r} is used twice")
+            seen.add(raw_template.id)
+            templates.append(
+                _compile_template(raw_template, point.number, definitions, f"{where}, template {raw_template.id!r}")
+            )
+        points.append(
+            ExamPoint(point.number, _text(point.title), _text(point.explanation), tuple(templates))
+        )
+    return Card(
+        id=data.id,
+        version=data.version,
+        title=_text(data.title),
+        definition=_text(data.definition),
+        use_cases=_text(data.use_cases),
+        problems_solved=_text(data.problems_solved),
+        formulas=formulas,
+        points=tuple(points),
+        source=source,
+    )
+
+
+def _compile_formulas(raw: list[_FormulaIn], where: str) -> dict[str, NamedFormula]:
+    formulas: dict[str, NamedFormula] = {}
+    for item in raw:
+        if not is_identifier(item.id) or item.id in CARD_PARAMS:
+            raise CardError(f"{where}: formula id {item.id!r} is not a valid name")
+        if item.id in formulas:
+            raise CardError(f"{where}: formula {item.id!r} is declared twice")
+        _check_unit(item.unit, f"{where}, formula {item.id!r}")
+        definitions = {name: f.formula for name, f in formulas.items()}
+        try:
+            formula = parse_formula(item.expr, CARD_PARAMS, definitions)
+        except FormulaError as exc:
+            raise CardError(f"{where}, formula {item.id!r}: {exc}") from None
+        formulas[item.id] = NamedFormula(item.id, _text(item.title), item.latex, item.unit, formula)
+    return formulas
+
+
+def _compile_template(
+    raw: _TemplateIn, point: int, definitions: Mapping[str, Formula], where: str
+) -> Template:
+    params: dict[str, Param] = {}
+    for name, spec in raw.params.items():
+        if not is_identifier(name) or name == "answer" or name == "value":
+            raise CardError(f"{where}: parameter name {name!r} is not allowed")
+        if name in definitions:
+            raise CardError(f"{where}: parameter {name!r} shadows the card formula of that name")
+        if spec.format is not None and spec.format not in FORMATS and spec.format not in UNITS:
+            raise CardError(f"{where}: parameter {name!r} has unknown format {spec.format!r}")
+        try:
+            values = tuple(parse_number(v) for v in spec.values)
+        except FormulaError as exc:
+            raise CardError(f"{where}: parameter {name!r}: {exc}") from None
+        if len(set(values)) != len(values):
+            raise CardError(f"{where}: parameter {name!r} lists a value twice")
+        params[name] = Param(name, values, spec.format)
+
+    names = frozenset(params)
+    named = names | {"answer"}
+
+    def formula(text: str, what: str) -> Formula:
+        try:
+            return parse_formula(text, names, definitions)
+        except FormulaError as exc:
+            raise CardError(f"{where}, {what}: {exc}") from None
+
+    def text(value: _TextIn, what: str, extra: frozenset[str] = frozenset()) -> TextTemplate:
+        try:
+            return compile_text(_text(value), names, named | extra, definitions)
+        except (FormulaError, UnitError) as exc:
+            raise CardError(f"{where}, {what}: {exc}") from None
+
+    answer_formula: Formula | None = None
+    answer_statement: Text | None = None
+    if raw.kind == "numeric":
+        if not isinstance(raw.answer, str):
+            raise CardError(f"{where}: a numeric template's answer must be a formula")
+        if raw.unit is None or raw.precision is None:
+            raise CardError(f"{where}: a numeric template needs 'unit' and 'precision'")
+        _check_unit(raw.unit, where)
+        answer_formula = formula(raw.answer, "answer")
+    else:
+        if isinstance(raw.answer, str):
+            raise CardError(f"{where}: a statement template's answer must be a text {{en, zh}}")
+        if raw.unit is not None or raw.precision is not None:
+            raise CardError(f"{where}: a statement template takes no 'unit' or 'precision'")
+        answer_statement = _text(raw.answer)
+
+    if raw.choices - 1 > len(raw.pitfalls):
+        raise CardError(f"{where}: {raw.choices} choices need at least {raw.choices - 1} pitfalls")
+    pitfalls: list[Pitfall] = []
+    for item in raw.pitfalls:
+        what = f"pitfall {item.id!r}"
+        if any(p.id == item.id for p in pitfalls):
+            raise CardError(f"{where}: pitfall id {item.id!r} is used twice")
+        if raw.kind == "numeric" and (item.formula is None or item.statement is not None):
+            raise CardError(f"{where}, {what}: a numeric template's pitfall needs a formula")
+        if raw.kind == "statement" and (item.statement is None or item.formula is not None):
+            raise CardError(f"{where}, {what}: a statement template's pitfall needs a statement")
+        pitfalls.append(
+            Pitfall(
+                id=item.id,
+                title=_text(item.title),
+                explanation=_text(item.explanation),
+                explanation_template=text(item.explanation, f"{what} explanation", frozenset({"value"})),
+                formula=formula(item.formula, what) if item.formula is not None else None,
+                statement=_text(item.statement) if item.statement is not None else None,
+            )
+        )
+
+    return Template(
+        id=raw.id,
+        version=raw.version,
+        kind=raw.kind,
+        point=point,
+        params=params,
+        stem=text(raw.stem, "stem"),
+        solution=tuple(text(step, f"solution step {i + 1}") for i, step in enumerate(raw.solution)),
+        pitfalls=tuple(pitfalls),
+        choices=raw.choices,
+        answer_formula=answer_formula,
+        answer_statement=answer_statement,
+        unit=raw.unit,
+        precision=raw.precision if raw.precision is not None else 2,
+    )
+
+
+def _check_unit(unit: str, where: str) -> None:
+    if unit not in UNITS:
+        raise CardError(f"{where}: unknown unit {unit!r} (known: {', '.join(UNITS)})")
+
+
+def _text(value: _TextIn) -> Text:
+    return Text(en=value.en.strip(), zh=value.zh.strip())
+
+
+def _pydantic_message(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors()[:5]:
+        location = ".".join(str(part) for part in error["loc"])
+        location = re.sub(r"\.(\d+)", r"[\1]", location)
+        problems.append(f"{location}: {error['msg']}")
+    more = len(exc.errors()) - len(problems)
+    return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")

@@ -1,0 +1,125 @@
+"""Validate every template of a card over its parameter domain before it is served.
+
+For every parameter combination (or :data:`SAMPLED_SEEDS` seeded draws when the domain is larger
+than that) the answer, every pitfall and every text are evaluated, and the card is refused when
+
+- a formula or a placeholder cannot be evaluated;
+- a pitfall's displayed value clashes with the answer (a learner holding the misconception would
+  be graded right);
+- some seeded order of the pitfalls could leave fewer than ``choices - 1`` of them after clash
+  resolution (checked exactly: the smallest maximal set of mutually distinct pitfalls);
+- a pitfall never has a value of its own anywhere in the domain.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+
+from .cards import Card, CardError, Template
+from .formulas import FormulaError
+from .generation import Candidate, candidates, clash, draw_params, named_values
+
+SAMPLED_SEEDS = 500
+# Beyond this many pitfalls the exact order check would be slow; fall back to declared order.
+EXACT_ORDER_CHECK_LIMIT = 12
+
+
+def validate_card(card: Card) -> None:
+    for template in card.templates():
+        validate_template(card, template)
+
+
+def parameter_combinations(template: Template) -> Iterator[dict[str, Fraction]]:
+    """The whole domain, or :data:`SAMPLED_SEEDS` seeded draws when it is larger."""
+    if template.domain_size() <= SAMPLED_SEEDS:
+        names = list(template.params)
+        for combo in itertools.product(*(template.params[n].values for n in names)):
+            yield dict(zip(names, combo, strict=True))
+        return
+    for seed in range(SAMPLED_SEEDS):
+        yield draw_params(template, random.Random(f"validate:{template.id}:{seed}"))
+
+
+def validate_template(card: Card, template: Template) -> None:
+    own_value_somewhere: set[str] = set()
+    for values in parameter_combinations(template):
+        where = f"card {card.id!r}, template {template.id!r}, parameters {_show(template, values)}"
+        try:
+            answer, pitfalls = candidates(template, values)
+            _render_texts(template, values, answer, pitfalls)
+        except FormulaError as exc:
+            raise CardError(f"{where}: {exc}") from None
+        for candidate in pitfalls:
+            if clash(candidate, answer):
+                assert candidate.pitfall is not None
+                raise CardError(
+                    f"{where}: pitfall {candidate.pitfall.id!r} shows {candidate.text.en}, "
+                    f"which clashes with the answer {answer.text.en}"
+                )
+        for candidate in pitfalls:
+            assert candidate.pitfall is not None
+            if not any(clash(candidate, other) for other in pitfalls if other is not candidate):
+                own_value_somewhere.add(candidate.pitfall.id)
+        worst = _smallest_maximal_distinct_set(pitfalls)
+        if worst < template.choices - 1:
+            raise CardError(
+                f"{where}: after clashing pitfalls are merged only {worst} distinct pitfall(s) "
+                f"may remain, {template.choices - 1} are needed"
+            )
+    never = [p.id for p in template.pitfalls if p.id not in own_value_somewhere]
+    if never:
+        raise CardError(
+            f"card {card.id!r}, template {template.id!r}: pitfall(s) {', '.join(never)} always "
+            "coincide with another pitfall: they never show a value of their own"
+        )
+
+
+def _render_texts(
+    template: Template, values: dict[str, Fraction], answer: Candidate, pitfalls: list[Candidate]
+) -> None:
+    named = named_values(template, values)
+    named["answer"] = answer.text.en
+    template.stem.render(values, named)
+    for step in template.solution:
+        step.render(values, named)
+    for candidate in pitfalls:
+        assert candidate.pitfall is not None
+        candidate.pitfall.explanation_template.render(values, {**named, "value": candidate.text.en})
+
+
+def _smallest_maximal_distinct_set(pitfalls: Sequence[Candidate]) -> int:
+    """The fewest pitfalls the greedy selection can keep, over every order it may walk them in.
+
+    Greedy selection in some order always ends on a maximal set of mutually non-clashing
+    pitfalls, and every maximal set is reached by some order, so the worst case is the smallest
+    maximal independent set of the clash graph.
+    """
+    n = len(pitfalls)
+    conflicts = [
+        {j for j in range(n) if j != i and clash(pitfalls[i], pitfalls[j])} for i in range(n)
+    ]
+    if not any(conflicts):
+        return n
+    if n > EXACT_ORDER_CHECK_LIMIT:
+        kept: list[int] = []
+        for i in range(n):
+            if not conflicts[i] & set(kept):
+                kept.append(i)
+        return len(kept)
+    best = n
+    for size in range(1, n + 1):
+        for subset in itertools.combinations(range(n), size):
+            chosen = set(subset)
+            independent = all(not (conflicts[i] & chosen) for i in chosen)
+            maximal = all(conflicts[j] & chosen for j in range(n) if j not in chosen)
+            if independent and maximal:
+                return min(best, size)
+    return best
+
+
+def _show(template: Template, values: dict[str, Fraction]) -> str:
+    shown = named_values(template, values)
+    return "{" + ", ".join(f"{k}={v}" for k, v in shown.items()) + "}"
