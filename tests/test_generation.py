@@ -1,0 +1,232 @@
+"""Variants are reproducible, have one correct choice and distinct choices; grading names the
+pitfall; validation refuses templates whose pitfalls can clash with the answer."""
+
+import copy
+
+import pytest
+
+from app.domain.cards import CardError, parse_card
+from app.domain.generation import (
+    MIN_RELATIVE_GAP,
+    UnknownChoice,
+    generate,
+    generate_for_point,
+    grade,
+)
+from app.domain.validation import validate_card
+
+
+def t(text):
+    return {"en": text, "zh": text + "（中文）"}
+
+
+def pitfall(pid, formula, explanation="wrong: {value}"):
+    return {"id": pid, "title": t(pid), "formula": formula, "explanation": t(explanation)}
+
+
+TEMPLATE = {
+    "id": "zero1-per-rank",
+    "version": 1,
+    "kind": "numeric",
+    "params": {
+        "psi": {"values": ["1.3e9", "7e9", "70e9", "175e9"], "format": "count"},
+        "n_d": {"values": [4, 8, 16, 64]},
+    },
+    "stem": t("ZeRO-1, {psi} parameters, {n_d} ranks: memory per rank?"),
+    "answer": "zero1",
+    "unit": "GB",
+    "precision": 2,
+    "solution": [t("$2\\Psi + 2\\Psi + 12\\Psi/N_d$ = {=zero1:GB}"), t("answer {answer}")],
+    "pitfalls": [
+        pitfall("ddp-no-sharding", "ddp"),
+        pitfall("shards-grads-too", "zero2"),
+        pitfall("shards-everything", "ddp/n_d"),
+        pitfall("forgot-master", "2*psi + 2*psi + 8*psi/n_d"),
+    ],
+}
+
+CARD = {
+    "id": "mini",
+    "version": 1,
+    "title": t("Mini"),
+    "definition": t("d"),
+    "use_cases": t("u"),
+    "problems_solved": t("p"),
+    "formulas": [
+        {"id": "ddp", "title": t("DDP"), "expr": "16*psi", "latex": "16\\Psi"},
+        {"id": "zero1", "title": t("Z1"), "expr": "2*psi + 2*psi + 12*psi/n_d", "latex": "x"},
+        {"id": "zero2", "title": t("Z2"), "expr": "2*psi + (2*psi + 12*psi)/n_d", "latex": "x"},
+    ],
+    "points": [
+        {
+            "number": 1,
+            "title": t("Point"),
+            "explanation": t("e"),
+            "templates": [
+                TEMPLATE,
+                {
+                    "id": "what-zero1-shards",
+                    "version": 1,
+                    "kind": "statement",
+                    "stem": t("What does ZeRO-1 shard?"),
+                    "answer": t("Only the optimizer states."),
+                    "solution": [t("ZeRO-1 partitions the 12Ψ optimizer states.")],
+                    "pitfalls": [
+                        {"id": "grads", "title": t("g"), "statement": t("Gradients."), "explanation": t("no")},
+                        {"id": "params", "title": t("p"), "statement": t("Parameters."), "explanation": t("no")},
+                        {"id": "all", "title": t("a"), "statement": t("Everything."), "explanation": t("no")},
+                    ],
+                },
+            ],
+        }
+    ],
+}
+
+
+def card_with(template_changes=None, data=None):
+    data = copy.deepcopy(data or CARD)
+    data["points"][0]["templates"][0].update(template_changes or {})
+    card = parse_card(data)
+    validate_card(card)
+    return card
+
+
+@pytest.fixture(scope="module")
+def card():
+    return card_with()
+
+
+def test_same_seed_same_variant(card):
+    template = card.points[0].templates[0]
+    a, b = generate(card, template, 1234), generate(card, template, 1234)
+    assert a.params == b.params and a.stem == b.stem
+    assert [(c.id, c.text, c.pitfall_id) for c in a.choices] == [(c.id, c.text, c.pitfall_id) for c in b.choices]
+
+
+def test_seeds_vary_parameters_and_choice_order(card):
+    template = card.points[0].templates[0]
+    variants = [generate(card, template, seed) for seed in range(200)]
+    assert len({tuple(v.params.items()) for v in variants}) == 16
+    assert len({v.correct_choice_id for v in variants}) == 4
+
+
+def test_every_variant_has_one_correct_choice_and_distinct_choices(card):
+    template = card.points[0].templates[0]
+    for seed in range(500):
+        variant = generate(card, template, seed)
+        assert len(variant.choices) == 4
+        assert sum(c.pitfall is None for c in variant.choices) == 1
+        texts = [c.text.en for c in variant.choices]
+        assert len(set(texts)) == len(texts)
+        values = sorted(c.value for c in variant.choices)
+        for low, high in zip(values, values[1:], strict=False):
+            assert (high - low) / high >= float(MIN_RELATIVE_GAP) * 0.99
+
+
+def test_variant_renders_numbers_into_texts(card):
+    template = card.points[0].templates[0]
+    variant = next(
+        v for v in (generate(card, template, s) for s in range(500))
+        if v.params == {"psi": "70000000000", "n_d": "16"}
+    )
+    assert variant.stem.en == "ZeRO-1, 70B parameters, 16 ranks: memory per rank?"
+    correct = variant.choice(variant.correct_choice_id)
+    assert correct.text.en == "332.5 GB" and correct.value == 332.5 and correct.unit == "GB"
+    assert variant.solution[0].en.endswith("= 332.5 GB")
+    assert variant.solution[1].en == "answer 332.5 GB"
+
+
+def test_grade_names_the_pitfall_with_this_variants_numbers(card):
+    template = card.points[0].templates[0]
+    variant = generate(card, template, 7)
+    wrong = next(c for c in variant.choices if c.pitfall is not None)
+    result = grade(variant, wrong.id)
+    assert not result.correct
+    assert result.correct_choice_id == variant.correct_choice_id
+    assert result.pitfall.id == wrong.pitfall_id
+    assert result.pitfall_explanation.en == f"wrong: {wrong.text.en}"
+    assert wrong.text.en in result.explanation.en
+    right = grade(variant, variant.correct_choice_id)
+    assert right.correct and right.pitfall is None and right.pitfall_explanation is None
+    assert right.solution == variant.solution
+
+
+def test_unknown_choice(card):
+    variant = generate(card, card.points[0].templates[0], 1)
+    with pytest.raises(UnknownChoice):
+        grade(variant, "z")
+
+
+def test_statement_variants(card):
+    template = card.points[0].templates[1]
+    variant = generate(card, template, 3)
+    assert all(c.value is None and c.unit is None for c in variant.choices)
+    assert variant.choice(variant.correct_choice_id).text.en == "Only the optimizer states."
+
+
+def test_point_seed_picks_template_reproducibly(card):
+    picked = {generate_for_point(card, 1, s).template_id for s in range(50)}
+    assert picked == {"zero1-per-rank", "what-zero1-shards"}
+    assert generate_for_point(card, 1, 9).stem == generate_for_point(card, 1, 9).stem
+    with pytest.raises(KeyError):
+        generate_for_point(card, 2, 1)
+
+
+def test_clashing_pitfalls_are_resolved_by_seeded_order():
+    # 64Ψ/N_d equals DDP's 16Ψ at N_d = 4 only: there a variant shows one of the two.
+    card = card_with({"pitfalls": [*TEMPLATE["pitfalls"], pitfall("odd", "64*psi/n_d")], "choices": 5})
+    template = card.points[0].templates[0]
+    seen = set()
+    for seed in range(400):
+        variant = generate(card, template, seed)
+        ids = {c.pitfall_id for c in variant.choices}
+        if variant.params["n_d"] == "4":
+            assert len(variant.choices) == 5
+            assert not {"ddp-no-sharding", "odd"} <= ids
+            seen |= ids & {"ddp-no-sharding", "odd"}
+    assert seen == {"ddp-no-sharding", "odd"}
+
+
+def test_validation_refuses_a_pitfall_equal_to_the_answer():
+    with pytest.raises(CardError) as caught:
+        card_with({"pitfalls": [*TEMPLATE["pitfalls"][:3], pitfall("same", "4*psi + 12*psi/n_d")]})
+    message = str(caught.value)
+    assert "template 'zero1-per-rank'" in message and "pitfall 'same'" in message
+    assert "psi=1.3B" in message and "clashes with the answer" in message
+
+
+def test_validation_refuses_a_pitfall_within_one_percent_of_the_answer():
+    with pytest.raises(CardError, match="clashes with the answer"):
+        card_with({"pitfalls": [*TEMPLATE["pitfalls"][:3], pitfall("close", "zero1*1.005")]})
+
+
+def test_validation_refuses_formula_errors_with_parameters():
+    with pytest.raises(CardError, match=r"parameters \{psi=1.3B, n_d=4\}.*undefined"):
+        card_with({"pitfalls": [*TEMPLATE["pitfalls"][:3], pitfall("div0", "psi/(n_d - 4)")]})
+
+
+def test_validation_refuses_too_few_distinct_pitfalls():
+    pitfalls = [pitfall("a", "16*psi"), pitfall("b", "16*psi*1.001"), pitfall("c", "zero2")]
+    with pytest.raises(CardError, match="only 2 distinct pitfall"):
+        card_with({"pitfalls": pitfalls})
+
+
+def test_validation_refuses_a_pitfall_that_never_has_its_own_value():
+    pitfalls = [*TEMPLATE["pitfalls"], pitfall("twin", "ddp")]
+    with pytest.raises(CardError, match="never show a value of their own"):
+        card_with({"pitfalls": pitfalls, "choices": 3})
+
+
+def test_unsafe_formula_in_card_is_refused_at_load():
+    with pytest.raises(CardError, match="attribute access"):
+        card_with({"answer": "psi.__class__"})
+
+
+def test_shape_errors_are_readable():
+    data = copy.deepcopy(CARD)
+    del data["points"][0]["templates"][0]["stem"]["zh"]
+    data["points"][0]["templates"][0]["pitfalls"] = TEMPLATE["pitfalls"][:2]
+    with pytest.raises(CardError) as caught:
+        parse_card(data)
+    assert "points[0].templates[0].stem.zh: Field required" in str(caught.value)
+    assert "pitfalls: List should have at least 3 items" in str(caught.value)
