@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any, TypeAlias
 
 import sympy
 
@@ -48,7 +49,8 @@ _BINARY: dict[type[ast.operator], str] = {
     ast.Pow: "**",
 }
 
-Number = int | Fraction | sympy.Rational
+# sympy ships no type information, so its rationals are typed as Any.
+Number: TypeAlias = int | Fraction | Any
 
 
 class FormulaError(ValueError):

@@ -1,0 +1,1 @@
+"""JSON API for the mobile client, mounted under /api/v1."""

@@ -1,0 +1,12 @@
+"""The /api/v1 router."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.api import answers, cards, learners
+
+api_router = APIRouter(prefix="/api/v1")
+api_router.include_router(cards.router)
+api_router.include_router(answers.router)
+api_router.include_router(learners.router)

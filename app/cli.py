@@ -1,0 +1,122 @@
+"""Command line: ``python -m app.cli migrate`` and ``python -m app.cli check-cards``.
+
+Errors are printed as one message on stderr with exit status 1 (2 for bad usage), no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from app.config import ROOT, get_settings
+
+ALEMBIC_INI = ROOT / "alembic.ini"
+MIGRATIONS_DIR = ROOT / "migrations"
+
+
+class CliError(Exception):
+    """A failure worth one line on stderr."""
+
+
+def alembic_config(database_url: str, *, configure_logging: bool = True) -> object:
+    """An Alembic config for the project's migrations, pointed at ``database_url``."""
+    from alembic.config import Config
+
+    config = Config(str(ALEMBIC_INI)) if ALEMBIC_INI.is_file() else Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # ConfigParser interpolation: a literal % in a URL (an encoded password) must be doubled.
+    config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
+    config.attributes["configure_logging"] = configure_logging
+    return config
+
+
+def migrate(database_url: str, revision: str = "head") -> None:
+    """Upgrade the database to ``revision`` (creating the folder of a SQLite file)."""
+    from alembic import command
+    from alembic.util import CommandError
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+    from app.db import ensure_sqlite_folder
+
+    try:
+        ensure_sqlite_folder(database_url)
+        command.upgrade(alembic_config(database_url), revision)  # type: ignore[arg-type]
+    except CommandError as exc:
+        raise CliError(f"migration failed: {exc}") from None
+    except ArgumentError as exc:
+        raise CliError(f"invalid DATABASE_URL {database_url!r}: {exc}") from None
+    except SQLAlchemyError as exc:
+        raise CliError(f"migration failed: {_first_line(exc)}") from None
+    except ModuleNotFoundError as exc:
+        raise CliError(f"database driver not installed: {exc.name}") from None
+    except OSError as exc:
+        raise CliError(f"migration failed: {exc}") from None
+
+
+def check_cards(cards_dir: Path) -> str:
+    """Load and validate every card; a summary, or CliError with the card's message."""
+    from app.domain.cards import CardError, load_cards
+
+    try:
+        cards = load_cards(cards_dir)
+    except CardError as exc:
+        raise CliError(str(exc)) from None
+    lines = []
+    for card in cards.values():
+        templates = card.templates()
+        pitfalls = sum(len(t.pitfalls) for t in templates)
+        lines.append(
+            f"{card.id} v{card.version}: {len(card.points)} exam points, "
+            f"{len(templates)} templates, {pitfalls} pitfalls, {len(card.formulas)} formulas"
+        )
+    lines.append(f"ok: {len(cards)} card{'s' if len(cards) != 1 else ''} in {cards_dir}")
+    return "\n".join(lines)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m app.cli", description="infracards admin")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    migrate_cmd = commands.add_parser(
+        "migrate", help="upgrade the database to the latest migration"
+    )
+    migrate_cmd.add_argument("--database-url", help="default: DATABASE_URL or SQLite in data/")
+    migrate_cmd.add_argument("--revision", default="head", help="target revision (default: head)")
+    check = commands.add_parser("check-cards", help="load and validate every card")
+    check.add_argument("--cards-dir", type=Path, help="default: CARDS_DIR or cards/")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = get_settings()
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        print(f"error: invalid settings: {exc}", file=sys.stderr)
+        return 1
+    try:
+        if args.command == "migrate":
+            url = args.database_url or settings.database_url
+            migrate(url, args.revision)
+            print(f"database at {_safe_url(url)} is at revision {args.revision}")
+        elif args.command == "check-cards":
+            print(check_cards(args.cards_dir or settings.cards_dir))
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _safe_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

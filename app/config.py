@@ -1,0 +1,103 @@
+"""Settings from the environment (pydantic-settings), and the secret key.
+
+Environment variables (no prefix): ``DATABASE_URL``, ``SECRET_KEY``, ``ENVIRONMENT``
+(``production`` requires SECRET_KEY), ``DATA_DIR``, ``CARDS_DIR``, ``COOKIE_SECURE``,
+``QUESTION_MAX_AGE_S``. ``PORT`` is read by the Makefile (uvicorn's ``--port``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET_KEY_FILE = "secret_key"
+MIN_SECRET_KEY_LENGTH = 32
+
+
+class Settings(BaseSettings):
+    """Everything configurable about a running service."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    # "production" requires a real SECRET_KEY; any other value is a development setup.
+    environment: str = "development"
+    data_dir: Path = ROOT / "data"
+    cards_dir: Path = ROOT / "cards"
+    static_dir: Path = ROOT / "static"
+    # Defaults to a SQLite file in data_dir (see the validator below).
+    database_url: str = ""
+    secret_key: SecretStr | None = None
+    # Secure cookies (HTTPS only); always on in production.
+    cookie_secure: bool = False
+    port: int = Field(default=8000, ge=1, le=65535)
+    # How long a question token stays answerable (seconds).
+    question_max_age_s: int = Field(default=7 * 24 * 3600, ge=60)
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if not self.database_url:
+            db_file = (self.data_dir / "infracards.db").resolve()
+            self.database_url = f"sqlite:///{db_file}"
+        if self.environment == "production":
+            key = self.secret_key.get_secret_value() if self.secret_key else ""
+            if len(key) < MIN_SECRET_KEY_LENGTH:
+                raise ValueError(
+                    f"SECRET_KEY must be set to at least {MIN_SECRET_KEY_LENGTH} characters "
+                    "in production (e.g. python -c 'import secrets; print(secrets.token_urlsafe(48))')"
+                )
+        return self
+
+    @property
+    def secure_cookies(self) -> bool:
+        return self.cookie_secure or self.environment == "production"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment once."""
+    return Settings()
+
+
+def resolve_secret_key(settings: Settings) -> str:
+    """The configured ``SECRET_KEY``, or outside production a generated key kept in ``data_dir``.
+
+    The development key is written once (atomically, mode 0600) and reused, so sessions and
+    question tokens survive restarts.
+    """
+    if settings.secret_key is not None and settings.secret_key.get_secret_value():
+        return settings.secret_key.get_secret_value()
+    if settings.environment == "production":  # pragma: no cover - the validator refuses this
+        raise ValueError("SECRET_KEY is required in production")
+    path = settings.data_dir / SECRET_KEY_FILE
+    existing = _read_key(path)
+    if existing:
+        return existing
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{SECRET_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(secrets.token_urlsafe(48) + "\n")
+    try:
+        # link() fails when another process won the race; then its key is the one to use.
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    key = _read_key(path)
+    if not key:
+        raise ValueError(f"could not read the development secret key from {path}")
+    return key
+
+
+def _read_key(path: Path) -> str:
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return ""

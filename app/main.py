@@ -1,0 +1,105 @@
+"""The application: ``create_app()`` wires settings, cards, database, API, pages and static files.
+
+Served with ``uvicorn app.main:create_app --factory``. Cards are loaded (and validated) once here;
+a card that fails validation stops start-up. The server never imports torch or ``app.zero_demo``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+from sqlalchemy.engine import Engine
+
+from app.api.router import api_router
+from app.config import Settings, get_settings, resolve_secret_key
+from app.db import ensure_sqlite_folder, make_engine, make_sessionmaker
+from app.domain.cards import Card, load_cards
+from app.errors import install_error_handlers
+from app.services.questions import QuestionSigner
+from app.web.pages import router as web_router
+from app.web.session import GuestSessionCodec, GuestSessionMiddleware
+from app.web.templating import make_templates
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """
+Practise AI-infrastructure knowledge cards as generated single-choice questions whose wrong
+answers are named pitfalls.
+
+**Flow:** `GET /api/v1/cards` → `GET /api/v1/cards/{card_id}/points/{number}/question` →
+`POST /api/v1/answers` with the question's `token`, a `choice_id` and a fresh `client_answer_id`
+(a UUID; resending it replays the stored result instead of recording a second attempt).
+
+**Learner identity:** apps call `POST /api/v1/learners` once and send
+`Authorization: Bearer <token>` afterwards. Without that header a request acts as the guest
+learner of the web session cookie.
+
+**Texts:** `?lang=en` (default) or `?lang=zh`; inline math is LaTeX between `$...$`.
+Every 4xx carries `{"detail": "<message>"}`.
+"""
+
+
+def warn_if_not_migrated(engine: Engine) -> None:
+    """Log (not fail) when the database is behind the migrations: requests would fail later."""
+    from alembic.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    from app.cli import MIGRATIONS_DIR
+
+    try:
+        heads = set(ScriptDirectory(str(MIGRATIONS_DIR)).get_heads())
+        with engine.connect() as connection:
+            current = set(MigrationContext.configure(connection).get_current_heads())
+    except Exception as exc:  # a database that cannot be reached is reported by the requests
+        log.warning("could not check the database's migration state: %s", exc)
+        return
+    if current != heads:
+        log.error(
+            "the database is not at the latest migration (at %s, latest %s): "
+            "run `python -m app.cli migrate`",
+            ", ".join(sorted(current)) or "none",
+            ", ".join(sorted(heads)),
+        )
+
+
+def create_app(
+    settings: Settings | None = None, *, cards: dict[str, Card] | None = None
+) -> FastAPI:
+    """A ready-to-serve app; ``cards`` may be passed in already loaded (tests do)."""
+    settings = settings if settings is not None else get_settings()
+    cards = cards if cards is not None else load_cards(settings.cards_dir)
+    secret_key = resolve_secret_key(settings)
+    ensure_sqlite_folder(settings.database_url)
+    engine = make_engine(settings.database_url)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        warn_if_not_migrated(engine)
+        yield
+        engine.dispose()
+
+    app = FastAPI(title="infracards", version="1", description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.cards = cards
+    app.state.engine = engine
+    app.state.sessionmaker = make_sessionmaker(engine)
+    app.state.signer = QuestionSigner(secret_key, max_age_s=settings.question_max_age_s)
+    app.state.templates = make_templates()
+
+    app.add_middleware(
+        GuestSessionMiddleware, codec=GuestSessionCodec(secret_key), secure=settings.secure_cookies
+    )
+    install_error_handlers(app)
+    app.include_router(api_router)
+    app.include_router(web_router)
+    app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app

@@ -1,0 +1,1 @@
+"""HTML pages: card list, card page, practice, feedback, my mistakes."""

@@ -1,0 +1,87 @@
+"""Texts to HTML: inline LaTeX (``$...$``) becomes MathML on the server, the rest is escaped.
+
+Browsers render MathML Core natively, so pages need neither JavaScript nor a CDN. The converter's
+output is parsed back and must consist of MathML elements only; anything else (or LaTeX it
+cannot read) is shown as escaped source instead.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from functools import lru_cache
+
+from latex2mathml.converter import convert
+from markupsafe import Markup, escape
+
+_MATHML_NS = "{http://www.w3.org/1998/Math/MathML}"
+_MATHML_TAGS = frozenset(
+    """math mrow mi mn mo mtext mspace ms mfrac msqrt mroot mstyle merror mpadded mphantom
+    mfenced menclose msub msup msubsup munder mover munderover mmultiscripts mprescripts none
+    mtable mtr mtd mlabeledtr semantics annotation""".split()
+)
+# $...$ not preceded by a backslash; the content may not be empty or start with a space.
+_INLINE_MATH = re.compile(r"(?<!\\)\$(?!\s)(.+?)(?<!\\)\$", re.DOTALL)
+_QUANTITY = re.compile(
+    r"^(?P<number>[-−]?\d[\d,]*(?:\.\d+)?)(?P<space>\s?)(?P<unit>[^\d\s$][^$]*)?$"
+)
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+
+
+@lru_cache(maxsize=4096)
+def latex_to_mathml(latex: str, display: bool = False) -> Markup:
+    """MathML for a LaTeX formula, or the escaped source when it cannot be converted safely."""
+    try:
+        mathml = convert(latex, display="block" if display else "inline")
+        root = ET.fromstring(mathml)
+    except Exception:  # the converter raises many kinds of errors on bad input
+        return _latex_source(latex)
+    if any(el.tag.removeprefix(_MATHML_NS) not in _MATHML_TAGS for el in root.iter()):
+        return _latex_source(latex)
+    return Markup(mathml)
+
+
+def _latex_source(latex: str) -> Markup:
+    return Markup('<code class="latex">') + escape(latex) + Markup("</code>")
+
+
+@lru_cache(maxsize=4096)
+def render_inline(text: str) -> Markup:
+    """A text with ``$...$`` math rendered as MathML; ``\\$`` stays a dollar sign."""
+    parts: list[Markup] = []
+    position = 0
+    for match in _INLINE_MATH.finditer(text):
+        parts.append(escape(_undollar(text[position : match.start()])))
+        parts.append(latex_to_mathml(match.group(1).strip()))
+        position = match.end()
+    parts.append(escape(_undollar(text[position:])))
+    return Markup("").join(parts)
+
+
+def render_paragraphs(text: str) -> Markup:
+    """Blank-line separated paragraphs, each a ``<p>`` with its math rendered."""
+    paragraphs = [p.strip() for p in _PARAGRAPH_BREAK.split(text.strip()) if p.strip()]
+    return Markup("\n").join(Markup("<p>") + render_inline(p) + Markup("</p>") for p in paragraphs)
+
+
+@lru_cache(maxsize=4096)
+def render_quantity(text: str) -> Markup:
+    """A displayed quantity such as ``332.5 GB`` or ``1.5×`` as MathML (number and unit)."""
+    match = _QUANTITY.match(text.strip())
+    if match is None or "$" in text:
+        return render_inline(text)
+    number = escape(match.group("number").replace("−", "-"))
+    unit = match.group("unit")
+    body = Markup("<mn>") + number + Markup("</mn>")
+    if unit:
+        gap = "\u00a0" if match.group("space") else ""
+        body += Markup("<mtext>") + escape(gap + unit.strip()) + Markup("</mtext>")
+    return (
+        Markup('<math xmlns="http://www.w3.org/1998/Math/MathML" display="inline"><mrow>')
+        + body
+        + Markup("</mrow></math>")
+    )
+
+
+def _undollar(text: str) -> str:
+    return text.replace("\\$", "$")

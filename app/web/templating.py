@@ -1,0 +1,106 @@
+"""Jinja2 setup and page rendering: filters for math, the language, security headers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import Request
+from fastapi.templating import Jinja2Templates
+from starlette.responses import Response
+
+from app.domain.texts import Text
+from app.web.render import latex_to_mathml, render_inline, render_paragraphs, render_quantity
+from app.web.ui import LANGS, UI
+
+TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
+
+# Pages need nothing from elsewhere: no scripts at all, styles and images from this origin.
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; "
+        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+def make_templates() -> Jinja2Templates:
+    templates = Jinja2Templates(directory=TEMPLATES_DIR)
+    env = templates.env
+    env.filters["math"] = render_inline
+    env.filters["paragraphs"] = render_paragraphs
+    env.filters["quantity"] = render_quantity
+    env.filters["latex"] = lambda latex: latex_to_mathml(latex, display=True)
+    env.filters["bytes"] = format_bytes
+    env.filters["number"] = format_plain
+    env.filters["when"] = format_when
+    return templates
+
+
+def pick_lang(value: str | None) -> str:
+    """The page language: ``zh`` when asked for, English otherwise (unknown values included)."""
+    return value if value in LANGS else "en"
+
+
+def link(path: str, lang: str, **params: Any) -> str:
+    """``path`` with query parameters; the language is kept unless it is the default."""
+    query = {k: v for k, v in params.items() if v is not None}
+    if lang != "en":
+        query["lang"] = lang
+    return f"{path}?{urlencode(query)}" if query else path
+
+
+def render_page(
+    request: Request,
+    name: str,
+    context: Mapping[str, Any],
+    *,
+    lang: str,
+    status_code: int = 200,
+    switch_url: str | None = None,
+) -> Response:
+    """Render a page template with the shared context (language, UI strings, helpers)."""
+    other = "zh" if lang == "en" else "en"
+    if switch_url is None:
+        params = dict(request.query_params)
+        params["lang"] = other
+        switch_url = f"{request.url.path}?{urlencode(params)}"
+    full = {
+        "lang": lang,
+        "ui": UI[lang],
+        "t": lambda text: text.get(lang) if isinstance(text, Text) else str(text),
+        "link": lambda path, **params: link(path, lang, **params),
+        "switch_url": switch_url,
+        **context,
+    }
+    templates: Jinja2Templates = request.app.state.templates
+    response = templates.TemplateResponse(request, name, full, status_code=status_code)
+    response.headers.update(PAGE_HEADERS)
+    return response
+
+
+def format_bytes(value: float | None) -> str:
+    """Bytes in decimal units (the card counts GB as 10^9 bytes)."""
+    if value is None:
+        return "—"
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+def format_plain(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:.4g}"
+
+
+def format_when(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC")

@@ -1,0 +1,67 @@
+"""Alembic environment: batch mode (needed for ALTER on SQLite), the app's metadata and engine.
+
+The database URL comes from ``sqlalchemy.url`` when the caller set one (the CLI and the tests do),
+otherwise from the app settings (``DATABASE_URL``). A caller may also hand over an open
+connection in ``config.attributes["connection"]``.
+"""
+
+from __future__ import annotations
+
+from logging.config import fileConfig
+
+from alembic import context
+from sqlalchemy.pool import NullPool
+
+from app import models  # noqa: F401  (registers the tables on Base.metadata)
+from app.config import get_settings
+from app.db import Base, ensure_sqlite_folder, make_engine
+
+config = context.config
+if config.config_file_name is not None and config.attributes.get("configure_logging", True):
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+target_metadata = Base.metadata
+
+
+def _url() -> str:
+    return config.get_main_option("sqlalchemy.url") or get_settings().database_url
+
+
+def _configure(**kwargs: object) -> None:
+    context.configure(
+        target_metadata=target_metadata,
+        render_as_batch=True,
+        compare_type=True,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def run_migrations_offline() -> None:
+    _configure(url=_url(), literal_binds=True, dialect_opts={"paramstyle": "named"})
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _configure(connection=connection)
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    url = _url()
+    ensure_sqlite_folder(url)
+    engine = make_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            _configure(connection=connection)
+            with context.begin_transaction():
+                context.run_migrations()
+    finally:
+        engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

@@ -1,0 +1,123 @@
+"""Fixtures for the service tests: the cards, a migrated database per test, an app and a client.
+
+Every test gets its own SQLite file, copied from a database migrated once per xdist worker, so
+tests are independent and cheap. PostgreSQL tests get a fresh database on the server named by
+``TEST_POSTGRES_URL`` and are skipped, with the reason, when it is unset.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from app.cli import migrate
+from app.config import Settings
+from app.domain.cards import Card, load_cards
+from app.main import create_app
+
+with warnings.catch_warnings():
+    # Starlette 1.x nudges towards httpx2; httpx is what the project installs.
+    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+    from fastapi.testclient import TestClient
+
+ROOT = Path(__file__).resolve().parents[1]
+# The served cards by default; TEST_CARDS_DIR points the service tests at another folder.
+CARDS_DIR = Path(os.environ.get("TEST_CARDS_DIR", ROOT / "cards"))
+CARD_ID = "zero-memory-offload"
+TEST_SECRET = "test-secret-key-0123456789-abcdefghijklmnop"
+
+
+@pytest.fixture(scope="session")
+def cards() -> dict[str, Card]:
+    return load_cards(CARDS_DIR)
+
+
+@pytest.fixture(scope="session")
+def card(cards: dict[str, Card]) -> Card:
+    return cards[CARD_ID]
+
+
+@pytest.fixture(scope="session")
+def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file at the latest migration, made once per worker and copied for each test."""
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    migrate(f"sqlite:///{path}")
+    # The engine is gone, so the WAL was checkpointed into the main file; nothing else to copy.
+    for suffix in ("-wal", "-shm"):
+        assert not Path(f"{path}{suffix}").exists() or Path(f"{path}{suffix}").stat().st_size == 0
+    return path
+
+
+@pytest.fixture
+def db_url(tmp_path: Path, migrated_template: Path) -> str:
+    path = tmp_path / "infracards.db"
+    shutil.copyfile(migrated_template, path)
+    return f"sqlite:///{path}"
+
+
+def make_settings(tmp_path: Path, database_url: str, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "environment": "test",
+        "database_url": database_url,
+        "data_dir": tmp_path / "data",
+        "cards_dir": CARDS_DIR,
+        "secret_key": TEST_SECRET,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def settings(tmp_path: Path, db_url: str) -> Settings:
+    return make_settings(tmp_path, db_url)
+
+
+@pytest.fixture
+def app(settings: Settings, cards: dict[str, Card]) -> FastAPI:
+    return create_app(settings, cards=cards)
+
+
+@pytest.fixture
+def client(app: FastAPI) -> Iterator[TestClient]:
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def db(app: FastAPI) -> Iterator[Session]:
+    """A session on the app's database, for looking at what the requests stored."""
+    with app.state.sessionmaker() as session:
+        yield session
+
+
+# --- PostgreSQL -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database (dropped afterwards) on TEST_POSTGRES_URL's server."""
+    server = os.environ.get("TEST_POSTGRES_URL")
+    if not server:
+        pytest.skip(
+            "TEST_POSTGRES_URL is not set (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)"
+        )
+    name = f"infracards_test_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        yield make_url(server).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

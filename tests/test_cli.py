@@ -1,0 +1,112 @@
+"""The command line: migrate and check-cards, with plain messages and exit codes on bad input."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import CARDS_DIR, ROOT
+from sqlalchemy import inspect
+
+from app.cli import main
+from app.config import get_settings
+from app.db import make_engine
+
+
+@pytest.fixture(autouse=True)
+def fresh_settings(monkeypatch, tmp_path):
+    """Settings come from the environment: point it at a temporary data folder."""
+    monkeypatch.setenv("DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("CARDS_DIR", str(CARDS_DIR))
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def test_migrate_creates_the_data_folder_and_the_default_sqlite_database(tmp_path, capsys):
+    assert main(["migrate"]) == 0
+    db_file = tmp_path / "data" / "infracards.db"
+    assert db_file.is_file()
+    engine = make_engine(f"sqlite:///{db_file}")
+    assert "attempts" in inspect(engine).get_table_names()
+    engine.dispose()
+    assert "head" in capsys.readouterr().out
+
+
+def test_migrate_honours_database_url(tmp_path, monkeypatch):
+    target = tmp_path / "elsewhere" / "db.sqlite"
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{target}")
+    get_settings.cache_clear()
+    assert main(["migrate"]) == 0
+    assert target.is_file()
+    assert not (tmp_path / "data" / "infracards.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("not a url", "invalid DATABASE_URL"),
+        ("nosuchdb://x/y", "invalid DATABASE_URL"),
+        ("postgresql+psycopg://nobody@127.0.0.1:1/none", "migration failed"),
+    ],
+)
+def test_migrate_with_a_bad_database_url_prints_a_message_and_fails(url, words, capsys):
+    assert main(["migrate", "--database-url", url]) == 1
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+
+
+def test_check_cards_prints_a_summary(capsys):
+    assert main(["check-cards"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "zero-memory-offload" in out
+        and "exam points" in out
+        and out.rstrip().endswith(str(CARDS_DIR))
+    )
+
+
+def test_check_cards_reports_a_broken_card_on_stderr(tmp_path, capsys):
+    broken = tmp_path / "cards"
+    shutil.copytree(CARDS_DIR, broken, ignore=shutil.ignore_patterns("demo-results"))
+    path = broken / "zero-memory-offload.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["points"][0]["title"] = "not a text in two languages"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    assert main(["check-cards", "--cards-dir", str(broken)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "zero-memory-offload" in err and "Traceback" not in err
+
+
+def test_check_cards_with_a_missing_folder_fails_with_a_message(tmp_path, capsys):
+    assert main(["check-cards", "--cards-dir", str(tmp_path / "nope")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_unknown_commands_are_usage_errors(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["frobnicate"])
+    assert exit_info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_python_m_app_cli_runs_as_a_module(tmp_path):
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "DATA_DIR": str(tmp_path / "data"),
+        "CARDS_DIR": str(tmp_path / "none"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "check-cards"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "does not exist" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,74 @@
+"""Settings: environment variables, the default SQLite file, the secret key."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+from pydantic import ValidationError
+
+from app.config import ROOT, Settings, resolve_secret_key
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch):
+    for name in ("DATABASE_URL", "SECRET_KEY", "ENVIRONMENT", "DATA_DIR", "CARDS_DIR", "PORT"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_defaults_are_sqlite_in_the_data_folder_and_the_repository_cards():
+    settings = Settings()
+    assert settings.database_url == f"sqlite:///{(ROOT / 'data' / 'infracards.db').resolve()}"
+    assert settings.cards_dir == ROOT / "cards"
+    assert settings.environment == "development"
+
+
+def test_environment_variables_are_honoured(monkeypatch, tmp_path):
+    monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://u@db/x")
+    monkeypatch.setenv("PORT", "9001")
+    monkeypatch.setenv("DATA_DIR", str(tmp_path))
+    settings = Settings()
+    assert settings.database_url == "postgresql+psycopg://u@db/x"
+    assert settings.port == 9001
+    assert settings.data_dir == tmp_path
+
+
+def test_the_default_database_follows_data_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("DATA_DIR", str(tmp_path))
+    assert Settings().database_url == f"sqlite:///{(tmp_path / 'infracards.db').resolve()}"
+
+
+def test_secret_key_from_the_environment_wins(monkeypatch, tmp_path):
+    monkeypatch.setenv("SECRET_KEY", "from-the-environment-" + "x" * 20)
+    settings = Settings(data_dir=tmp_path)
+    assert resolve_secret_key(settings) == "from-the-environment-" + "x" * 20
+    assert not (tmp_path / "secret_key").exists()
+
+
+def test_a_development_key_is_generated_once_into_the_data_folder(tmp_path):
+    settings = Settings(data_dir=tmp_path / "data")
+    key = resolve_secret_key(settings)
+    path = tmp_path / "data" / "secret_key"
+    assert len(key) >= 32 and path.read_text().strip() == key
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert resolve_secret_key(Settings(data_dir=tmp_path / "data")) == key
+    assert [p.name for p in path.parent.iterdir()] == ["secret_key"]
+
+
+def test_production_refuses_a_missing_or_short_secret_key(monkeypatch):
+    monkeypatch.setenv("ENVIRONMENT", "production")
+    with pytest.raises(ValidationError, match="SECRET_KEY"):
+        Settings()
+    monkeypatch.setenv("SECRET_KEY", "short")
+    with pytest.raises(ValidationError, match="SECRET_KEY"):
+        Settings()
+    monkeypatch.setenv("SECRET_KEY", "k" * 40)
+    assert Settings().environment == "production"
+
+
+def test_cookies_are_secure_in_production_or_when_asked(monkeypatch):
+    assert Settings().secure_cookies is False
+    assert Settings(cookie_secure=True).secure_cookies is True
+    monkeypatch.setenv("ENVIRONMENT", "production")
+    monkeypatch.setenv("SECRET_KEY", "k" * 40)
+    assert Settings().secure_cookies is True

@@ -1,0 +1,218 @@
+"""Storage: SQLite connection settings, BEGIN IMMEDIATE, stored attempts, idempotency under races."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+from conftest import CARD_ID, TEST_SECRET
+from sqlalchemy import event, func, select, text
+
+from app.db import make_engine, make_sessionmaker, write_transaction
+from app.domain.generation import generate_for_point
+from app.models import Attempt, Learner, LearnerToken
+from app.services import practice
+from app.services.errors import Conflict
+from app.services.learners import (
+    GUEST,
+    LearnerRef,
+    create_app_learner,
+    hash_token,
+    learner_for_token,
+)
+from app.services.practice import answer_question
+from app.services.questions import QuestionRef, QuestionSigner
+
+SIGNER = QuestionSigner(TEST_SECRET, max_age_s=3600)
+
+
+def token_for(card, point: int, seed: int) -> str:
+    variant = generate_for_point(card, point, seed)
+    return SIGNER.sign(
+        QuestionRef(CARD_ID, point, variant.template_id, variant.template_version, seed)
+    )
+
+
+@pytest.fixture
+def engine(db_url):
+    engine = make_engine(db_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def sessions(engine):
+    return make_sessionmaker(engine)
+
+
+def submit(sessions, cards, learner, token, choice_id, key):
+    with sessions() as session:
+        outcome = answer_question(
+            session=session,
+            cards=cards,
+            signer=SIGNER,
+            learner=learner,
+            token=token,
+            choice_id=choice_id,
+            client_answer_id=key,
+        )
+        return outcome.attempt.id, outcome.grade.correct, outcome.grade.correct_choice_id
+
+
+def count_attempts(sessions) -> int:
+    with sessions() as session:
+        return session.scalar(select(func.count()).select_from(Attempt))
+
+
+def test_sqlite_connections_use_wal_busy_timeout_and_synchronous_normal(engine):
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
+        assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_write_transactions_begin_immediate_and_reads_begin_deferred(engine, sessions):
+    statements: list[str] = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def record(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    with sessions() as session:
+        session.execute(text("SELECT 1"))
+        with write_transaction(session):
+            session.add(Learner(id=uuid.uuid4().hex, kind=GUEST))
+    begins = [s for s in statements if s.startswith("BEGIN")]
+    assert begins == ["BEGIN DEFERRED", "BEGIN IMMEDIATE"]
+
+
+def test_an_attempt_row_records_everything_needed_to_reproduce_it(sessions, cards, card):
+    learner = LearnerRef(uuid.uuid4().hex, GUEST)
+    variant = generate_for_point(card, 1, 2024)
+    wrong = next(c for c in variant.choices if c.pitfall is not None)
+    key = str(uuid.uuid4())
+    submit(sessions, cards, learner, token_for(card, 1, 2024), wrong.id, key)
+
+    with sessions() as session:
+        row = session.scalars(select(Attempt)).one()
+        assert session.get(Learner, learner.id).kind == GUEST
+    assert row.learner_id == learner.id
+    assert (row.card_id, row.card_version, row.point) == (CARD_ID, card.version, 1)
+    assert (row.template_id, row.template_version, row.seed) == (
+        variant.template_id,
+        variant.template_version,
+        2024,
+    )
+    assert row.params == variant.params
+    assert [c["id"] for c in row.choices] == [c.id for c in variant.choices]
+    assert [c["text"]["en"] for c in row.choices] == [c.text.en for c in variant.choices]
+    assert [c["pitfall_id"] for c in row.choices] == [c.pitfall_id for c in variant.choices]
+    assert [c["value"] for c in row.choices] == [c.value for c in variant.choices]
+    assert row.choice_id == wrong.id and row.correct is False
+    assert row.correct_choice_id == variant.correct_choice_id
+    assert row.pitfall_id == wrong.pitfall.id
+    assert row.client_answer_id == key
+    assert row.created_at is not None
+
+
+def test_a_lost_insert_race_returns_the_stored_result(sessions, cards, card, monkeypatch):
+    """The IntegrityError path: the row appears between the check and the insert."""
+    learner = LearnerRef(uuid.uuid4().hex, GUEST)
+    token, key = token_for(card, 1, 9), str(uuid.uuid4())
+    choice = generate_for_point(card, 1, 9).correct_choice_id
+    first = submit(sessions, cards, learner, token, choice, key)
+
+    real_find = practice.find_attempt
+    misses = iter([None, None])  # the pre-check and the check inside the transaction miss it
+
+    def racy_find(*, session, client_answer_id):
+        return next(misses, real_find(session=session, client_answer_id=client_answer_id))
+
+    monkeypatch.setattr(practice, "find_attempt", racy_find)
+    assert submit(sessions, cards, learner, token, choice, key) == first
+    assert count_attempts(sessions) == 1
+
+
+def test_concurrent_duplicates_store_one_attempt_sqlite(sessions, cards, card):
+    run_concurrent_duplicates(sessions, cards, card)
+
+
+@pytest.mark.postgres
+def test_concurrent_duplicates_store_one_attempt_postgres(pg_url, cards, card):
+    from app.cli import migrate
+
+    migrate(pg_url)
+    engine = make_engine(pg_url, pool_size=10)
+    try:
+        run_concurrent_duplicates(make_sessionmaker(engine), cards, card)
+    finally:
+        engine.dispose()
+
+
+def run_concurrent_duplicates(sessions, cards, card, threads: int = 8) -> None:
+    learner = LearnerRef(uuid.uuid4().hex, GUEST)  # a new guest: its row is raced for too
+    token, key = token_for(card, 1, 5), str(uuid.uuid4())
+    choice = generate_for_point(card, 1, 5).choices[0].id
+    barrier = threading.Barrier(threads)
+    results, errors = [], []
+
+    def worker():
+        try:
+            barrier.wait()
+            results.append(submit(sessions, cards, learner, token, choice, key))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join(timeout=60)
+    assert errors == []
+    assert len(results) == threads and len(set(results)) == 1
+    assert count_attempts(sessions) == 1
+
+
+def test_the_same_client_answer_id_with_another_choice_is_a_conflict(sessions, cards, card):
+    learner = LearnerRef(uuid.uuid4().hex, GUEST)
+    token, key = token_for(card, 1, 3), str(uuid.uuid4())
+    ids = [c.id for c in generate_for_point(card, 1, 3).choices]
+    submit(sessions, cards, learner, token, ids[0], key)
+    with pytest.raises(Conflict):
+        submit(sessions, cards, learner, token, ids[1], key)
+    assert count_attempts(sessions) == 1
+
+
+def test_learner_tokens_are_stored_hashed_and_resolve_to_their_learner(sessions):
+    with sessions() as session:
+        learner, token = create_app_learner(session=session)
+    with sessions() as session:
+        stored = session.scalars(select(LearnerToken)).one()
+        assert stored.token_hash == hash_token(token) and token not in stored.token_hash
+        assert learner_for_token(session=session, token=token) == learner
+        assert learner_for_token(session=session, token=token + "x") is None
+
+
+@pytest.mark.postgres
+def test_the_api_flow_runs_on_postgres(pg_url, tmp_path, cards, card):
+    from conftest import make_settings
+    from fastapi.testclient import TestClient
+
+    from app.cli import migrate
+    from app.main import create_app
+
+    migrate(pg_url)
+    app = create_app(make_settings(tmp_path, pg_url), cards=cards)
+    with TestClient(app) as client:
+        body = client.get(f"/api/v1/cards/{CARD_ID}/points/1/question", params={"seed": 11}).json()
+        wrong = next(c for c in generate_for_point(card, 1, 11).choices if c.pitfall is not None)
+        request = {"token": body["token"], "choice_id": wrong.id, "client_answer_id": "pg-answer-1"}
+        first = client.post("/api/v1/answers", json=request)
+        second = client.post("/api/v1/answers", json=request)
+        assert first.status_code == 200 and first.json() == second.json()
+        mistakes = client.get("/api/v1/me/mistakes").json()
+        assert [m["pitfall"]["id"] for m in mistakes] == [wrong.pitfall.id]
+        with app.state.sessionmaker() as session:
+            assert session.scalar(select(func.count()).select_from(Attempt)) == 1
