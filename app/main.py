@@ -11,7 +11,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
 from sqlalchemy.engine import Engine
 
 from app.api.router import api_router
@@ -82,7 +85,13 @@ def create_app(
         yield
         engine.dispose()
 
-    app = FastAPI(title="infracards", version="1", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="infracards",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,  # served below from local assets: no CDN
+    )
     app.state.settings = settings
     app.state.cards = cards
     app.state.engine = engine
@@ -97,6 +106,17 @@ def create_app(
     app.include_router(api_router)
     app.include_router(web_router)
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
+    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title="infracards API",
+            swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs-assets/swagger-ui.css",
+            swagger_favicon_url="/docs-assets/favicon-32x32.png",
+        )
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:

@@ -379,7 +379,11 @@ def test_openapi_documents_the_endpoints_and_the_bearer_scheme(client):
     ):
         assert path in spec["paths"], path
     assert spec["components"]["securitySchemes"]["LearnerToken"]["scheme"] == "bearer"
-    assert client.get("/docs").status_code == 200
+    docs = client.get("/docs")
+    assert docs.status_code == 200
+    # The docs page works offline: its assets are served here, not from a CDN.
+    assert "cdn" not in docs.text.lower() and "/docs-assets/swagger-ui-bundle.js" in docs.text
+    assert client.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
     # The HTML pages are not part of the API description.
     assert "/answers" not in spec["paths"]
 
