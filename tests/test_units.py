@@ -27,6 +27,7 @@ def test_ratios_times_and_counts():
     assert format_quantity(Fraction(1, 4), "%", 1) == "25%"
     assert format_quantity(Fraction(42, 1000), "ms", 1) == "42 ms"
     assert format_quantity(Fraction(14), "GPUs", 0) == "14 GPUs"
+    assert format_quantity(Fraction(1), "GPUs", 0) == "1 GPU"
     assert format_count(Fraction(70 * 10**9)) == "70B"
     assert format_count(Fraction(1_300_000_000)) == "1.3B"
     assert format_count(Fraction(350 * 10**6)) == "350M"

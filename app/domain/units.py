@@ -18,10 +18,17 @@ class Unit:
     scale: Fraction  # base units per displayed unit
     suffix: str  # what follows the number
     spaced: bool = True  # a space between number and suffix
+    singular: str | None = None  # the suffix after exactly 1 ("1 GPU"), when it differs
 
 
-def _unit(name: str, scale: int | Fraction, suffix: str | None = None, spaced: bool = True) -> Unit:
-    return Unit(name, Fraction(scale), name if suffix is None else suffix, spaced)
+def _unit(
+    name: str,
+    scale: int | Fraction,
+    suffix: str | None = None,
+    spaced: bool = True,
+    singular: str | None = None,
+) -> Unit:
+    return Unit(name, Fraction(scale), name if suffix is None else suffix, spaced, singular)
 
 
 UNITS: dict[str, Unit] = {
@@ -43,7 +50,7 @@ UNITS: dict[str, Unit] = {
         _unit("us", Fraction(1, 10**6), "µs"),
         _unit("x", 1, "×", spaced=False),
         _unit("%", Fraction(1, 100), "%", spaced=False),
-        _unit("GPUs", 1),
+        _unit("GPUs", 1, singular="GPU"),
         _unit("1", 1, ""),
     )
 }
@@ -90,9 +97,10 @@ def format_quantity(value: Fraction, unit: str, decimals: int = 2) -> str:
     """'332.5 GB', '1.5×', '0.42 s' ..."""
     spec = get_unit(unit)
     number = format_number(value / spec.scale, decimals)
-    if not spec.suffix:
+    suffix = spec.singular if spec.singular is not None and number == "1" else spec.suffix
+    if not suffix:
         return number
-    return f"{number} {spec.suffix}" if spec.spaced else f"{number}{spec.suffix}"
+    return f"{number} {suffix}" if spec.spaced else f"{number}{suffix}"
 
 
 def format_count(value: Fraction) -> str:
