@@ -14,8 +14,8 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
-from swagger_ui_bundle import swagger_ui_path
 from sqlalchemy.engine import Engine
+from swagger_ui_bundle import swagger_ui_path
 
 from app.api.router import api_router
 from app.config import Settings, get_settings, resolve_secret_key

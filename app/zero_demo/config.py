@@ -1,0 +1,98 @@
+"""What one demo run is: the model, the stages, the precision, the offload tier, the ranks.
+
+Plain dataclasses without torch, so that the command line can validate its arguments (and fail
+fast, with a clear message) before any process is spawned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STAGES = (0, 1, 2, 3)
+STAGE_NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
+STAGE_SHARDS = {
+    0: "nothing",
+    1: "optimizer states",
+    2: "optimizer states + gradients",
+    3: "optimizer states + gradients + parameters",
+}
+OFFLOADS = ("none", "cpu", "disk")
+DTYPES = ("bf16", "fp16", "fp32")
+BACKENDS = ("auto", "gloo", "nccl")
+
+# Bytes per element of the low-precision parameters and gradients, by training dtype. The optimizer
+# always keeps fp32 master weights and both Adam moments: 4 + 4 + 4 = 12 bytes per parameter.
+PARAM_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+OPTIMIZER_BYTES = 12
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A small GPT-like model: token + position embedding, ``layers`` blocks, a final head."""
+
+    vocab: int
+    hidden: int
+    layers: int
+    heads: int
+    seq_len: int
+
+    def __post_init__(self) -> None:
+        if min(self.vocab, self.hidden, self.layers, self.heads, self.seq_len) < 1:
+            raise ValueError("model sizes must be positive")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden size {self.hidden} is not a multiple of {self.heads} heads")
+
+
+# Presets. "tiny" has odd sizes on purpose: its layers do not divide by 3 or 4, so world sizes 3
+# and 4 need padding, which the tests check. "small" is the default of the command: large enough
+# that model states stand out, small enough to train in seconds on a laptop CPU.
+MODEL_PRESETS = {
+    "tiny": ModelConfig(vocab=67, hidden=22, layers=2, heads=2, seq_len=16),
+    "small": ModelConfig(vocab=512, hidden=256, layers=4, heads=4, seq_len=64),
+    "base": ModelConfig(vocab=2048, hidden=512, layers=8, heads=8, seq_len=128),
+}
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """AdamW hyper-parameters, the same for the demo, the reference and PyTorch's engines."""
+
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.01
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """One run of the demo, as validated by the command line. Picklable: it travels to the ranks."""
+
+    world_size: int
+    stages: tuple[int, ...] = STAGES
+    offloads: tuple[str, ...] = ("none",)
+    offload_dir: str | None = None
+    dtype: str = "bf16"
+    steps: int = 5
+    # Sequences per rank per step; the global batch is micro_batch * world_size.
+    micro_batch: int = 2
+    model: ModelConfig = MODEL_PRESETS["small"]
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    backend: str = "gloo"  # resolved: "gloo" or "nccl"
+    device: str = "cpu"  # "cpu" or "cuda" (one GPU per rank, the rank's local index)
+    seed: int = 0
+    reference: bool = True  # single-process AdamW on the same global batch
+    compare: bool = True  # PyTorch's FSDP2 (fully_shard) and ZeroRedundancyOptimizer
+    progress: bool = True
+    timeout_s: int = 600  # how long a rank waits for the others in a collective
+    threads: int | None = None  # torch threads per rank; None: the machine's cores / local ranks
+    card_path: str = str(Path(__file__).resolve().parents[2] / "cards" / "zero-memory-offload.yaml")
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.world_size
+
+    @property
+    def param_bytes(self) -> int:
+        return PARAM_BYTES[self.dtype]

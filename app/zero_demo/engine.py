@@ -1,0 +1,480 @@
+"""The four ZeRO stages, each a small engine over flat buffers and three collectives.
+
+All stages train the same units (see ``model``) with the same mixed-precision AdamW (see
+``optimizer``). They differ in what each rank keeps, and so in which collective runs where.
+With Ψ parameters, N_d ranks, and 2-byte parameters and gradients (bf16/fp16):
+
+===== ============================ ============================ ================================
+stage keeps per rank                 collectives per step          card formula (bytes per rank)
+===== ============================ ============================ ================================
+0 DDP full params, grads, optimizer  all-reduce grads (2Ψ)         16Ψ
+1     full params and grads;         reduce-scatter grads (Ψ),     2Ψ + 2Ψ + 12Ψ/N_d
+      optimizer shard                all-gather params (Ψ)
+2     full params; grad and          reduce-scatter each layer's   2Ψ + (2Ψ + 12Ψ)/N_d
+      optimizer shards               grads during backward (Ψ),
+                                     all-gather params (Ψ)
+3     param, grad and optimizer      all-gather each layer before  16Ψ/N_d
+      shards                         forward (Ψ) and backward (Ψ),
+                                     reduce-scatter grads (Ψ)
+===== ============================ ============================ ================================
+
+One training step, whatever the stage: forward unit by unit, backward, gradients reduced (each
+rank ends with the *averaged* gradient of the part it updates), the inventory taken, the
+optimizer step on the rank's shard, and the updated low-precision parameters put where the next
+forward needs them.
+
+The model's modules are kept on the ``meta`` device, without weights: each unit is called with
+``torch.func.functional_call`` and views into the engine's own flat buffers. That is how FSDP
+works too, and it leaves no hidden copy of the parameters anywhere.
+"""
+
+from __future__ import annotations
+
+import weakref
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.func import functional_call
+
+from .comm import CountingComm, all_gather_tensor
+from .config import STAGE_NAMES, DemoConfig
+from .inventory import Held, take
+from .model import TinyGPT, loss_fn
+from .optimizer import ShardedAdamW
+from .sharding import FlatLayout
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+OFFLOAD_TIER = {"none": "device", "cpu": "cpu", "disk": "disk"}
+
+
+class DynamicLossScaler:
+    """fp16's dynamic loss scaling: multiply the loss so small gradients do not flush to zero;
+    halve the scale and skip the step when a gradient overflows; double it after a run of good
+    steps. bf16 has fp32's exponent range and needs none of this."""
+
+    def __init__(self, init: float = 2.0**12, growth_interval: int = 100) -> None:
+        self.scale = init
+        self.growth_interval = growth_interval
+        self.good_steps = 0
+        self.skipped = 0
+
+    def update(self, overflow: bool) -> None:
+        if overflow:
+            self.scale /= 2
+            self.good_steps = 0
+            self.skipped += 1
+        else:
+            self.good_steps += 1
+            if self.good_steps % self.growth_interval == 0:
+                self.scale *= 2
+
+
+@dataclass
+class StepResult:
+    loss: float  # the global batch's mean loss (before this step's update)
+    skipped: bool  # fp16 overflow: no update this step
+
+
+class Engine(ABC):
+    """What every stage shares: the layout, the optimizer, the training step."""
+
+    stage: int
+
+    def __init__(
+        self,
+        model: TinyGPT,
+        *,
+        cfg: DemoConfig,
+        comm: CountingComm,
+        device: torch.device,
+        offload: str = "none",
+        offload_dir: str | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.comm = comm
+        self.device = device
+        self.offload = offload
+        self.rank = comm.rank
+        self.world_size = comm.world_size
+        self.dtype = DTYPES[cfg.dtype]
+        # DDP shards nothing: one shard, no padding, and the "shard" is the whole model.
+        self.layout = FlatLayout.of(model.units, 1 if self.stage == 0 else self.world_size)
+        self.shard_rank = 0 if self.stage == 0 else self.rank
+        folder = Path(offload_dir) / f"rank{self.rank}" if offload == "disk" else None
+        self.optimizer = ShardedAdamW(
+            self.layout.shard_of(model.units, self.shard_rank),
+            tier=OFFLOAD_TIER[offload],
+            device=device,
+            hyper=cfg.optim,
+            folder=folder,
+            tag=f"stage{self.stage}",
+        )
+        self._build(model)
+        self.units = model.units.to("meta")  # the code of the units, without their weights
+        self.scaler = DynamicLossScaler() if cfg.dtype == "fp16" else None
+        self.inventory: dict | None = None
+
+    # -- what each stage defines -------------------------------------------------------------
+    @abstractmethod
+    def _build(self, model: TinyGPT) -> None:
+        """Create the low-precision parameters (and gradient buffers) the stage keeps."""
+
+    @abstractmethod
+    def _full_params(self, u: int) -> torch.Tensor:
+        """Unit ``u``'s full flat parameters, ready for its forward."""
+
+    def _reduce_gradients(self) -> None:  # noqa: B027 (a no-op unless a stage needs it)
+        """After backward: average the gradients over ranks (stages 2 and 3 did it during backward)."""
+
+    @abstractmethod
+    def _grad_pieces(self) -> list[tuple[slice, torch.Tensor]]:
+        """The averaged gradients of this rank's shard, as (place in the shard, tensor) pieces."""
+
+    @abstractmethod
+    def _step(self, inv_scale: float) -> None:
+        """Optimizer step on the shard, then the new parameters where the next forward wants them."""
+
+    def _release_gradients(self) -> None:  # noqa: B027 (a no-op unless a stage needs it)
+        """Free what the step no longer needs."""
+
+    @abstractmethod
+    def held(self) -> list[Held]:
+        """Every tensor of model state this rank keeps right now."""
+
+    # -- shared ------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return STAGE_NAMES[self.stage]
+
+    def _unit_forward(self, u: int, x: torch.Tensor) -> torch.Tensor:
+        params = self.layout.units[u].param_views(self._full_params(u))
+        return functional_call(self.units[u], params, (x,))
+
+    def train_step(self, tokens: torch.Tensor, targets: torch.Tensor) -> StepResult:
+        tokens, targets = tokens.to(self.device), targets.to(self.device)
+        x = tokens
+        for u in range(len(self.units)):
+            x = self._unit_forward(u, x)
+        loss = loss_fn(x, targets)
+        scale = self.scaler.scale if self.scaler else 1.0
+        (loss * scale if scale != 1.0 else loss).backward()
+        self._reduce_gradients()
+        if self.device.type == "cuda" and self.offload != "none":
+            torch.cuda.synchronize(self.device)  # asynchronous copies to pinned RAM have landed
+        # All three terms exist now: full or sharded parameters, gradients, optimizer states.
+        self.inventory = take(self.held())
+        skipped = self.scaler is not None and self._overflow()
+        if self.scaler is not None:
+            self.scaler.update(skipped)
+        if not skipped:
+            self._step(1.0 / scale)
+        self._release_gradients()
+        mean = loss.detach().clone()
+        self.comm.all_reduce(mean, control=True)
+        return StepResult(loss=mean.item() / self.world_size, skipped=skipped)
+
+    def _overflow(self) -> bool:
+        """Whether any rank's gradient is inf/nan (fp16 only): one flag, all-reduced with MAX."""
+        bad = any(not torch.isfinite(g).all() for _, g in self._grad_pieces())
+        flag = torch.tensor([float(bad)], device=self.device)
+        self.comm.all_reduce(flag, dist.ReduceOp.MAX, control=True)
+        return bool(flag.item())
+
+    def full_parameters(self) -> torch.Tensor:
+        """The whole model's fp32 master weights, gathered on every rank (checks only, not counted)."""
+        master = self.optimizer.master().to(self.device)
+        full = torch.empty(master.numel() * self.layout.shards, device=self.device)
+        if self.layout.shards > 1:
+            all_gather_tensor(full, master)  # a check, not training: not counted
+        else:
+            full.copy_(master)
+        # Rank-major [rank][unit piece] -> unit-major flat buffers, then padding dropped.
+        by_rank = full.view(self.layout.shards, -1)
+        units = [by_rank[:, u.in_shard()].reshape(-1)[: u.numel] for u in self.layout.units]
+        return torch.cat(units).cpu()
+
+    def close(self) -> None:
+        self.optimizer.remove_files()
+
+
+class _ReplicatedParams(Engine):
+    """Stages 0-2 keep the full low-precision parameters, one flat buffer for the whole model.
+
+    Each unit's slice of it is an autograd leaf, so backward leaves one flat gradient per unit in
+    ``leaf.grad``: the gradient *bucket* the collectives work on.
+    """
+
+    def _build(self, model: TinyGPT) -> None:
+        flat = torch.cat([self.layout.flatten(unit, i) for i, unit in enumerate(model.units)])
+        self.flat_params = flat.to(self.device, self.dtype)
+        self.leaves = [self.flat_params[u.in_flat()].requires_grad_() for u in self.layout.units]
+
+    def _full_params(self, u: int) -> torch.Tensor:
+        return self.leaves[u]
+
+    def _held_params(self) -> list[Held]:
+        what = f"{self.cfg.dtype} parameters (full)"
+        return [Held.of("params", "device", what, self.flat_params)]
+
+    def _held_full_grads(self) -> list[Held]:
+        what = f"{self.cfg.dtype} gradients (full)"
+        return [
+            Held.of("grads", "device", what, leaf.grad)
+            for leaf in self.leaves
+            if leaf.grad is not None
+        ]
+
+    @torch.no_grad()
+    def _step_and_all_gather(self, inv_scale: float) -> None:
+        """Stages 1, 2: update the own shard, then all-gather every unit's flat parameters."""
+        updated = torch.empty(self.layout.shard_numel, dtype=self.dtype, device=self.device)
+        self.optimizer.step(self._grad_pieces(), updated, inv_scale)
+        for u in self.layout.units:
+            self.comm.all_gather(self.flat_params[u.in_flat()], updated[u.in_shard()])
+
+    def _release_gradients(self) -> None:
+        for leaf in self.leaves:
+            leaf.grad = None
+
+
+class _ShardedGradients(Engine):
+    """Stages 2 and 3 keep only their gradient shard: 2Ψ/N_d bytes, on the device or, offloaded,
+    in CPU RAM (pinned when the device is a GPU). Each unit's full gradient is reduce-scattered
+    into its piece of the shard as soon as backward has finished it, then dropped."""
+
+    def _new_grad_shard(self) -> torch.Tensor:
+        if self.offload == "none":
+            return torch.zeros(self.layout.shard_numel, dtype=self.dtype, device=self.device)
+        pin = self.device.type == "cuda"
+        return torch.zeros(self.layout.shard_numel, dtype=self.dtype, pin_memory=pin)
+
+    def _store_grad_shard(self, u: int, full_grad: torch.Tensor) -> None:
+        """Average a unit's full gradient over ranks, keeping this rank's piece (one reduce-scatter)."""
+        full_grad.div_(self.world_size)
+        piece = self.grad_shard[self.layout.units[u].in_shard()]
+        if piece.device == full_grad.device:
+            self.comm.reduce_scatter(piece, full_grad)
+        else:  # offloaded: reduce on the device, then copy the piece to CPU RAM
+            reduced = torch.empty(piece.numel(), dtype=self.dtype, device=self.device)
+            self.comm.reduce_scatter(reduced, full_grad)
+            piece.copy_(reduced, non_blocking=True)
+
+    def _grad_pieces(self) -> list[tuple[slice, torch.Tensor]]:
+        return [(u.in_shard(), self.grad_shard[u.in_shard()]) for u in self.layout.units]
+
+    def _held_grad_shard(self) -> Held:
+        tier = "device" if self.offload == "none" else "cpu"
+        return Held.of("grads", tier, f"{self.cfg.dtype} gradients (shard)", self.grad_shard)
+
+
+class Stage0DDP(_ReplicatedParams):
+    """DDP: every rank keeps everything; gradients are all-reduced (2Ψ elements per step).
+
+    After backward, each unit's flat gradient (a bucket, as DDP's are) is averaged over ranks with
+    one all-reduce. Every rank then runs the same AdamW step on the whole model, so the 12Ψ bytes
+    of optimizer state exist N_d times: the redundancy ZeRO removes.
+    """
+
+    stage = 0
+
+    def _reduce_gradients(self) -> None:  # noqa: B027 (a no-op unless a stage needs it)
+        for leaf in self.leaves:
+            leaf.grad.div_(self.world_size)
+            self.comm.all_reduce(leaf.grad)
+
+    def _grad_pieces(self) -> list[tuple[slice, torch.Tensor]]:
+        return [
+            (u.in_shard(), leaf.grad)
+            for u, leaf in zip(self.layout.units, self.leaves, strict=True)
+        ]
+
+    def _step(self, inv_scale: float) -> None:
+        # One shard = the whole model: the step writes the new parameters in place.
+        self.optimizer.step(self._grad_pieces(), self.flat_params, inv_scale)
+
+    def held(self) -> list[Held]:
+        return [*self._held_params(), *self._held_full_grads(), *self.optimizer.held(" (full)")]
+
+
+class Stage1(_ReplicatedParams):
+    """ZeRO-1 (P_os): optimizer states sharded.
+
+    After backward, each unit's full gradient is *reduce-scattered* (Ψ): rank r receives the
+    averaged gradient of its own piece only, which is all its optimizer shard needs. The piece is
+    written back into the rank's slice of the full gradient buffer; the buffer itself stays whole
+    (2Ψ bytes), which is what ZeRO-2 will remove. After the step on the shard, the updated
+    parameters are *all-gathered* (Ψ): 2Ψ per step, the same as DDP.
+    """
+
+    stage = 1
+
+    def _reduce_gradients(self) -> None:  # noqa: B027 (a no-op unless a stage needs it)
+        for u, leaf in zip(self.layout.units, self.leaves, strict=True):
+            leaf.grad.div_(self.world_size)
+            mine = torch.empty(u.shard, dtype=self.dtype, device=self.device)
+            self.comm.reduce_scatter(mine, leaf.grad)
+            leaf.grad[u.shard_range(self.rank)].copy_(mine)
+
+    def _grad_pieces(self) -> list[tuple[slice, torch.Tensor]]:
+        return [
+            (u.in_shard(), leaf.grad[u.shard_range(self.rank)])
+            for u, leaf in zip(self.layout.units, self.leaves, strict=True)
+        ]
+
+    def _step(self, inv_scale: float) -> None:
+        self._step_and_all_gather(inv_scale)
+
+    def held(self) -> list[Held]:
+        return [*self._held_params(), *self._held_full_grads(), *self.optimizer.held(" (shard)")]
+
+
+class Stage2(_ShardedGradients, _ReplicatedParams):
+    """ZeRO-2 (P_os+g): gradients sharded as well.
+
+    Each unit's gradient is reduce-scattered *during* backward, as soon as autograd has finished
+    it (a post-accumulate-grad hook on the unit's leaf), into the rank's gradient shard; the full
+    gradient is freed on the spot. So at most one unit's full gradient (one bucket) exists at a
+    time, and the rank keeps 2Ψ/N_d bytes of gradients instead of 2Ψ. Same volume as ZeRO-1.
+    """
+
+    stage = 2
+
+    def _build(self, model: TinyGPT) -> None:
+        super()._build(model)
+        self.grad_shard = self._new_grad_shard()
+        self._hooks = [
+            leaf.register_post_accumulate_grad_hook(partial(self._reduce_unit, u))
+            for u, leaf in enumerate(self.leaves)
+        ]
+
+    def _reduce_unit(self, u: int, leaf: torch.Tensor) -> None:
+        self._store_grad_shard(u, leaf.grad)
+        leaf.grad = None  # the bucket is freed as soon as it is reduced
+
+    def _step(self, inv_scale: float) -> None:
+        self._step_and_all_gather(inv_scale)
+
+    def held(self) -> list[Held]:
+        return [*self._held_params(), self._held_grad_shard(), *self.optimizer.held(" (shard)")]
+
+    def close(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        super().close()
+
+
+@dataclass(frozen=True)
+class _ParamRef:
+    """What autograd keeps instead of a gathered parameter: where to find it again."""
+
+    unit: int
+    offset: int
+    size: torch.Size
+    stride: tuple[int, ...]
+
+
+class _GatherUnit(torch.autograd.Function):
+    """Forward: all-gather a unit's flat parameters. Backward: reduce-scatter its flat gradient.
+
+    The unit's full gradient (the gradient of the gathered buffer) arrives here once autograd has
+    finished the whole unit; it is reduce-scattered into the gradient shard and freed, and the
+    parameters gathered again for this unit's backward are released.
+    """
+
+    @staticmethod
+    def forward(ctx, shard: torch.Tensor, engine: Stage3, u: int) -> torch.Tensor:  # type: ignore[override]
+        ctx.engine, ctx.u = engine, u
+        return engine._all_gather_unit(u, shard)
+
+    @staticmethod
+    def backward(ctx, full_grad: torch.Tensor) -> tuple[None, None, None]:  # type: ignore[override]
+        engine, u = ctx.engine, ctx.u
+        engine._store_grad_shard(u, full_grad.contiguous())
+        engine._regathered.pop(u, None)  # released after this unit's backward
+        return None, None, None  # the shard's gradient lives in grad_shard, not in .grad
+
+
+class Stage3(_ShardedGradients):
+    """ZeRO-3 (P_os+g+p): parameters sharded as well. Each rank keeps 16Ψ/N_d bytes.
+
+    Forward: before each unit runs, its flat parameters are all-gathered from the shards (Ψ in
+    all); after it ran, they are released. Autograd would normally keep the parameters an op
+    needs for backward (a linear layer keeps its weight); a saved-tensor hook replaces each such
+    parameter by a note of where it was (``_ParamRef``).
+
+    Backward: a hook on the unit's output fires before the unit's backward and all-gathers the
+    unit again (Ψ more: the parameters were released); the notes are resolved against that
+    buffer. When the unit's gradient is complete, ``_GatherUnit.backward`` reduce-scatters it (Ψ)
+    and the buffer is released. 3Ψ per step: 1.5x DDP.
+
+    At any time at most a unit or two are gathered; ``peak_gathered_*`` records how many and how
+    many bytes, the "buffers" that come on top of 16Ψ/N_d.
+    """
+
+    stage = 3
+
+    def _build(self, model: TinyGPT) -> None:
+        shard = self.layout.shard_of(model.units, self.rank)
+        self.param_shard = shard.to(self.device, self.dtype).requires_grad_()
+        self.grad_shard = self._new_grad_shard()
+        self._regathered: dict[int, torch.Tensor] = {}
+        self._alive: list[tuple[weakref.ref, int]] = []
+        self.peak_gathered_units = 0
+        self.peak_gathered_bytes = 0
+
+    def _all_gather_unit(self, u: int, shard: torch.Tensor) -> torch.Tensor:
+        layout = self.layout.units[u]
+        full = torch.empty(layout.padded, dtype=self.dtype, device=self.device)
+        self.comm.all_gather(full, shard.detach())
+        self._track(full)
+        return full
+
+    def _track(self, full: torch.Tensor) -> None:
+        self._alive = [(ref, n) for ref, n in self._alive if ref() is not None]
+        self._alive.append((weakref.ref(full), full.untyped_storage().nbytes()))
+        self.peak_gathered_units = max(self.peak_gathered_units, len(self._alive))
+        self.peak_gathered_bytes = max(self.peak_gathered_bytes, sum(n for _, n in self._alive))
+
+    def _full_params(self, u: int) -> torch.Tensor:
+        return _GatherUnit.apply(self.param_shard[self.layout.units[u].in_shard()], self, u)
+
+    def _unit_forward(self, u: int, x: torch.Tensor) -> torch.Tensor:
+        full = self._full_params(u)
+        gathered = (full.device, full.untyped_storage().data_ptr())
+
+        def pack(t: torch.Tensor) -> torch.Tensor | _ParamRef:
+            if (t.device, t.untyped_storage().data_ptr()) == gathered:
+                return _ParamRef(u, t.storage_offset(), t.shape, t.stride())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, self._unpack):
+            out = functional_call(self.units[u], self.layout.units[u].param_views(full), (x,))
+        del full  # nothing else refers to the gathered buffer: it is freed here
+        out.register_hook(partial(self._before_unit_backward, u))
+        return out
+
+    def _before_unit_backward(self, u: int, grad: torch.Tensor) -> None:
+        shard = self.param_shard[self.layout.units[u].in_shard()]
+        self._regathered[u] = self._all_gather_unit(u, shard)
+
+    def _unpack(self, saved: torch.Tensor | _ParamRef) -> torch.Tensor:
+        if isinstance(saved, _ParamRef):
+            full = self._regathered[saved.unit]
+            return full.as_strided(saved.size, saved.stride, saved.offset)
+        return saved
+
+    def _step(self, inv_scale: float) -> None:
+        # No all-gather after the step: the next forward gathers each unit when it needs it.
+        self.optimizer.step(self._grad_pieces(), self.param_shard.detach(), inv_scale)
+
+    def held(self) -> list[Held]:
+        what = f"{self.cfg.dtype} parameters (shard)"
+        params = Held.of("params", "device", what, self.param_shard)
+        return [params, self._held_grad_shard(), *self.optimizer.held(" (shard)")]
+
+
+ENGINES: dict[int, type[Engine]] = {0: Stage0DDP, 1: Stage1, 2: Stage2, 3: Stage3}
