@@ -245,10 +245,14 @@ def a_file(tmp_path) -> Path:
         (["--offload", "cpu", "--offload-dir", "{file}"], None),  # a folder is only needed for disk
         (["--dtype", "fp8"], "argument --dtype: invalid choice: 'fp8'"),
         (["--steps", "0"], "argument --steps: must be at least 1"),
+        (["--lr", "inf"], "argument --lr: must be positive and finite, got inf"),
+        (["--seed", str(2**64)], "argument --seed: must be between 0 and 4294967295"),
+        (["--chart", "{file}.txt"], "argument --chart: '{file}.txt' must end in .png or .svg"),
+        (["--record", "{folder}"], "argument --record: cannot write '{folder}': it is a folder"),
     ],
 )
 def test_bad_arguments_end_with_a_message_and_exit_2(args, message, a_file):
-    args = [a.format(file=a_file) for a in args]
+    args = [a.format(file=a_file, folder=a_file.parent) for a in args]
     if message is None:
         from app.zero_demo.cli import parse_config
 
@@ -258,7 +262,7 @@ def test_bad_arguments_end_with_a_message_and_exit_2(args, message, a_file):
     result = run_cli(*args)
     assert result.returncode == 2
     assert result.stderr.startswith("usage: python -m app.zero_demo")
-    assert message in result.stderr
+    assert message.format(file=a_file, folder=a_file.parent) in result.stderr
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import sys
@@ -27,6 +28,8 @@ from .config import (
 )
 
 DEFAULT_CHART = "demo-output/zero-memory.png"
+CHART_SUFFIXES = (".png", ".svg")
+MAX_SEED = 2**32 - 1  # the data generator seeds with seed * 1_000_003 + step: must fit 64 bits
 
 EXAMPLES = """\
 examples:
@@ -83,7 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="auto (default): NCCL with one GPU per rank if there are enough GPUs, else gloo on the CPU",
     )
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help=f"data and initialisation seed, 0 to {MAX_SEED} (default 0)",
+    )
     run.add_argument(
         "--threads", type=int, metavar="N", help="torch threads per rank (default: cores / ranks)"
     )
@@ -153,7 +161,12 @@ def _writable_folder(path: str) -> str | None:
 
 def _can_create(path: str) -> str | None:
     """None if the file ``path`` could be written (its folder exists or can be made); else why not."""
-    folder = Path(path).absolute().parent
+    target = Path(path).absolute()
+    if target.is_dir():
+        return "it is a folder"
+    if target.exists() and not os.access(target, os.W_OK):
+        return "it is not writable"
+    folder = target.parent
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
@@ -276,8 +289,10 @@ def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dem
             name.replace("_", "-"),
             world_size if name == "world_size" else getattr(args, name),
         )
-    if not args.lr > 0:
-        parser.error(f"argument --lr: must be positive, got {args.lr}")
+    if not (args.lr > 0 and math.isfinite(args.lr)):
+        parser.error(f"argument --lr: must be positive and finite, got {args.lr}")
+    if not 0 <= args.seed <= MAX_SEED:
+        parser.error(f"argument --seed: must be between 0 and {MAX_SEED}, got {args.seed}")
     stages = _stages(parser, args.stages)
     offloads, offload_dir = _offloads(parser, args.offload, args.offload_dir)
     preset = MODEL_PRESETS[args.model_size]
@@ -290,6 +305,8 @@ def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dem
         model = ModelConfig(**{**preset.__dict__, **overrides})
     except ValueError as exc:
         parser.error(f"model: {exc}")
+    if args.chart and Path(args.chart).suffix.lower() not in CHART_SUFFIXES:
+        parser.error(f"argument --chart: {args.chart!r} must end in .png or .svg")
     for name, path in (("chart", args.chart), ("record", args.record)):
         if path:
             problem = _can_create(path)
