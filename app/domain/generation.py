@@ -231,22 +231,22 @@ def grade(variant: Variant, choice_id: str) -> Grade:
     correct = variant.choice(variant.correct_choice_id)
     if chosen.pitfall is None:
         explanation = Text(
-            en=f"Correct: {correct.text.en}.",
-            zh=f"回答正确：{correct.text.zh}。",
+            en=f"{correct.text.en} is right.",
+            zh=f"{correct.text.zh} 是正确答案。",
         )
     else:
         title = chosen.pitfall.title
         if variant.kind == "numeric":
             explanation = Text(
-                en=f"Not quite. {chosen.text.en} is what the pitfall “{title.en}” gives; "
+                en=f"{chosen.text.en} is what the pitfall “{title.en}” gives; "
                 f"the answer is {correct.text.en}.",
-                zh=f"不对。{chosen.text.zh} 来自误区「{title.zh}」；正确答案是 {correct.text.zh}。",
+                zh=f"{chosen.text.zh} 来自误区「{title.zh}」；正确答案是 {correct.text.zh}。",
             )
         else:
             explanation = Text(
-                en=f"Not quite: that statement is the pitfall “{title.en}”. "
+                en=f"That statement is the pitfall “{title.en}”. "
                 f"The correct statement: {correct.text.en}",
-                zh=f"不对：这个说法属于误区「{title.zh}」。正确的说法：{correct.text.zh}",
+                zh=f"这个说法属于误区「{title.zh}」。正确的说法：{correct.text.zh}",
             )
     return Grade(
         correct=chosen.pitfall is None,
