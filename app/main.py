@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.engine import Engine
 from swagger_ui_bundle import swagger_ui_path
 
+from app.api.openapi import install_openapi
 from app.api.router import api_router
 from app.config import Settings, get_settings, resolve_secret_key
 from app.db import ensure_sqlite_folder, make_engine, make_sessionmaker
@@ -104,6 +105,7 @@ def create_app(
     )
     install_error_handlers(app)
     app.include_router(api_router)
+    install_openapi(app)
     app.include_router(web_router)
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
     app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")

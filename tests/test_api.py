@@ -401,6 +401,7 @@ ODD_GETS = [
     f"{API}/cards/{CARD_ID}/points/1/question?lang=",
     f"{API}/me/mistakes?limit=abc",
     f"{API}/me/mistakes?offset=-1",
+    f"{API}/me/mistakes?offset=655655455659992154112",
     "/cards/%E4%B8%AD/points/1/practice",
     f"/cards/{CARD_ID}/points/{10**40}/practice",
     f"/cards/{CARD_ID}/practice?point=99",
@@ -448,3 +449,17 @@ def test_odd_input_gets_a_4xx_with_a_message_never_a_500(app):
             ).status_code
             == 403
         )
+
+
+def test_openapi_describes_the_real_error_bodies_and_optional_token(client):
+    spec = client.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    assert schemas["HTTPValidationError"]["properties"]["detail"]["type"] == "string"
+    assert "ValidationError" not in schemas
+    mistakes = spec["paths"]["/api/v1/me/mistakes"]["get"]
+    assert mistakes["security"] == [{"LearnerToken": []}, {}]
+    assert "401" in mistakes["responses"]
+    assert spec["paths"]["/api/v1/me/token"]["delete"]["security"] == [{"LearnerToken": []}]
+    # What the spec says is what a 422 really looks like.
+    body = client.get(f"{API}/cards?lang=fr").json()
+    assert isinstance(body["detail"], str) and set(body["errors"][0]) == {"loc", "type", "message"}

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from app.api import present
 from app.deps import ApiLearner, CardsDep, LangQuery, SessionDep, SignerDep
 from app.schemas import AnswerCreate, AnswerPublic, ErrorPublic, MistakePublic, PitfallCountPublic
-from app.services.mistakes import MAX_PAGE, count_mistakes_by_pitfall, list_mistakes
+from app.services.mistakes import MAX_OFFSET, MAX_PAGE, count_mistakes_by_pitfall, list_mistakes
 from app.services.practice import answer_question
 
 router = APIRouter(tags=["practice"])
@@ -54,7 +54,8 @@ def read_my_mistakes(
     learner: ApiLearner,
     lang: LangQuery = "en",
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    # Bounded so that it fits a 64-bit database integer (SQLite and PostgreSQL alike).
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> list[MistakePublic]:
     """The current learner's wrong attempts, newest first, with the question regenerated."""
     mistakes = list_mistakes(

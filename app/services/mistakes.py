@@ -16,6 +16,7 @@ from app.services.errors import Conflict
 from app.services.questions import QuestionRef, regenerate
 
 MAX_PAGE = 500
+MAX_OFFSET = 10**9
 
 
 @dataclass(frozen=True)
