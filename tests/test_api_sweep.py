@@ -59,7 +59,9 @@ def test_every_point_over_a_thousand_seeds(client, card, point):
     templates = {t.id: t for t in card.point(point).templates}
     seen_templates = set()
     for seed in SEEDS:
-        response = client.get(f"/api/v1/cards/{card.id}/points/{point}/question", params={"seed": seed})
+        response = client.get(
+            f"/api/v1/cards/{card.id}/points/{point}/question", params={"seed": seed}
+        )
         assert response.status_code == 200, response.text
         question = response.json()
         assert question["seed"] == seed and question["point"] == point
@@ -72,7 +74,11 @@ def test_every_point_over_a_thousand_seeds(client, card, point):
 
         graded = client.post(
             "/api/v1/answers",
-            json={"token": question["token"], "choice_id": ids[0], "client_answer_id": f"sweep-{point}-{seed}"},
+            json={
+                "token": question["token"],
+                "choice_id": ids[0],
+                "client_answer_id": f"sweep-{point}-{seed}",
+            },
         )
         assert graded.status_code == 200, graded.text
         correct_id = graded.json()["correct_choice_id"]

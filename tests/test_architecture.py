@@ -6,7 +6,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN_IN_DOMAIN = {"fastapi", "starlette", "sqlalchemy", "alembic", "jinja2", "torch", "app.web", "app.api", "app.services", "app.models", "app.db"}
+FORBIDDEN_IN_DOMAIN = {
+    "fastapi",
+    "starlette",
+    "sqlalchemy",
+    "alembic",
+    "jinja2",
+    "torch",
+    "app.web",
+    "app.api",
+    "app.services",
+    "app.models",
+    "app.db",
+}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -45,5 +57,7 @@ def test_the_web_app_does_not_import_torch():
         "bad = [m for m in sys.modules if m == 'torch' or m.startswith('app.zero_demo')]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -118,3 +118,17 @@ def test_every_template_gives_one_correct_and_distinct_choices(card):
             assert len(set(texts)) == len(texts), (template.id, seed, texts)
             pitfall_ids = [c.pitfall_id for c in variant.choices if c.pitfall_id]
             assert len(set(pitfall_ids)) == len(pitfall_ids)
+
+
+def test_the_correct_letter_is_spread_evenly(card):
+    """No position gives the answer away: over many variants each letter is right about 1/4 of the time."""
+    from collections import Counter
+
+    letters = Counter()
+    for template in card.templates():
+        for seed in range(200):
+            letters[generate(card, template, seed).correct_choice_id] += 1
+    total = sum(letters.values())
+    assert set(letters) == {"a", "b", "c", "d"}
+    for letter, count in letters.items():
+        assert 0.2 < count / total < 0.3, (letter, count / total)

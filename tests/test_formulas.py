@@ -40,6 +40,8 @@ def test_functions_and_powers():
     assert value("max(psi, n_d) - min(2, 3)", psi=5, n_d=9) == 7
     assert value("2**30") == 1_073_741_824
     assert value("abs(-3)") == 3
+    assert [value(f"pow2ceil({x})") for x in ("1", "14", "16", "16.5", "0.3")] == [1, 16, 16, 32, 1]
+    assert value("pow2ceil(ceil(16*psi/(80*10**9)))", psi=70 * 10**9) == 16
     assert value("sqrt(16)") == 4
     assert abs(float(value("sqrt(2)")) - 2**0.5) < 1e-15
 
@@ -96,6 +98,11 @@ def test_errors_name_the_column():
     assert "at column 10" in str(caught.value)
 
 
+def test_pow2ceil_of_a_non_positive_number_is_undefined():
+    with pytest.raises(FormulaError, match="undefined"):
+        value("pow2ceil(psi - 1)", psi=1)
+
+
 def test_division_by_zero_at_evaluation_is_a_formula_error():
     with pytest.raises(FormulaError, match="undefined"):
         value("psi / n_d", psi=1, n_d=0)
@@ -115,4 +122,6 @@ def test_no_text_reaches_code_executing_sympy_entry_points(monkeypatch):
     monkeypatch.setattr(sympy.parsing.sympy_parser, "parse_expr", forbidden)
     monkeypatch.setattr(formulas.sympy, "sympify", forbidden, raising=False)
     formula = parse_formula("ceil(2*psi + (2*psi + 12*psi)/n_d) + 2**30 + 1.5", NAMES)
-    assert formula.evaluate({"psi": 10, "n_d": 4}) == Fraction(2 * 10 + 140 // 4) + 2**30 + Fraction(3, 2)
+    assert formula.evaluate({"psi": 10, "n_d": 4}) == Fraction(
+        2 * 10 + 140 // 4
+    ) + 2**30 + Fraction(3, 2)

@@ -72,9 +72,24 @@ CARD = {
                     "answer": t("Only the optimizer states."),
                     "solution": [t("ZeRO-1 partitions the 12Ψ optimizer states.")],
                     "pitfalls": [
-                        {"id": "grads", "title": t("g"), "statement": t("Gradients."), "explanation": t("no")},
-                        {"id": "params", "title": t("p"), "statement": t("Parameters."), "explanation": t("no")},
-                        {"id": "all", "title": t("a"), "statement": t("Everything."), "explanation": t("no")},
+                        {
+                            "id": "grads",
+                            "title": t("g"),
+                            "statement": t("Only the gradients."),
+                            "explanation": t("no"),
+                        },
+                        {
+                            "id": "params",
+                            "title": t("p"),
+                            "statement": t("Only the fp16 parameters."),
+                            "explanation": t("no"),
+                        },
+                        {
+                            "id": "all",
+                            "title": t("a"),
+                            "statement": t("All three kinds of state."),
+                            "explanation": t("no"),
+                        },
                     ],
                 },
             ],
@@ -100,7 +115,9 @@ def test_same_seed_same_variant(card):
     template = card.points[0].templates[0]
     a, b = generate(card, template, 1234), generate(card, template, 1234)
     assert a.params == b.params and a.stem == b.stem
-    assert [(c.id, c.text, c.pitfall_id) for c in a.choices] == [(c.id, c.text, c.pitfall_id) for c in b.choices]
+    assert [(c.id, c.text, c.pitfall_id) for c in a.choices] == [
+        (c.id, c.text, c.pitfall_id) for c in b.choices
+    ]
 
 
 def test_seeds_vary_parameters_and_choice_order(card):
@@ -126,7 +143,8 @@ def test_every_variant_has_one_correct_choice_and_distinct_choices(card):
 def test_variant_renders_numbers_into_texts(card):
     template = card.points[0].templates[0]
     variant = next(
-        v for v in (generate(card, template, s) for s in range(500))
+        v
+        for v in (generate(card, template, s) for s in range(500))
         if v.params == {"psi": "70000000000", "n_d": "16"}
     )
     assert variant.stem.en == "ZeRO-1, 70B parameters, 16 ranks: memory per rank?"
@@ -174,7 +192,9 @@ def test_point_seed_picks_template_reproducibly(card):
 
 def test_clashing_pitfalls_are_resolved_by_seeded_order():
     # 64Ψ/N_d equals DDP's 16Ψ at N_d = 4 only: there a variant shows one of the two.
-    card = card_with({"pitfalls": [*TEMPLATE["pitfalls"], pitfall("odd", "64*psi/n_d")], "choices": 5})
+    card = card_with(
+        {"pitfalls": [*TEMPLATE["pitfalls"], pitfall("odd", "64*psi/n_d")], "choices": 5}
+    )
     template = card.points[0].templates[0]
     seen = set()
     for seed in range(400):
@@ -230,3 +250,29 @@ def test_shape_errors_are_readable():
         parse_card(data)
     assert "points[0].templates[0].stem.zh: Field required" in str(caught.value)
     assert "pitfalls: List should have at least 3 items" in str(caught.value)
+
+
+def test_validation_refuses_an_answer_that_is_always_the_largest():
+    pitfalls = [
+        pitfall("a", "zero2"),
+        pitfall("b", "ddp/n_d"),
+        pitfall("c", "2*psi + 2*psi + 8*psi/n_d"),
+    ]
+    with pytest.raises(CardError, match="is the largest of all choices"):
+        card_with({"pitfalls": pitfalls})
+
+
+def test_validation_refuses_an_answer_that_is_always_the_smallest():
+    pitfalls = [pitfall("a", "ddp"), pitfall("b", "zero1*2"), pitfall("c", "zero1*3")]
+    with pytest.raises(CardError, match="is the smallest of all choices"):
+        card_with({"answer": "zero2", "pitfalls": pitfalls})
+
+
+def test_validation_refuses_a_correct_statement_that_stands_out_by_length():
+    data = copy.deepcopy(CARD)
+    statement = data["points"][0]["templates"][1]
+    statement["answer"] = t(
+        "Only the optimizer states: fp32 master weights, momentum and variance."
+    )
+    with pytest.raises(CardError, match=r"'what-zero1-shards'.*could pick it by length"):
+        card_with(data=data)

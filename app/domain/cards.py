@@ -251,7 +251,12 @@ def parse_card(raw: object, *, source: Path | None = None) -> Card:
                 raise CardError(f"{where}: template id {raw_template.id!r} is used twice")
             seen.add(raw_template.id)
             templates.append(
-                _compile_template(raw_template, point.number, definitions, f"{where}, template {raw_template.id!r}")
+                _compile_template(
+                    raw_template,
+                    point.number,
+                    definitions,
+                    f"{where}, template {raw_template.id!r}",
+                )
             )
         points.append(
             ExamPoint(point.number, _text(point.title), _text(point.explanation), tuple(templates))
@@ -352,7 +357,9 @@ def _compile_template(
                 id=item.id,
                 title=_text(item.title),
                 explanation=_text(item.explanation),
-                explanation_template=text(item.explanation, f"{what} explanation", frozenset({"value"})),
+                explanation_template=text(
+                    item.explanation, f"{what} explanation", frozenset({"value"})
+                ),
                 formula=formula(item.formula, what) if item.formula is not None else None,
                 statement=_text(item.statement) if item.statement is not None else None,
             )

@@ -30,6 +30,24 @@ MAX_SYMBOLIC_EXPONENT = 16
 
 _IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
+
+class pow2ceil(sympy.Function):  # type: ignore[misc]  # noqa: N801 (named as formulas spell it)
+    """The smallest power of two at or above a positive number: pow2ceil(14) = 16, pow2ceil(16) = 16.
+
+    Exponents may not depend on parameters (that is how a formula could ask for an unbounded
+    power), so "round up to a power of two" is a function of its own, evaluated on integers.
+    """
+
+    @classmethod
+    def eval(cls, x: Any) -> Any:
+        if x.is_Rational:
+            if x <= 0:
+                return sympy.nan  # reported as an undefined value
+            whole = int(sympy.ceiling(x))
+            return sympy.Integer(1 << (whole - 1).bit_length())
+        return None
+
+
 FUNCTIONS: dict[str, tuple[Callable[..., sympy.Expr], int, int]] = {
     # name: (sympy constructor, min args, max args)
     "ceil": (sympy.ceiling, 1, 1),
@@ -39,6 +57,7 @@ FUNCTIONS: dict[str, tuple[Callable[..., sympy.Expr], int, int]] = {
     "sqrt": (sympy.sqrt, 1, 1),
     "log": (sympy.log, 1, 2),
     "abs": (sympy.Abs, 1, 1),
+    "pow2ceil": (pow2ceil, 1, 1),
 }
 
 _BINARY: dict[type[ast.operator], str] = {
@@ -212,7 +231,9 @@ class _Builder:
             raise self.fail("an exponent must be a rational number", node)
         if base.free_symbols:
             if abs(exponent) > MAX_SYMBOLIC_EXPONENT:
-                raise self.fail(f"exponent {exponent} is too large (limit {MAX_SYMBOLIC_EXPONENT})", node)
+                raise self.fail(
+                    f"exponent {exponent} is too large (limit {MAX_SYMBOLIC_EXPONENT})", node
+                )
             return base**exponent
         if base.is_zero and exponent.is_negative:
             raise self.fail("division by zero", node)
@@ -292,9 +313,7 @@ def evaluate(formula: Formula, values: Mapping[str, Number]) -> Fraction:
     missing = formula.names - set(values)
     if missing:
         raise FormulaError(f"no value for {', '.join(sorted(missing))}", text=formula.text)
-    substitution = {
-        sympy.Symbol(name): _to_rational(values[name]) for name in formula.names
-    }
+    substitution = {sympy.Symbol(name): _to_rational(values[name]) for name in formula.names}
     result = formula.expr.xreplace(substitution)
     if result.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo) or not result.is_number:
         raise FormulaError("the value is undefined (division by zero?)", text=formula.text)

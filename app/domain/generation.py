@@ -113,7 +113,9 @@ def named_values(template: Template, values: Mapping[str, Fraction]) -> dict[str
     return {name: template.params[name].display(value) for name, value in values.items()}
 
 
-def candidates(template: Template, values: Mapping[str, Fraction]) -> tuple[Candidate, list[Candidate]]:
+def candidates(
+    template: Template, values: Mapping[str, Fraction]
+) -> tuple[Candidate, list[Candidate]]:
     """The answer and every pitfall, evaluated for these parameters."""
     if template.kind == "numeric":
         assert template.answer_formula is not None
@@ -266,4 +268,6 @@ def _display_number(template: Template, value: Fraction | None) -> float | None:
 
 
 def _exact(value: Fraction) -> str:
-    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    return (
+        str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    )

@@ -8,7 +8,10 @@ than that) the answer, every pitfall and every text are evaluated, and the card 
   be graded right);
 - some seeded order of the pitfalls could leave fewer than ``choices - 1`` of them after clash
   resolution (checked exactly: the smallest maximal set of mutually distinct pitfalls);
-- a pitfall never has a value of its own anywhere in the domain.
+- a pitfall never has a value of its own anywhere in the domain;
+- the answer gives itself away: a numeric answer with no pitfall above it or none below it (so it
+  would always be the largest or the smallest choice), or a correct statement longer than every
+  pitfall some variant could show beside it (see :data:`STATEMENT_LENGTH_SLACK`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from .formulas import FormulaError
 from .generation import Candidate, candidates, clash, draw_params, named_values
 
 SAMPLED_SEEDS = 500
+# A variant's pitfalls may be shorter than the correct statement by at most this fraction: test
+# takers learn that "the longest, most qualified choice is right".
+STATEMENT_LENGTH_SLACK = Fraction(1, 10)
 # Beyond this many pitfalls the exact order check would be slow; fall back to declared order.
 EXACT_ORDER_CHECK_LIMIT = 12
 
@@ -44,6 +50,8 @@ def parameter_combinations(template: Template) -> Iterator[dict[str, Fraction]]:
 
 
 def validate_template(card: Card, template: Template) -> None:
+    if template.kind == "statement":
+        _check_statement_lengths(card, template)
     own_value_somewhere: set[str] = set()
     for values in parameter_combinations(template):
         where = f"card {card.id!r}, template {template.id!r}, parameters {_show(template, values)}"
@@ -63,6 +71,8 @@ def validate_template(card: Card, template: Template) -> None:
             assert candidate.pitfall is not None
             if not any(clash(candidate, other) for other in pitfalls if other is not candidate):
                 own_value_somewhere.add(candidate.pitfall.id)
+        if answer.value is not None:
+            _check_magnitude(where, answer, pitfalls)
         worst = _smallest_maximal_distinct_set(pitfalls)
         if worst < template.choices - 1:
             raise CardError(
@@ -75,6 +85,40 @@ def validate_template(card: Card, template: Template) -> None:
             f"card {card.id!r}, template {template.id!r}: pitfall(s) {', '.join(never)} always "
             "coincide with another pitfall: they never show a value of their own"
         )
+
+
+def _check_magnitude(where: str, answer: Candidate, pitfalls: Sequence[Candidate]) -> None:
+    assert answer.value is not None
+    values = [p.value for p in pitfalls if p.value is not None]
+    if not any(v > answer.value for v in values):
+        side = "largest"
+    elif not any(v < answer.value for v in values):
+        side = "smallest"
+    else:
+        return
+    raise CardError(
+        f"{where}: the answer {answer.text.en} is the {side} of all choices, so it can be picked "
+        "by magnitude alone; add a pitfall on the other side"
+    )
+
+
+def _check_statement_lengths(card: Card, template: Template) -> None:
+    """The correct statement must not be the longest choice of some variant by a clear margin."""
+    assert template.answer_statement is not None
+    shown = template.choices - 1
+    for lang in ("en", "zh"):
+        answer = len(template.answer_statement.get(lang))
+        lengths = sorted(len(p.statement.get(lang)) for p in template.pitfalls if p.statement)
+        # The variant whose pitfalls are the shortest ones: its longest pitfall is this one.
+        longest_of_shortest = lengths[shown - 1]
+        if longest_of_shortest < answer * (1 - STATEMENT_LENGTH_SLACK):
+            raise CardError(
+                f"card {card.id!r}, template {template.id!r}: the correct statement ({lang}, "
+                f"{answer} characters) is longer than every pitfall of some variant (the "
+                f"{shown} shortest reach {longest_of_shortest}); a learner could pick it by "
+                f"length: make at least {len(lengths) - shown + 1} pitfall(s) at least "
+                f"{float(1 - STATEMENT_LENGTH_SLACK):.0%} as long as the answer"
+            )
 
 
 def _render_texts(
