@@ -25,6 +25,7 @@ from app.domain.cards import Card, load_cards
 from app.errors import install_error_handlers
 from app.services.questions import QuestionSigner
 from app.web.pages import router as web_router
+from app.web.security import SecurityHeadersMiddleware, docs_csp
 from app.web.session import GuestSessionCodec, GuestSessionMiddleware
 from app.web.templating import make_templates
 
@@ -103,6 +104,7 @@ def create_app(
     app.add_middleware(
         GuestSessionMiddleware, codec=GuestSessionCodec(secret_key), secure=settings.secure_cookies
     )
+    app.add_middleware(SecurityHeadersMiddleware)
     install_error_handlers(app)
     app.include_router(api_router)
     install_openapi(app)
@@ -110,15 +112,21 @@ def create_app(
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
     app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
 
-    @app.get("/docs", include_in_schema=False)
-    def docs() -> HTMLResponse:
-        return get_swagger_ui_html(
+    docs_page = bytes(
+        get_swagger_ui_html(
             openapi_url=app.openapi_url or "/openapi.json",
             title="infracards API",
             swagger_js_url="/docs-assets/swagger-ui-bundle.js",
             swagger_css_url="/docs-assets/swagger-ui.css",
             swagger_favicon_url="/docs-assets/favicon-32x32.png",
-        )
+        ).body
+    )
+    # Its own CSP: the pages' policy allows no scripts, Swagger UI needs its bundle and init.
+    docs_headers = {"Content-Security-Policy": docs_csp(docs_page.decode())}
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return HTMLResponse(docs_page, headers=docs_headers)
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:

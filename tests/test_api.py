@@ -463,3 +463,35 @@ def test_openapi_describes_the_real_error_bodies_and_optional_token(client):
     # What the spec says is what a 422 really looks like.
     body = client.get(f"{API}/cards?lang=fr").json()
     assert isinstance(body["detail"], str) and set(body["errors"][0]) == {"loc", "type", "message"}
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_cookie_learners_answer_only_with_a_json_content_type(client, db, content_type):
+    """A cross-site page can send a cookie-carrying POST without a preflight only with these
+    content types (or none at all): the API must not read them as JSON, so it records nothing."""
+    client.get(f"/cards/{CARD_ID}/points/1/practice")  # the browser has a guest cookie
+    body = question(client, 1, seed=8)
+    payload = json.dumps(
+        {"token": body["token"], "choice_id": "a", "client_answer_id": str(uuid.uuid4())}
+    ).encode()
+    request = client.build_request("POST", f"{API}/answers", content=payload)
+    assert "content-type" not in request.headers
+    if content_type:
+        request.headers["content-type"] = content_type
+    response = client.send(request)
+    assert response.status_code == 422
+    assert db.scalar(select(func.count()).select_from(Attempt)) == 0
+    assert answer(client, body["token"], "a").status_code == 200  # with JSON it works
+
+
+def test_question_tokens_are_not_interchangeable_with_session_cookies(client):
+    from app.web.session import COOKIE_NAME
+
+    client.get(f"/cards/{CARD_ID}/points/1/practice")
+    cookie = client.cookies.get(COOKIE_NAME)
+    assert answer(client, cookie, "a").status_code == 400
+    token = question(client, 1, seed=1)["token"]
+    client.cookies.set(COOKIE_NAME, token)
+    me = client.get(f"{API}/me")
+    assert me.status_code == 200 and me.json()["kind"] == "guest"
+    assert "set-cookie" in me.headers  # a new guest, not a learner made from the token

@@ -341,3 +341,133 @@ def test_the_session_cookie_is_httponly_lax_and_secure_when_configured(tmp_path,
 def test_reading_pages_sets_no_cookie(client):
     assert "set-cookie" not in client.get("/").headers
     assert "set-cookie" not in client.get(f"/cards/{CARD_ID}").headers
+
+
+# --- security: headers, links, markup, cookies, ownership, odd input -------------------------
+
+
+def test_every_response_carries_the_security_headers(client):
+    practise(client)  # a guest session, so the POST below reaches the CSRF check
+    responses = [
+        client.get("/"),
+        practise(client),
+        client.get("/nowhere"),
+        client.post("/answers", data={}),  # 403, no CSRF token
+        client.get("/static/style.css"),
+        client.get("/api/v1/cards"),
+        client.get("/api/v1/nowhere"),
+        client.get("/openapi.json"),
+        client.get("/healthz"),
+    ]
+    for response in responses:
+        csp = response.headers["content-security-policy"]
+        assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp, response.url
+        assert "script-src" not in csp and "unsafe" not in csp
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["referrer-policy"] == "same-origin"
+
+
+def test_the_docs_page_may_run_only_its_local_bundle_and_its_own_inline_script(client):
+    import base64
+    import hashlib
+
+    docs = client.get("/docs")
+    assert docs.status_code == 200
+    csp = docs.headers["content-security-policy"]
+    directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
+    inline = re.findall(r"<script>(.*?)</script>", docs.text, re.DOTALL)
+    assert inline
+    for script in inline:
+        digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+        assert f"'sha256-{digest}'" in directives["script-src"]
+    assert "'self'" in directives["script-src"] and "unsafe" not in directives["script-src"]
+    assert directives["default-src"] == "'none'" and directives["frame-ancestors"] == "'none'"
+    assert directives["connect-src"] == "'self'"  # it fetches /openapi.json
+    for asset in re.findall(r'(?:src|href)="([^"]+)"', docs.text):
+        assert asset.startswith("/docs-assets/") and client.get(asset).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/%2F%2Fevil.example/x", "/%2Fevil.example", "/%5Cevil.example"])
+def test_the_language_switch_never_links_to_another_site(client, path):
+    response = client.get(path)
+    assert response.status_code == 404
+    switch = html.unescape(re.search(r'class="lang" href="([^"]*)"', response.text).group(1))
+    assert switch.startswith("/") and not switch.startswith(("//", "/\\"))
+    assert "lang=zh" in switch
+
+
+def test_request_data_is_escaped_on_error_pages(client):
+    payload = '"><script>alert(1)</script><img src=x onerror=alert(1)>'
+    for response in (
+        client.get(f"/cards/{payload}", params={"lang": payload, "q": payload}),
+        client.get(PRACTICE.format(point=1), params={"seed": payload, "lang": payload}),
+        client.get(f"/cards/{CARD_ID}/points/{payload}/practice"),
+    ):
+        assert 400 <= response.status_code < 500
+        assert "<script>alert" not in response.text and "<img src=x" not in response.text
+
+
+def test_mathml_from_latex_keeps_no_link_script_or_style_attributes():
+    from app.web.render import latex_to_mathml, render_inline
+
+    for latex in (r"\href{javascript:alert(1)}{x}", r"\style{color:red}{x}"):
+        rendered = str(render_inline(f"${latex}$"))
+        assert rendered.startswith('<code class="latex">'), rendered
+        assert "href=" not in rendered and "style=" not in rendered
+    assert str(latex_to_mathml(r"\frac{16\Psi}{N_d}")).startswith("<math")
+
+
+def test_the_session_cookie_is_small_and_secure_in_production(tmp_path, db_url, cards):
+    settings = make_settings(tmp_path, db_url, environment="production")
+    with TestClient(create_app(settings, cards=cards), base_url="https://testserver") as prod:
+        cookie = prod.get(PRACTICE.format(point=1)).headers["set-cookie"]
+    assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    assert len(cookie) < 400  # far below the 4096 bytes browsers keep
+
+
+@pytest.mark.parametrize(
+    "value", [b"x" * 8000, b"\xc3\xa9" * 2000, b"e30.AAAA", b"..", b'"quoted"', b"a.b.c.d"]
+)
+def test_an_oversized_or_garbled_session_cookie_is_a_new_guest(client, app, value):
+    cookie = [(b"cookie", COOKIE_NAME.encode() + b"=" + value)]
+    page = client.get(PRACTICE.format(point=1), params={"seed": 1}, headers=cookie)
+    assert page.status_code == 200 and COOKIE_NAME in page.headers["set-cookie"]
+    # The form of that page does not post for the old (garbled) cookie.
+    fields = {**form_fields(page.text), "choice_id": "a"}
+    assert client.post("/answers", data=fields, headers=cookie).status_code == 403
+    assert attempts(app) == 0
+
+
+def test_another_browser_reusing_a_client_answer_id_learns_nothing(client, app, card):
+    page = practise(client, seed=31)
+    wrong = wrong_choice(card, 1, 31).id
+    assert submit(client, page, wrong).status_code == 200
+    with TestClient(app) as stranger:
+        own = form_fields(practise(stranger, seed=31).text)
+        reuse = {**own, "client_answer_id": form_fields(page.text)["client_answer_id"]}
+        response = stranger.post("/answers", data={**reuse, "choice_id": wrong})
+        assert response.status_code == 409
+        assert "client_answer_id" in alert(response.text) and "Not quite" not in response.text
+        assert stranger.get("/mistakes").context["mistakes"] == []
+    assert attempts(app) == 1
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"choice_id": "\u202ea"},
+        {"choice_id": "ａ"},  # fullwidth a
+        {"choice_id": "a\x00"},
+        {"choice_id": "a" * 100_000},
+        {"lang": "\u0000zh", "mode": "\U0001f600" * 1000},
+        {"token": "\u202e" * 5000},
+        {"client_answer_id": "\u00e9" * 100_000},
+        {"csrf_token": "\U0001f600" * 100_000},
+    ],
+)
+def test_odd_form_fields_are_4xx_never_500(app, changes):
+    with TestClient(app, raise_server_exceptions=False) as browser:
+        page = practise(browser, seed=4)
+        response = submit(browser, page, **{"choice_id": "a", **changes})
+        assert 400 <= response.status_code < 500
+        assert response.headers["content-type"].startswith("text/html")

@@ -1,8 +1,8 @@
 """Texts to HTML: inline LaTeX (``$...$``) becomes MathML on the server, the rest is escaped.
 
 Browsers render MathML Core natively, so pages need neither JavaScript nor a CDN. The converter's
-output is parsed back and must consist of MathML elements only; anything else (or LaTeX it
-cannot read) is shown as escaped source instead.
+output is parsed back and must consist of MathML elements only, without link, event or style
+attributes; anything else (or LaTeX it cannot read) is shown as escaped source instead.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ _MATHML_TAGS = frozenset(
     mfenced menclose msub msup msubsup munder mover munderover mmultiscripts mprescripts none
     mtable mtr mtd mlabeledtr semantics annotation""".split()
 )
+# Attributes that could link, script or restyle (\href, \style, on..., xlink:...): never kept.
+_UNSAFE_ATTRIBUTE = re.compile(r"^(?:href|src|style|on.*|\{.*)$", re.IGNORECASE)
 # $...$ not preceded by a backslash; the content may not be empty or start with a space.
 _INLINE_MATH = re.compile(r"(?<!\\)\$(?!\s)(.+?)(?<!\\)\$", re.DOTALL)
 _QUANTITY = re.compile(
@@ -36,7 +38,11 @@ def latex_to_mathml(latex: str, display: bool = False) -> Markup:
         root = ET.fromstring(mathml)
     except Exception:  # the converter raises many kinds of errors on bad input
         return _latex_source(latex)
-    if any(el.tag.removeprefix(_MATHML_NS) not in _MATHML_TAGS for el in root.iter()):
+    if any(
+        el.tag.removeprefix(_MATHML_NS) not in _MATHML_TAGS
+        or any(_UNSAFE_ATTRIBUTE.match(name) for name in el.attrib)
+        for el in root.iter()
+    ):
         return _latex_source(latex)
     return Markup(mathml)
 

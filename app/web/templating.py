@@ -1,4 +1,7 @@
-"""Jinja2 setup and page rendering: filters for math, the language, security headers."""
+"""Jinja2 setup and page rendering: filters for math, the language switch.
+
+Security headers (CSP and the rest) are added to every response by ``app.web.security``.
+"""
 
 from __future__ import annotations
 
@@ -17,16 +20,6 @@ from app.web.render import latex_to_mathml, render_inline, render_paragraphs, re
 from app.web.ui import LANGS, UI
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
-
-# Pages need nothing from elsewhere: no scripts at all, styles and images from this origin.
-PAGE_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self' data:; "
-        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-}
 
 
 def make_templates() -> Jinja2Templates:
@@ -69,7 +62,8 @@ def render_page(
     if switch_url is None:
         params = dict(request.query_params)
         params["lang"] = other
-        switch_url = f"{request.url.path}?{urlencode(params)}"
+        # One leading slash: a request for "//evil.example" must not link off-site.
+        switch_url = "/" + request.url.path.lstrip("/") + "?" + urlencode(params)
     full = {
         "lang": lang,
         "ui": UI[lang],
@@ -79,9 +73,7 @@ def render_page(
         **context,
     }
     templates: Jinja2Templates = request.app.state.templates
-    response = templates.TemplateResponse(request, name, full, status_code=status_code)
-    response.headers.update(PAGE_HEADERS)
-    return response
+    return templates.TemplateResponse(request, name, full, status_code=status_code)
 
 
 def format_bytes(value: float | None) -> str:
