@@ -7,6 +7,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
@@ -20,6 +22,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, _service_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(PoolTimeout, _busy)  # type: ignore[arg-type]
+    app.add_exception_handler(OperationalError, _busy)  # type: ignore[arg-type]
 
 
 def error_response(
@@ -53,6 +57,18 @@ def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     if exc.status_code < 400:  # pragma: no cover - not raised by this app
         return Response(status_code=exc.status_code, headers=exc.headers)
     return error_response(request, exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+def _busy(request: Request, exc: Exception) -> Response:
+    """Overload (no free database connection, SQLite busy past its timeout): 503, retry later.
+
+    Other database errors are not the client's fault either, but they are bugs: re-raise them.
+    """
+    if isinstance(exc, OperationalError) and "locked" not in str(exc.orig).lower():
+        raise exc
+    return error_response(
+        request, 503, "the service is busy: retry in a moment", headers={"Retry-After": "1"}
+    )
 
 
 def _validation_error(request: Request, exc: RequestValidationError) -> Response:

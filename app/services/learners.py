@@ -57,6 +57,10 @@ def learner_for_token(*, session: Session, token: str) -> LearnerRef | None:
         .join(LearnerToken, LearnerToken.learner_id == Learner.id)
         .where(LearnerToken.token_hash == hash_token(token), LearnerToken.revoked_at.is_(None))
     ).first()
+    # End the read transaction now: this runs in a dependency, and a pooled connection held while
+    # the request waits for a worker thread for its endpoint can exhaust the pool under load
+    # (every thread waiting for a connection, every connection waiting for a thread).
+    session.commit()
     return LearnerRef(id=row.id, kind=row.kind) if row is not None else None
 
 
