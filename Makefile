@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PIP := $(BIN)/python -m pip
 PIP_FLAGS := --disable-pip-version-check -q -c constraints.txt
 
-.PHONY: run test install install-test migrate lint demo bench clean
+.PHONY: run test install install-test migrate lint demo bench bench-service clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ demo: install-test
 
 bench: install-test
 	$(BIN)/python bench/zero_demo.py
+
+# Uses wrk when it is on PATH (apt-get install wrk), else a Python load loop (client-bound).
+bench-service: install-test
+	$(BIN)/python bench/service.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
