@@ -51,6 +51,8 @@ MODEL_PRESETS = {
     "tiny": ModelConfig(vocab=67, hidden=22, layers=2, heads=2, seq_len=16),
     "small": ModelConfig(vocab=512, hidden=256, layers=4, heads=4, seq_len=64),
     "base": ModelConfig(vocab=2048, hidden=512, layers=8, heads=8, seq_len=128),
+    # About 1.07B parameters: for a single large GPU, where the 16Ψ bill is measured in GB.
+    "1b": ModelConfig(vocab=32000, hidden=2048, layers=20, heads=16, seq_len=512),
 }
 
 
