@@ -113,6 +113,21 @@ def named_values(template: Template, values: Mapping[str, Fraction]) -> dict[str
     return {name: template.params[name].display(value) for name, value in values.items()}
 
 
+def text_values(
+    template: Template, values: Mapping[str, Fraction], answer: Candidate
+) -> dict[str, str]:
+    """What ``{name}`` placeholders show: the parameters in their display formats and ``{answer}``."""
+    return {**named_values(template, values), "answer": answer.text.en}
+
+
+def explain(candidate: Candidate, values: Mapping[str, Fraction], named: Mapping[str, str]) -> Text:
+    """A pitfall's explanation with this variant's numbers (``{value}`` is the pitfall's own)."""
+    assert candidate.pitfall is not None
+    return candidate.pitfall.explanation_template.render(
+        values, {**named, "value": candidate.text.en}
+    )
+
+
 def candidates(
     template: Template, values: Mapping[str, Fraction]
 ) -> tuple[Candidate, list[Candidate]]:
@@ -172,15 +187,10 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
     shown = [answer, *kept]
     rng.shuffle(shown)
 
-    named = named_values(template, values)
-    named["answer"] = answer.text.en
+    named = text_values(template, values, answer)
     choices = []
     for choice_id, candidate in zip(CHOICE_IDS, shown, strict=False):
-        explanation = None
-        if candidate.pitfall is not None:
-            explanation = candidate.pitfall.explanation_template.render(
-                values, {**named, "value": candidate.text.en}
-            )
+        explanation = explain(candidate, values, named) if candidate.pitfall is not None else None
         choices.append(
             Choice(
                 id=choice_id,
@@ -200,7 +210,7 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
         seed=seed,
         kind=template.kind,
         params={name: _exact(value) for name, value in values.items()},
-        params_display=named_values(template, values),
+        params_display={name: named[name] for name in values},
         stem=template.stem.render(values, named),
         choices=tuple(choices),
         correct_choice_id=correct,

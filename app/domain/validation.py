@@ -23,7 +23,15 @@ from fractions import Fraction
 
 from .cards import Card, CardError, Template
 from .formulas import FormulaError
-from .generation import Candidate, candidates, clash, draw_params, named_values
+from .generation import (
+    Candidate,
+    candidates,
+    clash,
+    draw_params,
+    explain,
+    named_values,
+    text_values,
+)
 
 SAMPLED_SEEDS = 500
 # A variant's pitfalls may be shorter than the correct statement by at most this fraction: test
@@ -124,14 +132,12 @@ def _check_statement_lengths(card: Card, template: Template) -> None:
 def _render_texts(
     template: Template, values: dict[str, Fraction], answer: Candidate, pitfalls: list[Candidate]
 ) -> None:
-    named = named_values(template, values)
-    named["answer"] = answer.text.en
+    named = text_values(template, values, answer)
     template.stem.render(values, named)
     for step in template.solution:
         step.render(values, named)
     for candidate in pitfalls:
-        assert candidate.pitfall is not None
-        candidate.pitfall.explanation_template.render(values, {**named, "value": candidate.text.en})
+        explain(candidate, values, named)
 
 
 def _smallest_maximal_distinct_set(pitfalls: Sequence[Candidate]) -> int:
