@@ -22,8 +22,9 @@ from sqlalchemy.orm import Session
 
 from app.cli import migrate
 from app.config import Settings
-from app.domain.cards import Card, load_cards
-from app.main import create_app
+from app.domain.cards import Card
+from app.domain.catalog import load_cards
+
 
 with warnings.catch_warnings():
     # Starlette 1.x nudges towards httpx2; httpx is what the project installs.
@@ -84,6 +85,8 @@ def settings(tmp_path: Path, db_url: str) -> Settings:
 
 @pytest.fixture
 def app(settings: Settings, cards: dict[str, Card]) -> FastAPI:
+    from app.main import create_app
+
     return create_app(settings, cards=cards)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.domain.cards import load_card
+from app.domain.cards import read_card
 from app.domain.generation import generate
 from app.domain.units import format_quantity
 
@@ -17,7 +17,7 @@ GB = Fraction(10**9)
 
 @pytest.fixture(scope="module")
 def card():
-    return load_card(CARD_PATH)
+    return read_card(CARD_PATH)
 
 
 def f(card, name, psi, n_d=1):

@@ -60,6 +60,7 @@ CARD = {
     "points": [
         {
             "number": 1,
+            "slug": "the-point",
             "title": t("Point"),
             "explanation": t("e"),
             "templates": [
@@ -183,11 +184,11 @@ def test_statement_variants(card):
 
 
 def test_point_seed_picks_template_reproducibly(card):
-    picked = {generate_for_point(card, 1, s).template_id for s in range(50)}
+    picked = {generate_for_point(card, "the-point", s).id.template_id for s in range(50)}
     assert picked == {"zero1-per-rank", "what-zero1-shards"}
-    assert generate_for_point(card, 1, 9).stem == generate_for_point(card, 1, 9).stem
+    assert generate_for_point(card, "the-point", 9).stem == generate_for_point(card, "the-point", 9).stem
     with pytest.raises(KeyError):
-        generate_for_point(card, 2, 1)
+        generate_for_point(card, "no-such-point", 1)
 
 
 def test_clashing_pitfalls_are_resolved_by_seeded_order():

@@ -1,9 +1,9 @@
-"""Cards as data: load a card file, check its shape, compile its formulas and texts.
+"""Cards as data: read a card file, check its shape, compile its formulas and texts.
 
-A card file is YAML (see ``cards/README.md``). Loading parses every formula through the safe
-parser, then validates every question template over its parameter domain (see
-:mod:`app.domain.validation`); any problem raises :class:`CardError` naming the card, the
-template and the parameters.
+A card file is YAML (see ``cards/README.md``). Reading parses every formula through the safe
+parser; any problem raises :class:`CardError` naming the card, the template and the field.
+Validation over the parameter domains lives in :mod:`app.domain.validation`, and
+:func:`app.domain.catalog.load_cards` does both; this module imports neither.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ class _TemplateIn(_Strict):
 
 class _PointIn(_Strict):
     number: Annotated[int, Field(ge=1)]
+    slug: Slug
     title: _TextIn
     explanation: _TextIn
     templates: Annotated[list[_TemplateIn], Field(min_length=1)]
@@ -144,7 +145,7 @@ class Template:
     id: str
     version: int
     kind: Literal["numeric", "statement"]
-    point: int
+    point: str  # the exam point's slug
     params: dict[str, Param]
     stem: TextTemplate
     solution: tuple[TextTemplate, ...]
@@ -164,6 +165,10 @@ class Template:
 
 @dataclass(frozen=True, eq=False)
 class ExamPoint:
+    """An exam point. ``slug`` is its stable identity (stored with attempts and reviews);
+    ``number`` is only its position on the card, for display and old URLs."""
+
+    slug: str
     number: int
     title: Text
     explanation: Text
@@ -181,6 +186,8 @@ class Card:
     formulas: dict[str, NamedFormula]
     points: tuple[ExamPoint, ...]
     source: Path | None = field(default=None)
+    # The card file's data as loaded (plain JSON types): what the catalog stores per version.
+    document: Mapping[str, object] = field(default_factory=dict, repr=False)
 
     def point(self, number: int) -> ExamPoint | None:
         for point in self.points:
@@ -188,29 +195,43 @@ class Card:
                 return point
         return None
 
+    def point_by_slug(self, slug: str) -> ExamPoint | None:
+        for point in self.points:
+            if point.slug == slug:
+                return point
+        return None
+
     def templates(self) -> list[Template]:
         return [t for p in self.points for t in p.templates]
+
+    def template(self, template_id: str) -> Template | None:
+        for point in self.points:
+            for template in point.templates:
+                if template.id == template_id:
+                    return template
+        return None
 
 
 # --- loading ----------------------------------------------------------------------------------
 
 
-def load_cards(directory: Path, *, validate: bool = True) -> dict[str, Card]:
-    """Every ``*.yaml`` card in ``directory``, by id, validated."""
+def read_cards(directory: Path) -> dict[str, Card]:
+    """Every ``*.yaml`` card in ``directory``, by id, compiled but not validated over its
+    domains (:func:`app.domain.catalog.load_cards` does both)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise CardError(f"cards folder {str(directory)!r} does not exist")
     cards: dict[str, Card] = {}
     for path in sorted(directory.glob("*.yaml")):
-        card = load_card(path, validate=validate)
+        card = read_card(path)
         cards[card.id] = card
     if not cards:
         raise CardError(f"no card files (*.yaml) in {str(directory)!r}")
     return cards
 
 
-def load_card(path: Path, *, validate: bool = True) -> Card:
-    """One card file, compiled and (unless ``validate=False``) validated over its domains."""
+def read_card(path: Path) -> Card:
+    """One card file, compiled (formulas parsed, shape checked), not validated over its domains."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -221,10 +242,6 @@ def load_card(path: Path, *, validate: bool = True) -> Card:
     card = parse_card(raw, source=path)
     if card.id != path.stem:
         raise CardError(f"{path.name}: card id {card.id!r} must match the file name")
-    if validate:
-        from .validation import validate_card  # noqa: PLC0415 (validation imports generation)
-
-        validate_card(card)
     return card
 
 
@@ -242,6 +259,9 @@ def parse_card(raw: object, *, source: Path | None = None) -> Card:
     numbers = [p.number for p in data.points]
     if numbers != list(range(1, len(numbers) + 1)):
         raise CardError(f"{where}: exam points must be numbered 1..{len(numbers)}, got {numbers}")
+    slugs = [p.slug for p in data.points]
+    if len(set(slugs)) != len(slugs):
+        raise CardError(f"{where}: exam point slugs must be unique, got {slugs}")
     seen: set[str] = set()
     points = []
     for point in data.points:
@@ -253,15 +273,22 @@ def parse_card(raw: object, *, source: Path | None = None) -> Card:
             templates.append(
                 _compile_template(
                     raw_template,
-                    point.number,
+                    point.slug,
                     definitions,
                     f"{where}, template {raw_template.id!r}",
                 )
             )
         points.append(
-            ExamPoint(point.number, _text(point.title), _text(point.explanation), tuple(templates))
+            ExamPoint(
+                point.slug,
+                point.number,
+                _text(point.title),
+                _text(point.explanation),
+                tuple(templates),
+            )
         )
     return Card(
+        document=data.model_dump(mode="json", exclude_defaults=False),
         id=data.id,
         version=data.version,
         title=_text(data.title),
@@ -292,7 +319,7 @@ def _compile_formulas(raw: list[_FormulaIn], where: str) -> dict[str, NamedFormu
 
 
 def _compile_template(
-    raw: _TemplateIn, point: int, definitions: Mapping[str, Formula], where: str
+    raw: _TemplateIn, point: str, definitions: Mapping[str, Formula], where: str
 ) -> Template:
     params: dict[str, Param] = {}
     for name, spec in raw.params.items():

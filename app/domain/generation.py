@@ -1,6 +1,7 @@
 """Question variants: ``generate(card, template, seed)`` and ``grade(variant, choice_id)``.
 
-A variant is fully determined by (card id, template id, template version, seed). A private
+A variant is fully determined by its :class:`~app.domain.identity.QuestionId` (card id, exam
+point, template id and version, seed). A private
 ``random.Random`` seeded with that string is consumed in a fixed order:
 
 1. each parameter, in declared order, is drawn from its domain;
@@ -22,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .cards import Card, ExamPoint, Pitfall, Template
+from .cards import Card, Pitfall, Template
+from .identity import QuestionId
 from .texts import Text
 from .units import format_quantity, relative_gap, round_decimal, scaled
 
@@ -66,11 +68,7 @@ class Choice:
 
 @dataclass(frozen=True, eq=False)
 class Variant:
-    card_id: str
-    point: int
-    template_id: str
-    template_version: int
-    seed: int
+    id: QuestionId
     kind: str
     params: dict[str, str]  # exact values, e.g. {"psi": "70000000000"}
     params_display: dict[str, str]  # e.g. {"psi": "70B"}
@@ -101,8 +99,12 @@ class Grade:
 # --- building blocks, shared with validation --------------------------------------------------
 
 
-def variant_rng(card_id: str, template: Template, seed: int) -> random.Random:
-    return random.Random(f"{card_id}:{template.id}:{template.version}:{seed}")
+def question_id(card: Card, template: Template, seed: int) -> QuestionId:
+    return QuestionId(card.id, template.point, template.id, template.version, seed)
+
+
+def variant_rng(question: QuestionId) -> random.Random:
+    return random.Random(question.rng_key)
 
 
 def draw_params(template: Template, rng: random.Random) -> dict[str, Fraction]:
@@ -180,7 +182,8 @@ def select_pitfalls(
 
 def generate(card: Card, template: Template, seed: int) -> Variant:
     """The variant of ``template`` for ``seed``: the same inputs always give the same variant."""
-    rng = variant_rng(card.id, template, seed)
+    identity = question_id(card, template, seed)
+    rng = variant_rng(identity)
     values = draw_params(template, rng)
     answer, pitfalls = candidates(template, values)
     kept = select_pitfalls(answer, pitfalls, template.choices - 1, rng)
@@ -203,11 +206,7 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
         )
     correct = next(c.id for c in choices if c.pitfall is None)
     return Variant(
-        card_id=card.id,
-        point=template.point,
-        template_id=template.id,
-        template_version=template.version,
-        seed=seed,
+        id=identity,
         kind=template.kind,
         params={name: _exact(value) for name, value in values.items()},
         params_display={name: named[name] for name in values},
@@ -219,22 +218,14 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
     )
 
 
-def generate_for_point(card: Card, point_number: int, seed: int) -> Variant:
+def generate_for_point(card: Card, point_slug: str, seed: int) -> Variant:
     """A variant for an exam point: the seed picks the template, then the variant."""
-    point = card.point(point_number)
+    point = card.point_by_slug(point_slug)
     if point is None:
-        raise KeyError(point_number)
-    rng = random.Random(f"{card.id}:point:{point_number}:{seed}")
+        raise KeyError(point_slug)
+    rng = random.Random(f"{card.id}:point:{point.slug}:{seed}")
     template = point.templates[rng.randrange(len(point.templates))]
     return generate(card, template, seed)
-
-
-def find_template(card: Card, template_id: str) -> tuple[ExamPoint, Template] | None:
-    for point in card.points:
-        for template in point.templates:
-            if template.id == template_id:
-                return point, template
-    return None
 
 
 def grade(variant: Variant, choice_id: str) -> Grade:

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .formulas import Formula, FormulaError, parse_formula
+from .languages import LANGS
 from .units import format_number, format_quantity, get_unit
 
-LANGUAGES = ("en", "zh")
+LANGUAGES = LANGS
 
 _PLACEHOLDER = re.compile(r"\{(=[^{}]*|[a-z][a-z0-9_]*)\}")
 

@@ -45,12 +45,12 @@ class CardFormulas:
     """The card's named formulas, evaluated for the demo's Ψ and N_d."""
 
     def __init__(self, path: str | Path) -> None:
-        from app.domain.cards import CardError, load_card
+        from app.domain.cards import CardError, read_card
 
         self.path = Path(path)
         try:
             # The web app validates every card at start-up; the demo only needs the formulas.
-            self.formulas = load_card(self.path, validate=False).formulas
+            self.formulas = read_card(self.path).formulas
         except CardError as exc:
             raise CardFormulaError(str(exc)) from None
         needed = {
