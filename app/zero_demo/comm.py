@@ -17,6 +17,7 @@ fp16's overflow flag) are counted apart, so the totals are the model-state traff
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
@@ -54,24 +55,33 @@ class CountingComm:
         self.world_size = dist.get_world_size(group)
         self.rank = dist.get_rank(group)
         self.calls: list[Call] = []
+        self.clock = None  # the engine's ``phases.Clock``: each call is a span named comm.<op>
+
+    def _span(self, op: str, control: bool = False):
+        if self.clock is None:
+            return contextlib.nullcontext()
+        return self.clock.span("comm.control" if control else f"comm.{op}")
 
     def all_reduce(
         self, tensor: torch.Tensor, op: dist.ReduceOp = dist.ReduceOp.SUM, *, control: bool = False
     ) -> None:
         self.calls.append(Call("all_reduce", tensor.numel(), tensor.element_size(), control))
-        dist.all_reduce(tensor, op=op, group=self.group)
+        with self._span("all_reduce", control):
+            dist.all_reduce(tensor, op=op, group=self.group)
 
     def reduce_scatter(self, output: torch.Tensor, input: torch.Tensor) -> None:
         """Sum ``input`` over ranks; this rank keeps piece ``rank`` of the sum in ``output``."""
         assert input.numel() == output.numel() * self.world_size, (input.shape, output.shape)
         self.calls.append(Call("reduce_scatter", input.numel(), input.element_size()))
-        reduce_scatter_tensor(output, input, group=self.group)
+        with self._span("reduce_scatter"):
+            reduce_scatter_tensor(output, input, group=self.group)
 
     def all_gather(self, output: torch.Tensor, input: torch.Tensor) -> None:
         """Concatenate every rank's ``input`` into ``output``, in rank order."""
         assert output.numel() == input.numel() * self.world_size, (output.shape, input.shape)
         self.calls.append(Call("all_gather", output.numel(), output.element_size()))
-        all_gather_tensor(output, input, group=self.group)
+        with self._span("all_gather"):
+            all_gather_tensor(output, input, group=self.group)
 
     def take(self) -> list[Call]:
         """The calls since the last ``take`` (one training step's)."""

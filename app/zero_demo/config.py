@@ -25,6 +25,8 @@ BACKENDS = ("auto", "gloo", "nccl")
 # always keeps fp32 master weights and both Adam moments: 4 + 4 + 4 = 12 bytes per parameter.
 PARAM_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 OPTIMIZER_BYTES = 12
+# Elements of a sub-group of the optimizer step (12 bytes each when paged in from disk).
+DEFAULT_SUB_GROUP_SIZE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,12 @@ class DemoConfig:
     progress: bool = True
     timeout_s: int = 600  # how long a rank waits for the others in a collective
     threads: int | None = None  # torch threads per rank; None: the machine's cores / local ranks
+    # The optimizer steps through its shard in sub-groups of this many elements (DeepSpeed's
+    # sub_group_size); with --offload disk, one sub-group of states is paged in at a time.
+    sub_group_size: int = DEFAULT_SUB_GROUP_SIZE
+    fused_adam: bool = False  # torch's fused AdamW kernel instead of the op-by-op update
+    audit: bool = True  # walk the live storages after every step (see ``audit``)
+    phase_memory: bool = True  # measure the per-phase peaks on the first step of each stage
     card_path: str = str(Path(__file__).resolve().parents[2] / "cards" / "zero-memory-offload.yaml")
 
     @property

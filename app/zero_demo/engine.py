@@ -30,6 +30,7 @@ works too, and it leaves no hidden copy of the parameters anywhere.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -40,11 +41,13 @@ import torch
 import torch.distributed as dist
 from torch.func import functional_call
 
+from .audit import StorageAudit
 from .comm import CountingComm, all_gather_tensor
 from .config import STAGE_NAMES, DemoConfig
 from .inventory import Held, take
 from .model import TinyGPT, loss_fn
 from .optimizer import ShardedAdamW
+from .phases import Clock, PhaseMemory
 from .sharding import FlatLayout
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -105,6 +108,9 @@ class Engine(ABC):
         self.layout = FlatLayout.of(model.units, 1 if self.stage == 0 else self.world_size)
         self.shard_rank = 0 if self.stage == 0 else self.rank
         folder = Path(offload_dir) / f"rank{self.rank}" if offload == "disk" else None
+        # Time per span of a step (collectives, Adam, copies); the collectives report to it too.
+        self.clock = Clock(device)
+        comm.clock = self.clock
         self.optimizer = ShardedAdamW(
             self.layout.shard_of(model.units, self.shard_rank),
             tier=OFFLOAD_TIER[offload],
@@ -112,11 +118,21 @@ class Engine(ABC):
             hyper=cfg.optim,
             folder=folder,
             tag=f"stage{self.stage}",
+            sub_group_size=cfg.sub_group_size,
+            fused=cfg.fused_adam,
+            clock=self.clock,
         )
+        # Communication buffers alive right now (weak references) and the most bytes at once.
+        self._buffers: list[tuple[weakref.ref, int]] = []
+        self.peak_comm_buffer_bytes = 0
         self._build(model)
         self.units = model.units.to("meta")  # the code of the units, without their weights
         self.scaler = DynamicLossScaler() if cfg.dtype == "fp16" else None
         self.inventory: dict | None = None
+        # Set by the runner: the storage audit (see ``audit``) and the per-phase memory meter.
+        self.audit: StorageAudit | None = None
+        self.phases: PhaseMemory | None = None
+        self.last_audit: dict | None = None
 
     # -- what each stage defines -------------------------------------------------------------
     @abstractmethod
@@ -154,27 +170,55 @@ class Engine(ABC):
         params = self.layout.units[u].param_views(self._full_params(u))
         return functional_call(self.units[u], params, (x,))
 
+    def _track_buffer(self, t: torch.Tensor) -> None:
+        """Note a communication buffer (freed when its last reference goes) for the peak."""
+        self._buffers = [(ref, n) for ref, n in self._buffers if ref() is not None]
+        self._buffers.append((weakref.ref(t), t.untyped_storage().nbytes()))
+        alive = sum(n for _, n in self._buffers)
+        self.peak_comm_buffer_bytes = max(self.peak_comm_buffer_bytes, alive)
+
+    def _phase(self, name: str):
+        return self.phases.phase(name) if self.phases is not None else contextlib.nullcontext()
+
+    def named_buffers(self) -> dict[str, torch.Tensor]:
+        """Tensors the engine keeps that are not model states (pinned staging buffers)."""
+        return {f"staging buffer {i}": t for i, t in enumerate(self.optimizer.staging())}
+
+    def _audit(self, moment: str, step_buffers: dict[str, torch.Tensor | None]) -> None:
+        if self.audit is not None:
+            named = {**step_buffers, **self.named_buffers()}
+            with self.clock.span("audit"):  # a check, not training: out of the step time
+                self.last_audit = self.audit.check(f"{self.name}: {moment}", self.held(), named)
+                if self.world_size > 1:  # the ranks leave the audit together: its time stays in it
+                    dist.barrier()
+
     def train_step(self, tokens: torch.Tensor, targets: torch.Tensor) -> StepResult:
-        tokens, targets = tokens.to(self.device), targets.to(self.device)
-        x = tokens
-        for u in range(len(self.units)):
-            x = self._unit_forward(u, x)
-        loss = loss_fn(x, targets)
+        with self._phase("forward"):
+            tokens, targets = tokens.to(self.device), targets.to(self.device)
+            x = tokens
+            for u in range(len(self.units)):
+                x = self._unit_forward(u, x)
+            loss = loss_fn(x, targets)
         scale = self.scaler.scale if self.scaler else 1.0
-        (loss * scale if scale != 1.0 else loss).backward()
-        self._reduce_gradients()
-        if self.device.type == "cuda" and self.offload != "none":
-            torch.cuda.synchronize(self.device)  # asynchronous copies to pinned RAM have landed
+        with self._phase("backward"):
+            (loss * scale if scale != 1.0 else loss).backward()
+            self._reduce_gradients()
+            if self.device.type == "cuda" and self.offload != "none":
+                torch.cuda.synchronize(self.device)  # asynchronous copies to pinned RAM have landed
         # All three terms exist now: full or sharded parameters, gradients, optimizer states.
         self.inventory = take(self.held())
-        skipped = self.scaler is not None and self._overflow()
-        if self.scaler is not None:
-            self.scaler.update(skipped)
-        if not skipped:
-            self._step(1.0 / scale)
-        self._release_gradients()
+        step_buffers = {"tokens": tokens, "targets": targets, "logits": x, "loss": loss}
+        self._audit("after backward", step_buffers)
+        with self._phase("optimizer"):
+            skipped = self.scaler is not None and self._overflow()
+            if self.scaler is not None:
+                self.scaler.update(skipped)
+            if not skipped:
+                self._step(1.0 / scale)
+            self._release_gradients()
         mean = loss.detach().clone()
         self.comm.all_reduce(mean, control=True)
+        self._audit("after the optimizer step", {**step_buffers, "mean loss": mean})
         return StepResult(loss=mean.item() / self.world_size, skipped=skipped)
 
     def _overflow(self) -> bool:
@@ -232,6 +276,7 @@ class _ReplicatedParams(Engine):
     def _step_and_all_gather(self, inv_scale: float) -> None:
         """Stages 1, 2: update the own shard, then all-gather every unit's flat parameters."""
         updated = torch.empty(self.layout.shard_numel, dtype=self.dtype, device=self.device)
+        self._track_buffer(updated)
         self.optimizer.step(self._grad_pieces(), updated, inv_scale)
         for u in self.layout.units:
             self.comm.all_gather(self.flat_params[u.in_flat()], updated[u.in_shard()])
@@ -260,8 +305,10 @@ class _ShardedGradients(Engine):
             self.comm.reduce_scatter(piece, full_grad)
         else:  # offloaded: reduce on the device, then copy the piece to CPU RAM
             reduced = torch.empty(piece.numel(), dtype=self.dtype, device=self.device)
+            self._track_buffer(reduced)
             self.comm.reduce_scatter(reduced, full_grad)
-            piece.copy_(reduced, non_blocking=True)
+            with self.clock.span("copies"):
+                piece.copy_(reduced, non_blocking=True)
 
     def _grad_pieces(self) -> list[tuple[slice, torch.Tensor]]:
         return [(u.in_shard(), self.grad_shard[u.in_shard()]) for u in self.layout.units]
@@ -316,6 +363,7 @@ class Stage1(_ReplicatedParams):
         for u, leaf in zip(self.layout.units, self.leaves, strict=True):
             leaf.grad.div_(self.world_size)
             mine = torch.empty(u.shard, dtype=self.dtype, device=self.device)
+            self._track_buffer(mine)
             self.comm.reduce_scatter(mine, leaf.grad)
             leaf.grad[u.shard_range(self.rank)].copy_(mine)
 
@@ -434,6 +482,7 @@ class Stage3(_ShardedGradients):
         return full
 
     def _track(self, full: torch.Tensor) -> None:
+        self._track_buffer(full)
         self._alive = [(ref, n) for ref, n in self._alive if ref() is not None]
         self._alive.append((weakref.ref(full), full.untyped_storage().nbytes()))
         self.peak_gathered_units = max(self.peak_gathered_units, len(self._alive))

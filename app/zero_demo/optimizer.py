@@ -8,14 +8,23 @@ of the step: the updated master weights, rounded to bf16/fp16, are written back 
 Where the states live is the *tier*:
 
 - ``device``: next to the model, the step runs there (no offload);
-- ``cpu``: CPU RAM, pinned when the device is a GPU so copies can run asynchronously; the step
-  runs on the CPU and only the low-precision result (2 bytes per element) goes back to the
-  device: ZeRO-Offload;
-- ``disk``: files in a folder, read before each step and written back after it, so between steps
-  the states take no memory at all: the idea of ZeRO-Infinity (which pages to NVMe).
+- ``cpu``: CPU RAM; the step runs on the CPU: ZeRO-Offload. Only 2-byte values cross the bus:
+  the bf16/fp16 gradients come over as they are and are widened to fp32 on the CPU, and the new
+  parameters are rounded on the CPU before they go back. On a GPU the copies go through small
+  *pinned staging buffers* (one sub-group each way); the states themselves are not pinned: pinning
+  them would buy nothing (the CPU reads them, not the GPU) and the pinned allocator rounds every
+  block up to a power of two;
+- ``disk``: files in a folder, paged in one *sub-group* at a time (``sub_group_size`` elements of
+  each state, 12 bytes per element), updated and written back, so the optimizer step never holds
+  more than one sub-group of states in memory: the idea of ZeRO-Infinity (which pages to NVMe).
+
+The step goes sub-group by sub-group (DeepSpeed's ``sub_group_size``) and, inside one, piece by
+piece of the gradient (one layer at a time): fp32 temporaries stay one piece's size.
 
 The update is PyTorch's AdamW (``torch.optim.AdamW(foreach=False)``) operation for operation, so
-in fp32 the demo matches the single-process reference to rounding.
+in fp32 the demo matches the single-process reference to rounding; ``fused=True`` runs PyTorch's
+fused AdamW kernel (``torch._fused_adamw_``, what ``AdamW(fused=True)`` calls, on the CPU too) on
+each piece instead.
 """
 
 from __future__ import annotations
@@ -24,11 +33,11 @@ import contextlib
 import math
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from .config import OptimConfig
 from .inventory import Held
+from .phases import Clock
 
 STATES = ("master", "exp_avg", "exp_avg_sq")
 _WHAT = {
@@ -36,6 +45,7 @@ _WHAT = {
     "exp_avg": "fp32 Adam first moment m",
     "exp_avg_sq": "fp32 Adam second moment v",
 }
+_STATE_BYTES = 4 * len(STATES)  # fp32, three states
 
 
 class ShardedAdamW:
@@ -48,32 +58,41 @@ class ShardedAdamW:
         hyper: OptimConfig,
         folder: Path | None = None,
         tag: str = "optimizer",
+        sub_group_size: int | None = None,
+        fused: bool = False,
+        clock: Clock | None = None,
     ) -> None:
         self.tier = tier
         self.hyper = hyper
         self.numel = master.numel()
         self.step_count = 0
+        self.fused = fused
+        self.clock = clock
+        self.sub_group_size = min(sub_group_size or self.numel, max(self.numel, 1))
+        # The most bytes of states the step held in memory at once when paging from disk.
+        self.peak_paged_bytes = 0
         # Where the step runs: the device, or the CPU when the states are offloaded.
         self.home = device if tier == "device" else torch.device("cpu")
-        pin = tier == "cpu" and device.type == "cuda"
+        self.device = device
+        self._staging: dict[str, torch.Tensor] = {}
         master = master.detach().to(self.home, torch.float32, copy=True)
         self.states: dict[str, torch.Tensor] = {
             "master": master,
             "exp_avg": torch.zeros_like(master),
             "exp_avg_sq": torch.zeros_like(master),
         }
-        if pin:
-            self.states = {k: v.pin_memory() for k, v in self.states.items()}
         self.files: dict[str, Path] = {}
         if tier == "disk":
             assert folder is not None
             folder.mkdir(parents=True, exist_ok=True)
             self.files = {name: folder / f"{tag}-{name}.bin" for name in STATES}
-            self._page_out()
+            for n in STATES:
+                self.states[n].numpy().tofile(self.files[n])
+            self.states = {}
 
     def held(self, suffix: str) -> list[Held]:
         """The inventory entries of the three states (files, when paged out)."""
-        if self.tier == "disk" and not self.states:
+        if self.tier == "disk":
             return [
                 Held(
                     "optimizer",
@@ -88,6 +107,17 @@ class ShardedAdamW:
             Held.of("optimizer", self.tier, f"{_WHAT[n]}{suffix}", self.states[n]) for n in STATES
         ]
 
+    def staging(self) -> list[torch.Tensor]:
+        """The pinned staging buffers (named buffers for the audit)."""
+        return list(self._staging.values())
+
+    def _span(self, name: str):
+        return self.clock.span(name) if self.clock is not None else contextlib.nullcontext()
+
+    def sub_groups(self) -> list[tuple[int, int]]:
+        size = self.sub_group_size
+        return [(a, min(a + size, self.numel)) for a in range(0, self.numel, size)]
+
     @torch.no_grad()
     def step(
         self, grads: list[tuple[slice, torch.Tensor]], out: torch.Tensor, inv_scale: float = 1.0
@@ -95,40 +125,83 @@ class ShardedAdamW:
         """One AdamW step over the shard, then ``out`` <- the new master weights in ``out.dtype``.
 
         ``grads`` are (where in the shard, gradient) pieces covering the shard, in any dtype and on
-        any device: each is converted to fp32 on the optimizer's side (for offload, that is the
-        copy of the low-precision gradient to the CPU). Going piece by piece (one layer at a time)
-        keeps the fp32 temporaries to one layer's size. ``inv_scale`` undoes fp16 loss scaling.
+        any device. ``inv_scale`` undoes fp16 loss scaling.
         """
         if out.is_cuda:
             torch.cuda.synchronize(out.device)  # asynchronous copies into pinned gradients are done
-        self._page_in()
         h = self.hyper
         self.step_count += 1
+        for a, b in self.sub_groups():
+            states = self._page_in(a, b)
+            for where, grad in grads:
+                lo, hi = max(where.start, a), min(where.stop, b)
+                if lo >= hi:
+                    continue
+                g = self._gradient_home(grad[lo - where.start : hi - where.start], inv_scale)
+                p, m, v = (states[n][lo - a : hi - a] for n in STATES)
+                with self._span("adam"):
+                    if self.fused:
+                        torch._fused_adamw_(
+                            [p], [g], [m], [v], [],
+                            [torch.tensor(float(self.step_count), device=self.home)],
+                            lr=h.lr, beta1=h.beta1, beta2=h.beta2, weight_decay=h.weight_decay,
+                            eps=h.eps, amsgrad=False, maximize=False,
+                        )  # fmt: skip
+                    else:
+                        self._adamw(p, m, v, g)
+                    low = p.to(out.dtype)  # rounded here: 2 bytes per element travel back
+                self._copy_out(out[lo:hi], low)
+            self._page_out(a, b, states)
+        if out.is_cuda:
+            torch.cuda.synchronize(out.device)  # the staging buffer is free again
+
+    def _adamw(self, p: torch.Tensor, m: torch.Tensor, v: torch.Tensor, g: torch.Tensor) -> None:
+        h = self.hyper
         bias_correction1 = 1 - h.beta1**self.step_count
-        bias_correction2 = 1 - h.beta2**self.step_count
+        bias_correction2_sqrt = math.sqrt(1 - h.beta2**self.step_count)
         step_size = h.lr / bias_correction1
-        bias_correction2_sqrt = math.sqrt(bias_correction2)
-        master, exp_avg, exp_avg_sq = (self.states[n] for n in STATES)
-        for where, grad in grads:
-            g = grad.to(self.home, torch.float32, copy=True)
-            if inv_scale != 1.0:
-                g.mul_(inv_scale)
-            p, m, v = master[where], exp_avg[where], exp_avg_sq[where]
-            p.mul_(1 - h.lr * h.weight_decay)
-            m.lerp_(g, 1 - h.beta1)
-            v.mul_(h.beta2).addcmul_(g, g, value=1 - h.beta2)
-            denom = v.sqrt().div_(bias_correction2_sqrt).add_(h.eps)
-            p.addcdiv_(m, denom, value=-step_size)
-            # Round on the optimizer's side: only 2 bytes per element travel back to the device.
-            out[where].copy_(p.to(out.dtype))
-        self._page_out()
+        p.mul_(1 - h.lr * h.weight_decay)
+        m.lerp_(g, 1 - h.beta1)
+        v.mul_(h.beta2).addcmul_(g, g, value=1 - h.beta2)
+        denom = v.sqrt().div_(bias_correction2_sqrt).add_(h.eps)
+        p.addcdiv_(m, denom, value=-step_size)
+
+    def _stage(self, name: str, like: torch.Tensor) -> torch.Tensor:
+        """A pinned buffer of ``like``'s dtype and up to one piece's size, reused across steps."""
+        buf = self._staging.get(name)
+        size = min(self.sub_group_size, self.numel)
+        if buf is None or buf.dtype != like.dtype:
+            buf = torch.empty(size, dtype=like.dtype, pin_memory=True)
+            self._staging[name] = buf
+        return buf[: like.numel()]
+
+    def _gradient_home(self, grad: torch.Tensor, inv_scale: float) -> torch.Tensor:
+        """The gradient piece as fp32 where the step runs; across the bus in its own 2 bytes."""
+        if grad.device != self.home:
+            with self._span("copies"):
+                staged = self._stage("d2h", grad)
+                staged.copy_(grad)
+            grad = staged
+        g = grad.to(torch.float32, copy=True)
+        if inv_scale != 1.0:
+            g.mul_(inv_scale)
+        return g
+
+    def _copy_out(self, out: torch.Tensor, low: torch.Tensor) -> None:
+        if out.device == low.device:
+            out.copy_(low)
+            return
+        with self._span("copies"):
+            staged = self._stage("h2d", low)
+            staged.copy_(low)
+            out.copy_(staged, non_blocking=True)
+            torch.cuda.synchronize(out.device)  # the staging buffer is reused by the next piece
 
     def master(self) -> torch.Tensor:
-        """A copy of the fp32 master weights (for checks; pages in and out when on disk)."""
-        self._page_in()
-        copy = self.states["master"].clone()
-        self._page_out()
-        return copy
+        """A copy of the fp32 master weights (for checks; read from the files when on disk)."""
+        if self.tier == "disk":
+            return self._read("master", 0, self.numel)
+        return self.states["master"].clone()
 
     def remove_files(self) -> None:
         for path in self.files.values():
@@ -137,14 +210,28 @@ class ShardedAdamW:
             with contextlib.suppress(OSError):  # the rank's folder, if nothing else is in it
                 next(iter(self.files.values())).parent.rmdir()
 
-    def _page_in(self) -> None:
-        if self.tier == "disk":
-            self.states = {
-                n: torch.from_numpy(np.fromfile(self.files[n], dtype=np.float32)) for n in STATES
-            }
+    # -- disk paging, one sub-group at a time ---------------------------------------------------
+    def _read(self, name: str, a: int, b: int) -> torch.Tensor:
+        buf = torch.empty(b - a, dtype=torch.float32)
+        with open(self.files[name], "rb") as f:
+            f.seek(4 * a)
+            if f.readinto(buf.numpy()) != 4 * (b - a):
+                raise OSError(f"{self.files[name]}: short read")
+        return buf
 
-    def _page_out(self) -> None:
-        if self.tier == "disk":
+    def _page_in(self, a: int, b: int) -> dict[str, torch.Tensor]:
+        if self.tier != "disk":
+            return {n: self.states[n][a:b] for n in STATES}
+        with self._span("disk"):
+            states = {n: self._read(n, a, b) for n in STATES}
+        self.peak_paged_bytes = max(self.peak_paged_bytes, _STATE_BYTES * (b - a))
+        return states
+
+    def _page_out(self, a: int, b: int, states: dict[str, torch.Tensor]) -> None:
+        if self.tier != "disk":
+            return
+        with self._span("disk"):
             for n in STATES:
-                self.states[n].numpy().tofile(self.files[n])
-            self.states = {}
+                with open(self.files[n], "r+b") as f:
+                    f.seek(4 * a)
+                    f.write(states[n].numpy().data)

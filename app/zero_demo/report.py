@@ -38,6 +38,21 @@ def median_step_time(times: list[float]) -> float:
     return statistics.median(times[1:] if len(times) > 1 else times)
 
 
+def mean_breakdown(breakdowns: list[dict[str, float]]) -> dict[str, float]:
+    """Seconds per span, the mean over the steps after the first (the measured, observed one)."""
+    steps = breakdowns[1:] if len(breakdowns) > 1 else breakdowns
+    keys = sorted({k for b in steps for k in b}, key=_span_order)
+    return {k: sum(b.get(k, 0.0) for b in steps) / len(steps) for k in keys}
+
+
+_SPAN_ORDER = ("compute", "comm.all_reduce", "comm.reduce_scatter", "comm.all_gather",
+               "comm.control", "adam", "copies", "disk", "total")  # fmt: skip
+
+
+def _span_order(key: str) -> tuple[int, str]:
+    return (_SPAN_ORDER.index(key) if key in _SPAN_ORDER else len(_SPAN_ORDER), key)
+
+
 def build_document(raw: dict, cfg: DemoConfig, card: CardFormulas) -> dict:
     """The demo's results, with the card's formulas beside every measured figure."""
     n_d = raw["world_size"]
@@ -94,6 +109,14 @@ def build_document(raw: dict, cfg: DemoConfig, card: CardFormulas) -> dict:
             "skipped_steps": run["skipped_steps"],
             "peak_memory": run["peak_memory"],
             "step_time_s": median_step_time(run["step_times"]),
+            # Peaks of one step by phase: GPU max allocated, or tracked CPU storage bytes.
+            "phase_peak_bytes": run["phase_peaks"],
+            "phase_peak_kind": run["phase_peak_kind"],
+            "paged_in_optimizer_peak_bytes": run["paged_in_optimizer_peak_bytes"],
+            "sub_group_size": run["sub_group_size"],
+            "time_breakdown_s": mean_breakdown(run["time_breakdowns"]),
+            "audit": run["audit"],
+            "loss_scale": run["loss_scale"],
         }
         if "peak_gathered_units" in run:
             result["peak_gathered_units"] = run["peak_gathered_units"]

@@ -18,7 +18,6 @@ outside the ranks, by ``report``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import gc
 import json
@@ -31,11 +30,13 @@ import torch
 import torch.distributed as dist
 
 from . import reference
+from .audit import StorageAudit
 from .comm import CountingComm, summarize
-from .config import MODEL_PRESETS, STAGE_NAMES, DemoConfig
+from .config import STAGE_NAMES, DemoConfig
 from .engine import ENGINES, Stage3
 from .inventory import PeakMemory, rss_is_per_stage
 from .model import build_model, rank_batch
+from .phases import PhaseMemory
 
 
 def launch(cfg: DemoConfig) -> dict | None:
@@ -175,17 +176,20 @@ def run_rank(cfg: DemoConfig, rank: int, world_size: int, *, local_rank: int) ->
 
 
 def _warm_up(cfg: DemoConfig, comm: CountingComm, device: torch.device) -> None:
-    """One step of each stage on the tiny model, unmeasured: one-time costs (lazy imports, thread
-    pools, the allocator's first blocks) must not land on whichever stage runs first."""
-    tiny = dataclasses.replace(cfg, model=MODEL_PRESETS["tiny"])
+    """One step of each stage, at the real size, unmeasured: one-time costs (lazy imports, thread
+    pools, the allocator's first blocks of each size, the profiler's start-up) must not land on
+    whichever stage runs first. A warm-up on a smaller model left the first measured stage with a
+    one-time excess (the allocator had no blocks of the real sizes yet)."""
     for stage in cfg.stages:
-        engine = ENGINES[stage](
-            build_model(tiny.model, cfg.seed), cfg=tiny, comm=comm, device=device
-        )
-        engine.train_step(
-            *rank_batch(tiny.model, cfg.seed, 0, cfg.micro_batch, comm.rank, comm.world_size)
-        )
+        engine = ENGINES[stage](build_model(cfg.model, cfg.seed), cfg=cfg, comm=comm, device=device)
+        engine.phases = PhaseMemory(device)
+        with engine.phases.step(cfg.phase_memory, start_bytes=0):
+            engine.train_step(
+                *rank_batch(cfg.model, cfg.seed, 0, cfg.micro_batch, comm.rank, comm.world_size)
+            )
         engine.close()
+        del engine
+        gc.collect()
     comm.take()
 
 
@@ -202,6 +206,7 @@ def _run_stage(
     rank, world_size = comm.rank, comm.world_size
     gc.collect()
     peak = PeakMemory(device)
+    audit = StorageAudit(device)  # what is alive before the engine: not the engine's
     engine = ENGINES[stage](
         build_model(cfg.model, cfg.seed),
         cfg=cfg,
@@ -211,21 +216,34 @@ def _run_stage(
         offload_dir=cfg.offload_dir,
     )
     gc.collect()
+    engine.audit = audit if cfg.audit else None
+    engine.phases = phases = PhaseMemory(device)
     peak.reset_peak()
     comm.take()
-    losses, skipped, steps_comm, times = [], [], [], []
+    losses, skipped, steps_comm, times, breakdowns = [], [], [], [], []
     for step in range(cfg.steps):
         tokens, targets = rank_batch(cfg.model, cfg.seed, step, cfg.micro_batch, rank, world_size)
+        # The first step (left out of the step time) is the measured one: per-phase peaks, and
+        # on a GPU a synchronized time breakdown. The others run unobserved.
+        measured = step == 0 and cfg.phase_memory
+        start_bytes = audit.engine_bytes() if measured else 0
         start = time.perf_counter()
-        result = engine.train_step(tokens, targets)
+        engine.clock.begin(sync=measured and device.type == "cuda")
+        with phases.step(measured, start_bytes=start_bytes, baseline=audit.baseline_bytes):
+            result = engine.train_step(tokens, targets)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
+        breakdown = engine.clock.end()
+        breakdowns.append(breakdown)
+        # The audit's storage walks are checks, not training: not in the step time.
+        times.append(time.perf_counter() - start - breakdown.get("excluded.audit", 0.0))
         steps_comm.append(summarize(comm.take(), world_size))
         losses.append(result.loss)
         skipped.append(result.skipped)
         progress.step()
     memory = peak.read()
+    phase_peaks = dict(phases.peaks)
+    phase_peaks["comm_buffers"] = engine.peak_comm_buffer_bytes
     run = {
         "stage": stage,
         "offload": offload,
@@ -239,7 +257,18 @@ def _run_stage(
         "losses": losses,
         "skipped_steps": sum(skipped),
         "peak_memory": memory,
+        "phase_peaks": phase_peaks,
+        "phase_peak_kind": phases.kind,
+        "paged_in_optimizer_peak_bytes": engine.optimizer.peak_paged_bytes,
+        "sub_group_size": engine.optimizer.sub_group_size,
+        "audit": (
+            {"checks": audit.checks, "max_unexplained_bytes": audit.max_unexplained}
+            if cfg.audit
+            else None
+        ),
         "step_times": times,
+        "time_breakdowns": breakdowns,
+        "loss_scale": engine.scaler.scale if engine.scaler else None,
     }
     if isinstance(engine, Stage3):
         run["peak_gathered_units"] = engine.peak_gathered_units
@@ -259,7 +288,7 @@ def _merge(world_size: int, everything: list[dict], ref: dict | None, device: to
     step times; counts and losses are rank 0's (the same on every rank)."""
 
     def across_ranks(per_rank: list[dict]) -> dict:
-        return {
+        merged = {
             "peak_memory": max(
                 (r["peak_memory"] for r in per_rank), key=lambda m: m["above_baseline"]
             ),
@@ -267,6 +296,17 @@ def _merge(world_size: int, everything: list[dict], ref: dict | None, device: to
                 max(ts) for ts in zip(*(r["step_times"] for r in per_rank), strict=True)
             ],
         }
+        if "phase_peaks" in per_rank[0]:
+            merged["phase_peaks"] = {
+                k: max(r["phase_peaks"].get(k, 0) for r in per_rank)
+                for k in per_rank[0]["phase_peaks"]
+            }
+            # The slowest rank's breakdown, step by step.
+            merged["time_breakdowns"] = [
+                max(steps, key=lambda b: b["total"])
+                for steps in zip(*(r["time_breakdowns"] for r in per_rank), strict=True)
+            ]
+        return merged
 
     runs = []
     for i, run in enumerate(everything[0]["runs"]):

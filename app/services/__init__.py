@@ -1,1 +1,0 @@
-"""Use cases of the service: each function takes the database session and the loaded cards."""
