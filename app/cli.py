@@ -1,4 +1,4 @@
-"""Command line: ``python -m app.cli migrate`` and ``python -m app.cli check-cards``.
+"""Command line: ``migrate``, ``check-cards`` and ``create-user`` (``python -m app.cli --help``).
 
 Errors are printed as one message on stderr with exit status 1 (2 for bad usage), no traceback.
 """
@@ -57,7 +57,8 @@ def migrate(database_url: str, revision: str = "head") -> None:
 
 def check_cards(cards_dir: Path) -> str:
     """Load and validate every card; a summary, or CliError with the card's message."""
-    from app.domain.cards import CardError, load_cards
+    from app.domain.cards import CardError
+    from app.domain.catalog import load_cards
 
     try:
         cards = load_cards(cards_dir)
@@ -75,6 +76,29 @@ def check_cards(cards_dir: Path) -> str:
     return "\n".join(lines)
 
 
+def create_user(database_url: str, email: str, password: str, role: str) -> str:
+    """Create an account with a role (the first instructor, an admin); a one-line summary."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.auth.service import register
+    from app.db import make_engine, make_sessionmaker
+    from app.problems import Problem
+
+    engine = make_engine(database_url)
+    try:
+        with make_sessionmaker(engine)() as session:
+            learner = register(session=session, email=email, password=password, role=role)
+    except Problem as exc:
+        raise CliError(exc.message) from None
+    except SQLAlchemyError as exc:
+        raise CliError(
+            f"cannot create the user: {_first_line(exc)} (is the database migrated?)"
+        ) from None
+    finally:
+        engine.dispose()
+    return f"created {learner.role} {learner.email} ({learner.id})"
+
+
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
@@ -89,6 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     migrate_cmd.add_argument("--revision", default="head", help="target revision (default: head)")
     check = commands.add_parser("check-cards", help="load and validate every card")
     check.add_argument("--cards-dir", type=Path, help="default: CARDS_DIR or cards/")
+    user = commands.add_parser("create-user", help="create an account with a role")
+    user.add_argument("--email", required=True)
+    user.add_argument(
+        "--password-stdin", action="store_true", required=True,
+        help="read the password from the first line of standard input",
+    )
+    user.add_argument("--role", choices=("learner", "instructor", "admin"), default="learner")
+    user.add_argument("--database-url", help="default: DATABASE_URL or SQLite in data/")
     return parser
 
 
@@ -104,6 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             url = args.database_url or settings.database_url
             migrate(url, args.revision)
             print(f"database at {_safe_url(url)} is at revision {args.revision}")
+        elif args.command == "create-user":
+            password = sys.stdin.readline().rstrip("\r\n")
+            if not password:
+                raise CliError("no password on standard input")
+            url = args.database_url or settings.database_url
+            print(create_user(url, args.email, password, args.role))
         elif args.command == "check-cards":
             print(check_cards(args.cards_dir or settings.cards_dir))
     except CliError as exc:

@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     # Secure cookies (HTTPS only); always on in production.
     cookie_secure: bool = False
     port: int = Field(default=8000, ge=1, le=65535)
+    # Where login rate limits are counted: memory:// (one process) or redis://host:port.
+    rate_limit_storage: str = "memory://"
     # How long a question token stays answerable (seconds).
     question_max_age_s: int = Field(default=7 * 24 * 3600, ge=60)
 

@@ -1,20 +1,32 @@
-"""Request dependencies as ``Annotated`` aliases: the session, the cards, the learner, the language."""
+"""Request dependencies as ``Annotated`` aliases: the database session, the catalog, who is asking.
+
+API routes authenticate by bearer token only (a web cookie is not accepted there); pages use the
+browser session (:mod:`app.auth.cookies`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Literal
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated
 
 from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from app.auth.cookies import STATE_KEY, BrowserSession, CsrfSigner
+from app.auth.ratelimit import LoginLimiter
+from app.auth.service import LearnerRef, learner_for_token, learner_for_web_session
 from app.config import Settings
-from app.domain.cards import Card
-from app.services.errors import Unauthorized
-from app.services.learners import GUEST, LearnerRef, learner_for_token
-from app.services.questions import QuestionSigner
-from app.web.session import STATE_KEY, GuestSession
+from app.domain.catalog import Catalog
+from app.domain.languages import Lang, from_accept_language, pick_lang
+from app.domain.texts import Text
+from app.practice.answers import Context
+from app.practice.questions import QuestionSigner
+from app.problems import Forbidden, Unauthorized
+from app.review.service import due_counts
+from app.web.templating import LANG_COOKIE
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -27,42 +39,57 @@ def get_settings_dep(request: Request) -> Settings:
     return settings
 
 
-def get_cards(request: Request) -> dict[str, Card]:
-    cards: dict[str, Card] = request.app.state.cards
-    return cards
+def get_catalog(request: Request) -> Catalog:
+    catalog: Catalog = request.app.state.catalog
+    return catalog
+
+
+def get_context(request: Request) -> Context:
+    ctx: Context = request.app.state.context
+    return ctx
 
 
 def get_signer(request: Request) -> QuestionSigner:
-    signer: QuestionSigner = request.app.state.signer
+    signer: QuestionSigner = request.app.state.context.signer
     return signer
 
 
-def get_guest_session(request: Request) -> GuestSession:
-    """The cookie session (created by GuestSessionMiddleware); marks it as used so it is set."""
-    session: GuestSession = getattr(request.state, STATE_KEY)
-    session.used = True
-    return session
+def get_limiter(request: Request) -> LoginLimiter:
+    limiter: LoginLimiter = request.app.state.login_limiter
+    return limiter
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
-CardsDep = Annotated[dict[str, Card], Depends(get_cards)]
+CatalogDep = Annotated[Catalog, Depends(get_catalog)]
+ContextDep = Annotated[Context, Depends(get_context)]
 SignerDep = Annotated[QuestionSigner, Depends(get_signer)]
-GuestSessionDep = Annotated[GuestSession, Depends(get_guest_session)]
+LimiterDep = Annotated[LoginLimiter, Depends(get_limiter)]
 
-Lang = Literal["en", "zh"]
-LangQuery = Annotated[Lang, Query(description="Language of the texts: en (default) or zh.")]
+
+# --- API: bearer tokens only ------------------------------------------------------------------
 
 bearer_scheme = HTTPBearer(
     auto_error=False,
     scheme_name="LearnerToken",
     description=(
-        "Opaque learner token from `POST /api/v1/learners`, sent as "
-        "`Authorization: Bearer <token>` (stored hashed on the server; revoke it with "
-        "`DELETE /api/v1/me/token`). Without an Authorization header, requests act as the "
-        "guest learner of the web session cookie (the same one the web pages use)."
+        "Opaque token from `POST /api/v1/auth/token` (an account, per device) or "
+        "`POST /api/v1/learners` (an anonymous app install), sent as "
+        "`Authorization: Bearer <token>`; stored hashed, listed at `GET /api/v1/me/tokens` "
+        "and revocable per device."
     ),
 )
+
+
+def api_lang(
+    request: Request,
+    lang: Annotated[
+        Lang | None, Query(description="Language of the texts: en or zh (else Accept-Language).")
+    ] = None,
+) -> Lang:
+    if lang is not None:
+        return lang
+    return from_accept_language(request.headers.get("accept-language")) or "en"
 
 
 def get_api_learner(
@@ -70,29 +97,76 @@ def get_api_learner(
     session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
 ) -> LearnerRef:
-    """The learner of a bearer token, or else the cookie's guest learner."""
-    if credentials is not None:
-        learner = learner_for_token(session=session, token=credentials.credentials)
-        if learner is None:
-            raise Unauthorized("unknown or revoked learner token")
-        return learner
-    if request.headers.get("authorization"):
-        raise Unauthorized("the Authorization header must be 'Bearer <token>'")
-    return LearnerRef(id=get_guest_session(request).learner_id, kind=GUEST)
-
-
-def get_bearer_token(
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
-) -> str:
+    """The learner of the bearer token; 401 without one (cookies are not accepted here)."""
     if credentials is None:
-        raise Unauthorized("this needs 'Authorization: Bearer <token>'")
-    return credentials.credentials
+        if request.headers.get("authorization"):
+            raise Unauthorized(
+                "the Authorization header must be 'Bearer <token>'", code="invalid_authorization"
+            )
+        raise Unauthorized("this needs 'Authorization: Bearer <token>'", code="token_required")
+    learner = learner_for_token(session=session, token=credentials.credentials)
+    if learner is None:
+        raise Unauthorized("unknown or revoked token", code="invalid_token")
+    return learner
 
 
-def get_web_learner(guest: GuestSessionDep) -> LearnerRef:
-    return LearnerRef(id=guest.learner_id, kind=GUEST)
-
-
+ApiLang = Annotated[Lang, Depends(api_lang)]
 ApiLearner = Annotated[LearnerRef, Depends(get_api_learner)]
-BearerToken = Annotated[str, Depends(get_bearer_token)]
-WebLearner = Annotated[LearnerRef, Depends(get_web_learner)]
+
+
+def get_api_instructor(learner: ApiLearner) -> LearnerRef:
+    if learner.role not in ("instructor", "admin"):
+        raise Forbidden(
+            Text("This needs an instructor account.", "这需要讲师账号。"), code="instructor_only"
+        )
+    return learner
+
+
+ApiInstructor = Annotated[LearnerRef, Depends(get_api_instructor)]
+
+
+# --- web pages: the browser session -----------------------------------------------------------
+
+
+@dataclass
+class Visitor:
+    """Who is looking at a page: the browser session, its learner (None for a new guest)."""
+
+    browser: BrowserSession
+    learner: LearnerRef | None
+    lang: Lang
+    csrf: CsrfSigner
+
+    @property
+    def csrf_token(self) -> str:
+        self.browser.used = True
+        return self.csrf.token(self.browser.secret)
+
+    @property
+    def signed_in(self) -> bool:
+        return self.learner is not None and self.learner.has_account
+
+
+def get_visitor(request: Request, session: SessionDep) -> Visitor:
+    browser: BrowserSession = getattr(request.state, STATE_KEY)
+    learner = None
+    if not browser.is_new:
+        found = learner_for_web_session(session=session, secret=browser.secret)
+        learner = found[0] if found else None
+    asked = request.query_params.get("lang")
+    if asked in ("en", "zh"):
+        lang: Lang = pick_lang(asked)
+    elif request.cookies.get(LANG_COOKIE) in ("en", "zh"):
+        lang = pick_lang(request.cookies.get(LANG_COOKIE))
+    else:
+        lang = from_accept_language(request.headers.get("accept-language")) or "en"
+    request.state.page_lang = lang
+    request.state.visitor_learner = learner
+    if learner is not None:
+        request.state.due_count = due_counts(
+            session=session, learner_id=learner.id, now=datetime.now(UTC)
+        )[0]
+    return Visitor(browser=browser, learner=learner, lang=lang, csrf=request.app.state.csrf)
+
+
+VisitorDep = Annotated[Visitor, Depends(get_visitor)]

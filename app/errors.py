@@ -1,4 +1,6 @@
-"""Every refusal is a 4xx with a message: JSON ``{"detail": ...}`` on /api, a page elsewhere."""
+"""Every refusal is a 4xx: an RFC 9457 problem document on /api, a page in the page's language
+elsewhere. Database overload is a 503 with Retry-After.
+"""
 
 from __future__ import annotations
 
@@ -12,35 +14,81 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
-from app.services.errors import ServiceError, Unauthorized
-from app.web.templating import pick_lang, render_page
+from app.domain.languages import from_accept_language, pick_lang
+from app.domain.texts import Text
+from app.problems import Problem, TooManyRequests, Unauthorized
+from app.web.templating import render_page
 
 API_PREFIX = "/api/"
+PROBLEM_JSON = "application/problem+json"
+STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    429: "rate_limited",
+    503: "service_unavailable",
+}
+PAGE_MESSAGES = {
+    404: Text("There is no such page.", "没有这个页面。"),
+    405: Text("That address cannot be used this way.", "这个地址不能这样使用。"),
+    422: Text(
+        "Something in the address or the form is not right: go back and try again.",
+        "地址或表单里有内容不正确，请返回后重试。",
+    ),
+}
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(ServiceError, _service_error)  # type: ignore[arg-type]
+    app.add_exception_handler(Problem, _problem)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(PoolTimeout, _busy)  # type: ignore[arg-type]
     app.add_exception_handler(OperationalError, _busy)  # type: ignore[arg-type]
 
 
+def request_lang(request: Request) -> str:
+    asked = request.query_params.get("lang")
+    if asked in ("en", "zh"):
+        return pick_lang(asked)
+    page_lang = getattr(request.state, "page_lang", None)
+    if page_lang:
+        return str(page_lang)
+    if request.cookies.get("infracards_lang") in ("en", "zh"):
+        return pick_lang(request.cookies.get("infracards_lang"))
+    return from_accept_language(request.headers.get("accept-language")) or "en"
+
+
 def error_response(
     request: Request,
     status_code: int,
-    message: str,
+    message: Text,
     *,
+    code: str | None = None,
     headers: Mapping[str, str] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> Response:
+    lang = request_lang(request)
     if request.url.path.startswith(API_PREFIX) or request.url.path.startswith("/openapi"):
-        return JSONResponse({"detail": message, **(extra or {})}, status_code, headers=headers)
+        body = {
+            "type": "about:blank",
+            "title": _title(status_code),
+            "status": status_code,
+            "code": code or STATUS_CODES.get(status_code, "error"),
+            "detail": message.get(lang),
+            **(extra or {}),
+        }
+        return JSONResponse(body, status_code, headers=headers, media_type=PROBLEM_JSON)
     response = render_page(
         request,
         "error.html",
-        {"status_code": status_code, "message": message},
-        lang=pick_lang(request.query_params.get("lang")),
+        {"status_code": status_code, "message": message.get(lang)},
+        lang=lang,
         status_code=status_code,
     )
     if headers:
@@ -48,15 +96,31 @@ def error_response(
     return response
 
 
-def _service_error(request: Request, exc: ServiceError) -> Response:
-    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
-    return error_response(request, exc.status_code, exc.message, headers=headers)
+def _title(status_code: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return HTTPStatus(status_code).phrase
+    except ValueError:
+        return "Error"
+
+
+def _problem(request: Request, exc: Problem) -> Response:
+    headers: dict[str, str] = {}
+    if isinstance(exc, Unauthorized):
+        headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, TooManyRequests):
+        headers["Retry-After"] = str(exc.retry_after_s)
+    return error_response(request, exc.status_code, exc.text, code=exc.code, headers=headers)
 
 
 def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     if exc.status_code < 400:  # pragma: no cover - not raised by this app
         return Response(status_code=exc.status_code, headers=exc.headers)
-    return error_response(request, exc.status_code, str(exc.detail), headers=exc.headers)
+    message = PAGE_MESSAGES.get(exc.status_code)
+    if message is None or request.url.path.startswith(API_PREFIX):
+        message = Text(str(exc.detail), str(exc.detail))
+    return error_response(request, exc.status_code, message, headers=exc.headers)
 
 
 def _busy(request: Request, exc: Exception) -> Response:
@@ -67,19 +131,27 @@ def _busy(request: Request, exc: Exception) -> Response:
     if isinstance(exc, OperationalError) and "locked" not in str(exc.orig).lower():
         raise exc
     return error_response(
-        request, 503, "the service is busy: retry in a moment", headers={"Retry-After": "1"}
+        request,
+        503,
+        Text("The service is busy: retry in a moment.", "服务繁忙，请稍后重试。"),
+        code="busy",
+        headers={"Retry-After": "1"},
     )
 
 
 def _validation_error(request: Request, exc: RequestValidationError) -> Response:
-    problems = [_problem(error) for error in exc.errors()]
+    problems = [_item(error) for error in exc.errors()]
+    if not request.url.path.startswith(API_PREFIX):
+        return error_response(request, 422, PAGE_MESSAGES[422], code="invalid_request")
     message = "invalid request: " + "; ".join(p["message"] for p in problems[:5])
     if len(problems) > 5:
         message += f" (and {len(problems) - 5} more)"
-    return error_response(request, 422, message, extra={"errors": problems})
+    return error_response(
+        request, 422, Text(message, message), code="invalid_request", extra={"errors": problems}
+    )
 
 
-def _problem(error: dict[str, Any]) -> dict[str, Any]:
+def _item(error: dict[str, Any]) -> dict[str, Any]:
     location = [str(part) for part in error.get("loc", ())]
     where = ".".join(location) or "request"
     return {

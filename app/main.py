@@ -6,6 +6,7 @@ a card that fails validation stops start-up. The server never imports torch or `
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,18 +16,24 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.orm import Session, sessionmaker
 from swagger_ui_bundle import swagger_ui_path
 
 from app.api.openapi import install_openapi
 from app.api.router import api_router
+from app.auth.cookies import BrowserSessionMiddleware, CsrfSigner
+from app.auth.ratelimit import LoginLimiter
+from app.catalog.service import publish_cards
 from app.config import Settings, get_settings, resolve_secret_key
 from app.db import ensure_sqlite_folder, make_engine, make_sessionmaker
-from app.domain.cards import Card, load_cards
+from app.domain.cards import Card
+from app.domain.catalog import Catalog, load_cards
 from app.errors import install_error_handlers
-from app.services.questions import QuestionSigner
-from app.web.pages import router as web_router
+from app.practice.answers import Context
+from app.practice.questions import QuestionSigner
+from app.web.routes import router as web_router
 from app.web.security import SecurityHeadersMiddleware, docs_csp
-from app.web.session import GuestSessionCodec, GuestSessionMiddleware
 from app.web.templating import make_templates
 
 log = logging.getLogger(__name__)
@@ -35,16 +42,17 @@ DESCRIPTION = """
 Practise AI-infrastructure knowledge cards as generated single-choice questions whose wrong
 answers are named pitfalls.
 
-**Flow:** `GET /api/v1/cards` → `GET /api/v1/cards/{card_id}/points/{number}/question` →
+**Flow:** `GET /api/v1/cards` → `GET /api/v1/cards/{card_id}/points/{point}/question` (the exam point's slug) →
 `POST /api/v1/answers` with the question's `token`, a `choice_id` and a fresh `client_answer_id`
 (a UUID; resending it replays the stored result instead of recording a second attempt).
 
-**Learner identity:** apps call `POST /api/v1/learners` once and send
-`Authorization: Bearer <token>` afterwards. Without that header a request acts as the guest
-learner of the web session cookie.
+**Learner identity:** accounts register with `POST /api/v1/auth/register` and get a token per
+device from `POST /api/v1/auth/token`; anonymous installs call `POST /api/v1/learners`. Send
+`Authorization: Bearer <token>`; learner routes accept nothing else (no cookies).
 
-**Texts:** `?lang=en` (default) or `?lang=zh`; inline math is LaTeX between `$...$`.
-Every 4xx carries `{"detail": "<message>"}`.
+**Texts:** `?lang=en` or `?lang=zh` (else `Accept-Language`); inline math is LaTeX between
+`$...$`, with MathML beside it. Every 4xx is an RFC 9457 problem document
+(`application/problem+json`) with a stable `code`.
 """
 
 
@@ -71,6 +79,20 @@ def warn_if_not_migrated(engine: Engine) -> None:
         )
 
 
+def build_catalog(sessions: sessionmaker[Session], cards: dict[str, Card]) -> Catalog:
+    """Publish the card files' new versions and load every stored one.
+
+    A database that is not migrated yet (the app still starts and says so) serves the files only.
+    """
+    try:
+        with sessions() as session:
+            return publish_cards(session=session, cards=cards)
+    except (OperationalError, ProgrammingError) as exc:
+        log.error("could not read or store card versions (%s): serving the card files only",
+                  str(exc).splitlines()[0])
+        return Catalog(cards.values())
+
+
 def create_app(
     settings: Settings | None = None, *, cards: dict[str, Card] | None = None
 ) -> FastAPI:
@@ -94,16 +116,21 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # served below from local assets: no CDN
     )
+    sessions = make_sessionmaker(engine)
     app.state.settings = settings
-    app.state.cards = cards
     app.state.engine = engine
-    app.state.sessionmaker = make_sessionmaker(engine)
-    app.state.signer = QuestionSigner(secret_key, max_age_s=settings.question_max_age_s)
+    app.state.sessionmaker = sessions
+    app.state.catalog = build_catalog(sessions, cards)
+    app.state.context = Context(
+        catalog=app.state.catalog,
+        signer=QuestionSigner(secret_key, max_age_s=settings.question_max_age_s),
+        seed_secret=hashlib.sha256(f"seeds:{secret_key}".encode()).digest(),
+    )
+    app.state.csrf = CsrfSigner(secret_key)
+    app.state.login_limiter = LoginLimiter(settings.rate_limit_storage)
     app.state.templates = make_templates()
 
-    app.add_middleware(
-        GuestSessionMiddleware, codec=GuestSessionCodec(secret_key), secure=settings.secure_cookies
-    )
+    app.add_middleware(BrowserSessionMiddleware, secure=settings.secure_cookies)
     app.add_middleware(SecurityHeadersMiddleware)
     install_error_handlers(app)
     app.include_router(api_router)

@@ -1,17 +1,32 @@
-"""Database tables: learners, their API tokens, and attempts (one answered question each)."""
+"""Database tables: learners and their credentials, card versions, attempts, practice sessions and
+review state. Names follow the product: a learner answers a question (an attempt) inside a
+practice session; each (learner, card, template) has a review item scheduled by FSRS.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Date,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
 
 LEARNER_ID_LENGTH = 32  # uuid4().hex
 CLIENT_ANSWER_ID_MAX = 64
+EMAIL_MAX = 254
+SLUG_MAX = 100
 
 
 def utcnow() -> datetime:
@@ -19,19 +34,25 @@ def utcnow() -> datetime:
 
 
 class Learner(Base):
-    """Someone who practises: a web guest (cookie) or an app installation (bearer token)."""
+    """Someone who practises: a web guest, an app installation, or an account (email + password).
+
+    ``kind`` is ``guest`` (web, no credentials), ``app`` (anonymous app install, bearer token) or
+    ``account``; ``role`` is ``learner``, ``instructor`` or ``admin``.
+    """
 
     __tablename__ = "learners"
 
     id: Mapped[str] = mapped_column(String(LEARNER_ID_LENGTH), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16))  # "guest" (web cookie) | "app" (bearer token)
+    kind: Mapped[str] = mapped_column(String(16))
+    email: Mapped[str | None] = mapped_column(String(EMAIL_MAX), unique=True)
+    password_hash: Mapped[str | None] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(16), default="learner")
+    exam_date: Mapped[date | None] = mapped_column(Date)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-
-    tokens: Mapped[list[LearnerToken]] = relationship(back_populates="learner")
 
 
 class LearnerToken(Base):
-    """An opaque API bearer token; only its SHA-256 is stored, and it can be revoked."""
+    """An opaque API bearer token for one device; only its SHA-256 is stored; revocable."""
 
     __tablename__ = "learner_tokens"
 
@@ -40,24 +61,74 @@ class LearnerToken(Base):
         ForeignKey("learners.id", ondelete="CASCADE"), index=True
     )
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    device_name: Mapped[str | None] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
-    learner: Mapped[Learner] = relationship(back_populates="tokens")
+
+class WebSession(Base):
+    """A signed-in (or guest) browser: the cookie holds a random id, this row its SHA-256."""
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    learner_id: Mapped[str] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), index=True
+    )
+    lang: Mapped[str | None] = mapped_column(String(8))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class CardVersion(Base):
+    """Every version of every card ever served, as its document, so old questions stay gradeable."""
+
+    __tablename__ = "card_versions"
+
+    card_id: Mapped[str] = mapped_column(String(SLUG_MAX), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PracticeSession(Base):
+    """A run of questions in one mode (point, card, mistakes, review, exam) with a fixed plan."""
+
+    __tablename__ = "practice_sessions"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    learner_id: Mapped[str] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), index=True
+    )
+    card_id: Mapped[str] = mapped_column(String(SLUG_MAX))
+    mode: Mapped[str] = mapped_column(String(16))
+    point: Mapped[str | None] = mapped_column(String(SLUG_MAX))
+    # The planned questions, in order: [{"point": slug, "template_id": id}, ...].
+    plan: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    deadline_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Attempt(Base):
     """One answer to one generated question, with everything needed to reproduce the question."""
 
     __tablename__ = "attempts"
-    __table_args__ = (Index("ix_attempts_learner_id_created_at", "learner_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_attempts_learner_id_created_at", "learner_id", "created_at"),
+        Index("ix_attempts_session_position", "practice_session_id", "position"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
-    card_id: Mapped[str] = mapped_column(String(100))
+    card_id: Mapped[str] = mapped_column(String(SLUG_MAX))
     card_version: Mapped[int] = mapped_column(Integer)
-    point: Mapped[int] = mapped_column(Integer)
-    template_id: Mapped[str] = mapped_column(String(100))
+    point: Mapped[str] = mapped_column(String(SLUG_MAX))  # the exam point's slug
+    template_id: Mapped[str] = mapped_column(String(SLUG_MAX))
     template_version: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(Integer)
     # Exact parameter values as strings, e.g. {"psi": "70000000000", "n_d": "16"}.
@@ -67,6 +138,55 @@ class Attempt(Base):
     choice_id: Mapped[str] = mapped_column(String(8))
     correct_choice_id: Mapped[str] = mapped_column(String(8))
     correct: Mapped[bool]
-    pitfall_id: Mapped[str | None] = mapped_column(String(100), index=True)
+    pitfall_id: Mapped[str | None] = mapped_column(String(SLUG_MAX), index=True)
     client_answer_id: Mapped[str] = mapped_column(String(CLIENT_ANSWER_ID_MAX), unique=True)
+    # The learner's first answer to this question: only first answers rate a review.
+    first_answer: Mapped[bool] = mapped_column(Boolean, default=True)
+    practice_session_id: Mapped[str | None] = mapped_column(
+        ForeignKey("practice_sessions.id", ondelete="SET NULL")
+    )
+    position: Mapped[int | None] = mapped_column(Integer)
+    # How long the learner took (from showing the question to answering), when known.
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+    # When the learner answered (the app's clock for offline answers); created_at is when stored.
+    answered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Hidden from the mistake book by "I understand this now" (still counted in statistics).
+    dismissed: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ReviewItem(Base):
+    """A (learner, card, exam point, template) scheduled by FSRS; each review draws a new variant."""
+
+    __tablename__ = "review_items"
+    __table_args__ = (
+        UniqueConstraint("learner_id", "card_id", "template_id"),
+        Index("ix_review_items_learner_id_due_at", "learner_id", "due_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
+    card_id: Mapped[str] = mapped_column(String(SLUG_MAX))
+    point: Mapped[str] = mapped_column(String(SLUG_MAX))
+    template_id: Mapped[str] = mapped_column(String(SLUG_MAX))
+    state: Mapped[dict[str, Any]] = mapped_column(JSON)  # fsrs.Card.to_dict()
+    due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    reviews: Mapped[int] = mapped_column(Integer, default=0)
+    lapses: Mapped[int] = mapped_column(Integer, default=0)
+    last_review_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ReviewLog(Base):
+    """One rating given to a review item (what FSRS was told, and when)."""
+
+    __tablename__ = "review_logs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    review_item_id: Mapped[int] = mapped_column(
+        ForeignKey("review_items.id", ondelete="CASCADE"), index=True
+    )
+    attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempts.id", ondelete="SET NULL"))
+    rating: Mapped[int] = mapped_column(Integer)
+    reviewed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    due_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    due_after: Mapped[datetime] = mapped_column(DateTime(timezone=True))

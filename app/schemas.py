@@ -1,26 +1,43 @@
-"""JSON shapes of the API (``XxxPublic`` out, ``XxxCreate`` in). Texts are in the requested language."""
+"""JSON shapes of the API (``XxxPublic`` out, ``XxxCreate`` in). Texts are in the requested language;
+texts with inline LaTeX (``$...$``) come with a ``..._mathml`` rendering beside them.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.models import CLIENT_ANSWER_ID_MAX
 
+ClientAnswerId = Field(
+    min_length=1,
+    max_length=CLIENT_ANSWER_ID_MAX,
+    pattern=r"^[A-Za-z0-9._:-]+$",
+    description="Unique per answer (a UUID); resending it replays the stored result.",
+)
 
-class ErrorPublic(BaseModel):
-    detail: str = Field(description="What was wrong, in plain words.")
+
+class ProblemPublic(BaseModel):
+    """An RFC 9457 problem document (``application/problem+json``)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    code: str = Field(description="Stable machine-readable reason, e.g. question_expired.")
+    detail: str = Field(description="What was wrong, in the requested language.")
 
 
 class PointSummaryPublic(BaseModel):
-    number: int
+    slug: str = Field(description="The exam point's stable id.")
+    number: int = Field(description="Its position on the card (display only).")
     title: str
 
 
 class CardSummaryPublic(BaseModel):
     id: str
+    version: int
     title: str
     points: list[PointSummaryPublic]
 
@@ -28,16 +45,17 @@ class CardSummaryPublic(BaseModel):
 class FormulaPublic(BaseModel):
     id: str
     title: str
-    latex: str = Field(description="LaTeX source; render it client-side or show it as code.")
+    latex: str = Field(description="LaTeX source.")
+    mathml: str = Field(description="The same formula as MathML.")
     unit: str
 
 
 class PointPublic(BaseModel):
+    slug: str
     number: int
     title: str
-    explanation: str = Field(
-        description="Paragraphs separated by blank lines; inline LaTeX in $...$."
-    )
+    explanation: str = Field(description="Paragraphs separated by blank lines; LaTeX in $...$.")
+    explanation_mathml: str = Field(description="The explanation as HTML paragraphs with MathML.")
 
 
 class DemoCommandPublic(BaseModel):
@@ -67,6 +85,7 @@ class CardPublic(BaseModel):
 class ChoicePublic(BaseModel):
     id: str
     text: str
+    text_mathml: str
     value: float | None = Field(description="The number in `unit`; null for statement choices.")
     unit: str | None
 
@@ -74,17 +93,22 @@ class ChoicePublic(BaseModel):
 class QuestionPublic(BaseModel):
     token: str = Field(description="Signed question reference; send it back with the answer.")
     card_id: str
-    point: int
+    point: str = Field(description="The exam point's slug.")
+    point_number: int | None
     template_id: str
     template_version: int
-    seed: int
+    seed: int | None = Field(description="The variant's seed; null for exam questions.")
     kind: str = Field(description="numeric | statement")
-    params: dict[str, str] = Field(
-        description="Exact parameter values, e.g. {'psi': '70000000000'}."
-    )
+    params: dict[str, str] = Field(description="Exact parameter values, e.g. {'psi': '7e10'}.")
     params_display: dict[str, str] = Field(description="Parameters as shown, e.g. {'psi': '70B'}.")
     stem: str
+    stem_mathml: str
     choices: list[ChoicePublic]
+    expires_at: datetime = Field(description="After this the token is refused (question_expired).")
+
+
+class QuestionBatchPublic(BaseModel):
+    items: list[QuestionPublic]
 
 
 class AnswerCreate(BaseModel):
@@ -92,7 +116,7 @@ class AnswerCreate(BaseModel):
         json_schema_extra={
             "examples": [
                 {
-                    "token": "WyJ6ZXJvLW1lbW9yeS1vZmZsb2FkIiwxLC...",
+                    "token": "eyJxIjpbInplcm8tbWVtb3J5LW9mZmxvYWQiLC...",
                     "choice_id": "b",
                     "client_answer_id": "7f9c2a4e-2b1d-4d7e-9a57-0d3c5f1e8b21",
                 }
@@ -102,64 +126,157 @@ class AnswerCreate(BaseModel):
 
     token: str = Field(min_length=1, max_length=1000, description="The question's token.")
     choice_id: str = Field(min_length=1, max_length=8, description="The id of the chosen choice.")
-    client_answer_id: str = Field(
+    client_answer_id: str = ClientAnswerId
+    answered_at: datetime | None = Field(
+        default=None, description="When the learner answered (offline answers), ISO 8601."
+    )
+    duration_ms: int | None = Field(
+        default=None, ge=0, description="Time from showing the question to answering."
+    )
+
+
+class AnswerBatchCreate(BaseModel):
+    answers: list[dict[str, Any]] = Field(
         min_length=1,
-        max_length=CLIENT_ANSWER_ID_MAX,
-        pattern=r"^[A-Za-z0-9._:-]+$",
-        description="Unique per answer (a UUID); resending it replays the stored result.",
+        max_length=500,
+        description="Up to 500 items shaped like `POST /answers`; each is checked on its own.",
     )
 
 
 class PitfallPublic(BaseModel):
     id: str
     title: str
-    explanation: str | None = Field(
-        description="Why this reasoning fails, with the question's numbers."
-    )
+    explanation: str | None = Field(description="Why this reasoning fails, with the numbers.")
+
+
+class ChoiceReviewPublic(BaseModel):
+    id: str
+    text: str
+    correct: bool
+    pitfall: PitfallPublic | None
 
 
 class AnswerPublic(BaseModel):
     attempt_id: int
+    client_answer_id: str
     correct: bool
     choice_id: str
     correct_choice_id: str
     pitfall: PitfallPublic | None = Field(description="The misconception behind a wrong choice.")
     explanation: str
     solution: list[str] = Field(description="Worked solution steps with this question's numbers.")
+    choices: list[ChoiceReviewPublic] = Field(description="Every choice with its pitfall.")
+    replayed: bool = Field(description="True when this is the stored first answer.")
+
+
+class BatchItemProblem(BaseModel):
+    status: int
+    code: str
+    detail: str
+
+
+class AnswerBatchPublic(BaseModel):
+    results: list[AnswerPublic | BatchItemProblem]
 
 
 class LearnerCreatedPublic(BaseModel):
     learner_id: str
-    token: str = Field(
-        description="Bearer token, shown only once; send `Authorization: Bearer <token>`."
-    )
+    token: str = Field(description="Bearer token, shown only once.")
     token_type: str = "bearer"
+
+
+class RegisterCreate(BaseModel):
+    email: str = Field(min_length=3, max_length=254)
+    password: str = Field(min_length=1, max_length=1024)
+
+
+class AccountPublic(BaseModel):
+    learner_id: str
+    email: str
+    role: str
+
+
+class TokenCreate(BaseModel):
+    email: str = Field(min_length=1, max_length=254)
+    password: str = Field(min_length=1, max_length=1024)
+    device_name: str = Field(min_length=1, max_length=100)
+
+
+class TokenPublic(BaseModel):
+    access_token: str
+    token_type: Literal["bearer"] = "bearer"
+
+
+class DeviceTokenPublic(BaseModel):
+    id: int
+    device_name: str | None
+    created_at: datetime
+    last_used_at: datetime | None
+    current: bool
 
 
 class LearnerPublic(BaseModel):
     learner_id: str
-    kind: str = Field(description="app (bearer token) | guest (cookie)")
+    kind: str = Field(description="account | app")
+    role: str
+    email: str | None
 
 
-class MistakePublic(BaseModel):
+class AttemptPublic(BaseModel):
     attempt_id: int
+    client_answer_id: str
     card_id: str
-    point: int
+    point: str
     template_id: str
     template_version: int
-    seed: int
-    params: dict[str, str]
-    stem: str | None = Field(description="Null when the question's template has changed since.")
+    stem: str | None = Field(description="Null when the catalog no longer has the template.")
     choice_id: str
     choice_text: str
     correct_choice_id: str
-    correct_choice_text: str | None
+    correct_choice_text: str
+    correct: bool
     pitfall: PitfallPublic | None
     answered_at: datetime
 
 
+class AttemptPagePublic(BaseModel):
+    items: list[AttemptPublic]
+    next_cursor: str | None
+
+
 class PitfallCountPublic(BaseModel):
     card_id: str
+    point: str
     pitfall_id: str
     title: str
     count: int
+
+
+class PointProgressPublic(BaseModel):
+    point: str
+    attempts: int
+    share_right: float | None
+    due: int
+    retention: float | None = Field(description="FSRS's mean recall probability now (0..1).")
+
+
+class CardProgressPublic(BaseModel):
+    card_id: str
+    points: list[PointProgressPublic]
+
+
+class ProgressPublic(BaseModel):
+    cards: list[CardProgressPublic]
+
+
+class DueItemPublic(BaseModel):
+    card_id: str
+    point: str
+    template_id: str
+    due_at: datetime
+    question: QuestionPublic
+
+
+class DuePagePublic(BaseModel):
+    items: list[DueItemPublic]
+    next_cursor: str | None

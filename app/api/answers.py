@@ -1,73 +1,89 @@
-"""Answering questions, and the learner's mistakes."""
+"""Answering questions, one at a time or in offline batches."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
+from pydantic import ValidationError
 
 from app.api import present
-from app.deps import ApiLearner, CardsDep, LangQuery, SessionDep, SignerDep
-from app.schemas import AnswerCreate, AnswerPublic, ErrorPublic, MistakePublic, PitfallCountPublic
-from app.services.mistakes import MAX_OFFSET, MAX_PAGE, count_mistakes_by_pitfall, list_mistakes
-from app.services.practice import answer_question
+from app.deps import ApiLang, ApiLearner, ContextDep, SessionDep
+from app.practice.answers import answer_question
+from app.problems import Problem
+from app.schemas import (
+    AnswerBatchCreate,
+    AnswerBatchPublic,
+    AnswerCreate,
+    AnswerPublic,
+    BatchItemProblem,
+    ProblemPublic,
+)
 
 router = APIRouter(tags=["practice"])
 
 ANSWER_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorPublic, "description": "Invalid or tampered question token."},
-    401: {"model": ErrorPublic, "description": "Unknown or revoked bearer token."},
+    400: {"model": ProblemPublic, "description": "Invalid or tampered question token."},
+    401: {"model": ProblemPublic, "description": "Missing, unknown or revoked bearer token."},
     409: {
-        "model": ErrorPublic,
-        "description": "Question expired, or client_answer_id reused for a different answer.",
+        "model": ProblemPublic,
+        "description": "question_expired, question_retired, exam_over or answer_id_reused.",
     },
-    422: {"model": ErrorPublic, "description": "Malformed body or a choice the question lacks."},
+    422: {"model": ProblemPublic, "description": "Malformed body or a choice the question lacks."},
 }
 
 
-@router.post("/answers", response_model=AnswerPublic, responses=ANSWER_ERRORS)
-def create_answer(
-    body: AnswerCreate,
-    session: SessionDep,
-    cards: CardsDep,
-    signer: SignerDep,
-    learner: ApiLearner,
-    lang: LangQuery = "en",
-) -> AnswerPublic:
-    """Grade a choice and record the attempt; resending a client_answer_id replays the result."""
-    outcome = answer_question(
+def _answer(body: AnswerCreate, session: SessionDep, ctx: ContextDep, learner: ApiLearner):  # type: ignore[no-untyped-def]
+    return answer_question(
         session=session,
-        cards=cards,
-        signer=signer,
+        ctx=ctx,
         learner=learner,
         token=body.token,
         choice_id=body.choice_id,
         client_answer_id=body.client_answer_id,
+        duration_ms=body.duration_ms,
+        answered_at=body.answered_at,
     )
-    return present.answer(outcome, lang)
 
 
-@router.get("/me/mistakes", response_model=list[MistakePublic])
-def read_my_mistakes(
+@router.post("/answers", response_model=AnswerPublic, responses=ANSWER_ERRORS)
+def create_answer(
+    body: AnswerCreate, session: SessionDep, ctx: ContextDep, learner: ApiLearner, lang: ApiLang
+) -> AnswerPublic:
+    """Grade a choice and record the attempt; resending a client_answer_id replays the result."""
+    return present.answer(_answer(body, session, ctx, learner), lang)
+
+
+@router.post("/answers/batch", response_model=AnswerBatchPublic, responses=ANSWER_ERRORS)
+def create_answers(
+    body: AnswerBatchCreate,
     session: SessionDep,
-    cards: CardsDep,
+    ctx: ContextDep,
     learner: ApiLearner,
-    lang: LangQuery = "en",
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    # Bounded so that it fits a 64-bit database integer (SQLite and PostgreSQL alike).
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-) -> list[MistakePublic]:
-    """The current learner's wrong attempts, newest first, with the question regenerated."""
-    mistakes = list_mistakes(
-        session=session, cards=cards, learner_id=learner.id, limit=limit, offset=offset
-    )
-    return [present.mistake(item, lang) for item in mistakes]
-
-
-@router.get("/me/pitfalls", response_model=list[PitfallCountPublic])
-def read_my_pitfalls(
-    session: SessionDep, cards: CardsDep, learner: ApiLearner, lang: LangQuery = "en"
-) -> list[PitfallCountPublic]:
-    """How often the current learner fell for each pitfall, most frequent first."""
-    counts = count_mistakes_by_pitfall(session=session, cards=cards, learner_id=learner.id)
-    return [present.pitfall_count(item, lang) for item in counts]
+    lang: ApiLang,
+) -> AnswerBatchPublic:
+    """Up to 500 answers made offline: one result per item, in order; a bad item never loses the
+    others, and each item is idempotent by its client_answer_id."""
+    results: list[AnswerPublic | BatchItemProblem] = []
+    for raw in body.answers:
+        try:
+            item = AnswerCreate.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "item"
+            results.append(
+                BatchItemProblem(
+                    status=422, code="invalid_request", detail=f"{where}: {first.get('msg')}"
+                )
+            )
+            continue
+        try:
+            results.append(present.answer(_answer(item, session, ctx, learner), lang))
+        except Problem as problem:
+            session.rollback()
+            results.append(
+                BatchItemProblem(
+                    status=problem.status_code, code=problem.code, detail=problem.text.get(lang)
+                )
+            )
+    return AnswerBatchPublic(results=results)

@@ -1,70 +1,122 @@
-"""Cards and questions."""
+"""Cards and questions (public: no token needed to read them)."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.api import present
-from app.deps import CardsDep, LangQuery, SettingsDep, SignerDep
-from app.schemas import CardPublic, CardSummaryPublic, ErrorPublic, QuestionPublic
-from app.services.cards import load_demo_results
-from app.services.questions import MAX_SEED, get_card, new_question
+from app.catalog.demo import load_demo_results
+from app.deps import ApiLang, CatalogDep, SettingsDep, SignerDep
+from app.domain.identity import MAX_SEED
+from app.practice.questions import get_card, new_question
+from app.schemas import (
+    CardPublic,
+    CardSummaryPublic,
+    ProblemPublic,
+    QuestionBatchPublic,
+    QuestionPublic,
+)
 
 router = APIRouter(tags=["cards"])
 
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
-    404: {"model": ErrorPublic, "description": "Unknown card or exam point."}
+    404: {"model": ProblemPublic, "description": "Unknown card or exam point."}
 }
 CardId = Annotated[
     str, Path(max_length=100, description="The card's id, e.g. zero-memory-offload.")
 ]
-PointNumber = Annotated[
-    int, Path(description="The exam point's number (1..n); unknown numbers are 404.")
+PointRef = Annotated[
+    str,
+    Path(
+        max_length=100,
+        description="The exam point's slug (e.g. optimizer-memory); its number is accepted too.",
+    ),
 ]
 Seed = Annotated[
     int | None,
     Query(ge=0, le=MAX_SEED, description="Variant seed; the same seed gives the same question."),
 ]
+MAX_BATCH = 50
 
 
 @router.get("/cards", response_model=list[CardSummaryPublic])
-def list_cards(cards: CardsDep, lang: LangQuery = "en") -> list[CardSummaryPublic]:
-    """Every card with its exam points."""
-    return [present.card_summary(card, lang) for card in cards.values()]
+def list_cards(catalog: CatalogDep, lang: ApiLang) -> list[CardSummaryPublic]:
+    """Every card (its latest version) with its exam points."""
+    return [present.card_summary(card, lang) for card in catalog.cards()]
 
 
 @router.get("/cards/{card_id}", response_model=CardPublic, responses=NOT_FOUND)
 def read_card(
-    card_id: CardId, cards: CardsDep, settings: SettingsDep, lang: LangQuery = "en"
-) -> CardPublic:
-    """The whole card: texts, formulas (LaTeX), exam points, the reference demo."""
-    card = get_card(cards, card_id)
+    card_id: CardId,
+    request: Request,
+    response: Response,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    lang: ApiLang,
+) -> Any:
+    """The whole card: texts, formulas (LaTeX and MathML), exam points, the reference demo.
+
+    Sends an ``ETag``; ``If-None-Match`` with it answers 304 while the card is unchanged.
+    """
+    card = get_card(catalog, card_id)
     demo = load_demo_results(cards_dir=settings.cards_dir, card=card)
-    return present.card_detail(card, demo, lang)
+    body = present.card_detail(card, demo, lang)
+    etag = '"' + hashlib.sha256(body.model_dump_json().encode()).hexdigest()[:32] + '"'
+    headers = {"ETag": etag, "Vary": "Accept-Language", "Cache-Control": "no-cache"}
+    if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
+        return Response(status_code=304, headers=headers)
+    response.headers.update(headers)
+    return body
 
 
 @router.get(
-    "/cards/{card_id}/points/{number}/question", response_model=QuestionPublic, responses=NOT_FOUND
+    "/cards/{card_id}/points/{point}/question", response_model=QuestionPublic, responses=NOT_FOUND
 )
 def read_point_question(
     card_id: CardId,
-    number: PointNumber,
-    cards: CardsDep,
+    point: PointRef,
+    catalog: CatalogDep,
     signer: SignerDep,
+    lang: ApiLang,
     seed: Seed = None,
-    lang: LangQuery = "en",
 ) -> QuestionPublic:
-    """A question on one exam point (random seed unless given); nothing in it reveals the answer."""
-    item = new_question(cards=cards, signer=signer, card_id=card_id, point=number, seed=seed)
-    return present.question(item, lang)
+    """A question on one exam point (random seed unless given); nothing in it reveals the key."""
+    item = new_question(catalog=catalog, signer=signer, card_id=card_id, point=point, seed=seed)
+    return present.question(item, lang, _number(catalog, item))
 
 
 @router.get("/cards/{card_id}/question", response_model=QuestionPublic, responses=NOT_FOUND)
 def read_card_question(
-    card_id: CardId, cards: CardsDep, signer: SignerDep, seed: Seed = None, lang: LangQuery = "en"
+    card_id: CardId, catalog: CatalogDep, signer: SignerDep, lang: ApiLang, seed: Seed = None
 ) -> QuestionPublic:
     """A question on a random exam point of the card."""
-    item = new_question(cards=cards, signer=signer, card_id=card_id, seed=seed)
-    return present.question(item, lang)
+    item = new_question(catalog=catalog, signer=signer, card_id=card_id, seed=seed)
+    return present.question(item, lang, _number(catalog, item))
+
+
+@router.get("/cards/{card_id}/questions", response_model=QuestionBatchPublic, responses=NOT_FOUND)
+def read_card_questions(
+    card_id: CardId,
+    catalog: CatalogDep,
+    signer: SignerDep,
+    lang: ApiLang,
+    count: Annotated[int, Query(ge=1, le=MAX_BATCH)] = 10,
+    point: Annotated[str | None, Query(max_length=100)] = None,
+) -> QuestionBatchPublic:
+    """Several questions at once, for offline use; each carries its ``expires_at``."""
+    items = [
+        new_question(catalog=catalog, signer=signer, card_id=card_id, point=point)
+        for _ in range(count)
+    ]
+    return QuestionBatchPublic(
+        items=[present.question(item, lang, _number(catalog, item)) for item in items]
+    )
+
+
+def _number(catalog: CatalogDep, item: Any) -> int | None:
+    card = catalog.latest(item.variant.id.card_id)
+    found = card.point_by_slug(item.variant.id.point) if card else None
+    return found.number if found else None

@@ -1,9 +1,8 @@
 """The OpenAPI description, made to match what the API really answers.
 
 FastAPI documents validation failures as ``{"detail": [ ... ]}``, but this API answers every 4xx
-as ``{"detail": "<message>"}`` (422s add ``errors``, see ``app.errors``); the learner token is
-optional on routes that fall back to the guest cookie, and such routes can answer 401 for a bad
-token. Clients generated from the description then handle the real responses.
+as an RFC 9457 problem document (``application/problem+json``: type, title, status, code,
+detail; 422s add ``errors``, see ``app.errors``), and secured routes can answer 401.
 """
 
 from __future__ import annotations
@@ -14,24 +13,18 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 SCHEME = "LearnerToken"
-# Operations that need a bearer token; every other secured operation also accepts none.
-BEARER_ONLY = {("/api/v1/me/token", "delete")}
 
 VALIDATION_ERROR = {
     "title": "HTTPValidationError",
     "type": "object",
-    "required": ["detail", "errors"],
+    "required": ["type", "title", "status", "code", "detail", "errors"],
     "properties": {
-        "detail": {
-            "type": "string",
-            "title": "Detail",
-            "description": "What was wrong, in plain words.",
-        },
-        "errors": {
-            "type": "array",
-            "title": "Errors",
-            "items": {"$ref": "#/components/schemas/ValidationProblem"},
-        },
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "code": {"type": "string"},
+        "detail": {"type": "string", "description": "What was wrong, in plain words."},
+        "errors": {"type": "array", "items": {"$ref": "#/components/schemas/ValidationProblem"}},
     },
 }
 VALIDATION_PROBLEM = {
@@ -45,19 +38,9 @@ VALIDATION_PROBLEM = {
     },
 }
 UNAUTHORIZED = {
-    "description": "Unknown, revoked or malformed bearer token.",
-    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorPublic"}}},
-}
-ERROR_PUBLIC = {
-    "title": "ErrorPublic",
-    "type": "object",
-    "required": ["detail"],
-    "properties": {
-        "detail": {
-            "type": "string",
-            "title": "Detail",
-            "description": "What was wrong, in plain words.",
-        }
+    "description": "Missing, unknown, revoked or malformed bearer token.",
+    "content": {
+        "application/problem+json": {"schema": {"$ref": "#/components/schemas/ProblemPublic"}}
     },
 }
 
@@ -79,13 +62,13 @@ def describe_real_responses(spec: dict[str, Any]) -> dict[str, Any]:
     schemas["HTTPValidationError"] = VALIDATION_ERROR
     schemas["ValidationProblem"] = VALIDATION_PROBLEM
     schemas.pop("ValidationError", None)
-    schemas.setdefault("ErrorPublic", ERROR_PUBLIC)
-    for path, operations in spec.get("paths", {}).items():
-        for method, operation in operations.items():
+    for operations in spec.get("paths", {}).values():
+        for operation in operations.values():
+            for status, response in operation.get("responses", {}).items():
+                content = response.get("content", {})
+                if status.startswith("4") and "application/json" in content:
+                    content["application/problem+json"] = content.pop("application/json")
             security = operation.get("security")
-            if not security or not any(SCHEME in item for item in security):
-                continue
-            operation["responses"].setdefault("401", UNAUTHORIZED)
-            if (path, method) not in BEARER_ONLY:
-                operation["security"] = [{SCHEME: []}, {}]
+            if security and any(SCHEME in item for item in security):
+                operation["responses"].setdefault("401", UNAUTHORIZED)
     return spec

@@ -1,35 +1,41 @@
-"""Domain objects and service results to API schemas, texts in the requested language."""
+"""Domain objects and use-case results to API schemas, texts in the requested language."""
 
 from __future__ import annotations
 
+from app.catalog.demo import DEMO_COMMANDS, DemoResults
 from app.domain.cards import Card
-from app.domain.generation import Variant
+from app.domain.generation import Grade, Variant
+from app.domain.texts import Text
+from app.practice.answers import AnswerOutcome
+from app.practice.mistakes import AttemptView
+from app.practice.questions import Question
+from app.rendering import latex_to_mathml, render_inline, render_paragraphs
 from app.schemas import (
     AnswerPublic,
+    AttemptPublic,
     CardPublic,
     CardSummaryPublic,
     ChoicePublic,
+    ChoiceReviewPublic,
     DemoCommandPublic,
     DemoPublic,
     FormulaPublic,
-    MistakePublic,
-    PitfallCountPublic,
     PitfallPublic,
     PointPublic,
     PointSummaryPublic,
     QuestionPublic,
 )
-from app.services.cards import DEMO_COMMANDS, DemoResults
-from app.services.mistakes import Mistake, PitfallCount
-from app.services.practice import AnswerOutcome
-from app.services.questions import Question
 
 
 def card_summary(card: Card, lang: str) -> CardSummaryPublic:
     return CardSummaryPublic(
         id=card.id,
+        version=card.version,
         title=card.title.get(lang),
-        points=[PointSummaryPublic(number=p.number, title=p.title.get(lang)) for p in card.points],
+        points=[
+            PointSummaryPublic(slug=p.slug, number=p.number, title=p.title.get(lang))
+            for p in card.points
+        ],
     )
 
 
@@ -42,12 +48,22 @@ def card_detail(card: Card, demo: DemoResults | None, lang: str) -> CardPublic:
         use_cases=card.use_cases.get(lang),
         problems_solved=card.problems_solved.get(lang),
         formulas=[
-            FormulaPublic(id=f.id, title=f.title.get(lang), latex=f.latex, unit=f.unit)
+            FormulaPublic(
+                id=f.id,
+                title=f.title.get(lang),
+                latex=f.latex,
+                mathml=str(latex_to_mathml(f.latex, display=True)),
+                unit=f.unit,
+            )
             for f in card.formulas.values()
         ],
         points=[
             PointPublic(
-                number=p.number, title=p.title.get(lang), explanation=p.explanation.get(lang)
+                slug=p.slug,
+                number=p.number,
+                title=p.title.get(lang),
+                explanation=p.explanation.get(lang),
+                explanation_mathml=str(render_paragraphs(p.explanation.get(lang))),
             )
             for p in card.points
         ],
@@ -58,79 +74,100 @@ def card_detail(card: Card, demo: DemoResults | None, lang: str) -> CardPublic:
     )
 
 
-def question(item: Question, lang: str) -> QuestionPublic:
+def question(item: Question, lang: str, point_number: int | None) -> QuestionPublic:
     variant: Variant = item.variant
+    identity = variant.id
+    stem = variant.stem.get(lang)
     return QuestionPublic(
         token=item.token,
-        card_id=variant.card_id,
-        point=variant.point,
-        template_id=variant.template_id,
-        template_version=variant.template_version,
-        seed=variant.seed,
+        card_id=identity.card_id,
+        point=identity.point,
+        point_number=point_number,
+        template_id=identity.template_id,
+        template_version=identity.template_version,
+        seed=identity.seed if item.show_seed else None,
         kind=variant.kind,
         params=dict(variant.params),
         params_display=dict(variant.params_display),
-        stem=variant.stem.get(lang),
+        stem=stem,
+        stem_mathml=str(render_inline(stem)),
         choices=[
-            ChoicePublic(id=c.id, text=c.text.get(lang), value=c.value, unit=c.unit)
+            ChoicePublic(
+                id=c.id,
+                text=c.text.get(lang),
+                text_mathml=str(render_inline(c.text.get(lang))),
+                value=c.value,
+                unit=c.unit,
+            )
             for c in variant.choices
         ],
+        expires_at=item.expires_at,
+    )
+
+
+def _pitfall(grade_: Grade, lang: str) -> PitfallPublic | None:
+    if grade_.pitfall is None:
+        return None
+    explanation = grade_.pitfall_explanation or grade_.pitfall.explanation
+    return PitfallPublic(
+        id=grade_.pitfall.id, title=grade_.pitfall.title.get(lang), explanation=explanation.get(lang)
     )
 
 
 def answer(outcome: AnswerOutcome, lang: str) -> AnswerPublic:
-    grade = outcome.grade
-    pitfall = None
-    if grade.pitfall is not None:
-        explanation = grade.pitfall_explanation or grade.pitfall.explanation
-        pitfall = PitfallPublic(
-            id=grade.pitfall.id,
-            title=grade.pitfall.title.get(lang),
-            explanation=explanation.get(lang),
-        )
+    grade_ = outcome.grade
     return AnswerPublic(
         attempt_id=outcome.attempt.id,
-        correct=grade.correct,
-        choice_id=grade.chosen_choice_id,
-        correct_choice_id=grade.correct_choice_id,
-        pitfall=pitfall,
-        explanation=grade.explanation.get(lang),
-        solution=[step.get(lang) for step in grade.solution],
+        client_answer_id=outcome.attempt.client_answer_id,
+        correct=grade_.correct,
+        choice_id=grade_.chosen_choice_id,
+        correct_choice_id=grade_.correct_choice_id,
+        pitfall=_pitfall(grade_, lang),
+        explanation=grade_.explanation.get(lang),
+        solution=[step.get(lang) for step in grade_.solution],
+        choices=[
+            ChoiceReviewPublic(
+                id=c.id,
+                text=c.text.get(lang),
+                correct=c.correct,
+                pitfall=PitfallPublic(
+                    id=c.pitfall.id,
+                    title=c.pitfall.title.get(lang),
+                    explanation=(c.explanation or c.pitfall.explanation).get(lang),
+                )
+                if c.pitfall is not None
+                else None,
+            )
+            for c in outcome.variant.choices
+        ],
+        replayed=outcome.replayed,
     )
 
 
-def mistake(item: Mistake, lang: str) -> MistakePublic:
+def attempt(view: AttemptView, lang: str) -> AttemptPublic:
+    row = view.attempt
+    title = view.pitfall_title()
+    explanation = view.pitfall_explanation()
     pitfall = None
-    if item.pitfall_id is not None:
+    if row.pitfall_id is not None:
         pitfall = PitfallPublic(
-            id=item.pitfall_id,
-            title=item.pitfall_title.get(lang),
-            explanation=item.pitfall_explanation.get(lang) if item.pitfall_explanation else None,
+            id=row.pitfall_id,
+            title=(title or Text(row.pitfall_id, row.pitfall_id)).get(lang),
+            explanation=explanation.get(lang) if explanation else None,
         )
-    return MistakePublic(
-        attempt_id=item.attempt_id,
-        card_id=item.card_id,
-        point=item.point,
-        template_id=item.template_id,
-        template_version=item.template_version,
-        seed=item.seed,
-        params=item.params,
-        stem=item.stem.get(lang) if item.stem is not None else None,
-        choice_id=item.choice_id,
-        choice_text=item.choice_text.get(lang),
-        correct_choice_id=item.correct_choice_id,
-        correct_choice_text=item.correct_choice_text.get(lang)
-        if item.correct_choice_text
-        else None,
+    return AttemptPublic(
+        attempt_id=row.id,
+        client_answer_id=row.client_answer_id,
+        card_id=row.card_id,
+        point=row.point,
+        template_id=row.template_id,
+        template_version=row.template_version,
+        stem=view.variant.stem.get(lang) if view.variant is not None else None,
+        choice_id=row.choice_id,
+        choice_text=view.chosen_text().get(lang),
+        correct_choice_id=row.correct_choice_id,
+        correct_choice_text=view.correct_text().get(lang),
+        correct=row.correct,
         pitfall=pitfall,
-        answered_at=item.answered_at,
-    )
-
-
-def pitfall_count(item: PitfallCount, lang: str) -> PitfallCountPublic:
-    return PitfallCountPublic(
-        card_id=item.card_id,
-        pitfall_id=item.pitfall_id,
-        title=item.title.get(lang),
-        count=item.count,
+        answered_at=view.answered_at,
     )

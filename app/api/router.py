@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api import answers, cards, learners
+from app.api import answers, auth, cards, me
 
 api_router = APIRouter(prefix="/api/v1")
 api_router.include_router(cards.router)
 api_router.include_router(answers.router)
-api_router.include_router(learners.router)
+api_router.include_router(auth.router)
+api_router.include_router(me.router)

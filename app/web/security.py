@@ -1,7 +1,8 @@
 """Security headers on every response: pages, errors, the JSON API, static files and /docs.
 
-Pages run no scripts at all: ``default-src 'none'`` with styles and images from this origin only
-(MathML is markup, and the templates use no inline styles). A response that sets its own
+Pages run no inline scripts: ``default-src 'none'`` with scripts, styles and images from this
+origin only (MathML is markup, the templates use no inline styles, and the one script, the exam
+countdown in ``static/``, is optional: pages work without it). A response that sets its own
 Content-Security-Policy keeps it: /docs (Swagger UI from local assets) allows its bundle and its
 one inline start-up script, the latter by hash.
 """
@@ -16,7 +17,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 PAGE_CSP = (
-    "default-src 'none'; style-src 'self'; img-src 'self' data:; "
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 SECURITY_HEADERS = {

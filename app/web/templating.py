@@ -15,9 +15,13 @@ from fastapi import Request
 from fastapi.templating import Jinja2Templates
 from starlette.responses import Response
 
+from app.domain.languages import LANGS, other_lang
 from app.domain.texts import Text
-from app.web.render import latex_to_mathml, render_inline, render_paragraphs, render_quantity
-from app.web.ui import LANGS, UI
+from app.rendering import latex_to_mathml, render_inline, render_paragraphs, render_quantity
+from app.web.ui import UI
+
+LANG_COOKIE = "infracards_lang"
+LANG_COOKIE_MAX_AGE_S = 365 * 24 * 3600
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 
@@ -32,12 +36,8 @@ def make_templates() -> Jinja2Templates:
     env.filters["bytes"] = format_bytes
     env.filters["number"] = format_plain
     env.filters["when"] = format_when
+    env.globals["duration"] = format_duration
     return templates
-
-
-def pick_lang(value: str | None) -> str:
-    """The page language: ``zh`` when asked for, English otherwise (unknown values included)."""
-    return value if value in LANGS else "en"
 
 
 def link(path: str, lang: str, **params: Any) -> str:
@@ -57,14 +57,19 @@ def render_page(
     status_code: int = 200,
     switch_url: str | None = None,
 ) -> Response:
-    """Render a page template with the shared context (language, UI strings, helpers)."""
-    other = "zh" if lang == "en" else "en"
+    """Render a page template with the shared context (language, UI strings, helpers).
+
+    A page asked for in a language (``?lang=``) remembers it in a cookie for the next pages.
+    """
+    other = other_lang(lang)
     if switch_url is None:
         params = dict(request.query_params)
         params["lang"] = other
         # One leading slash: a request for "//evil.example" must not link off-site.
         switch_url = "/" + request.url.path.lstrip("/") + "?" + urlencode(params)
     full = {
+        "learner": getattr(request.state, "visitor_learner", None),
+        "due_count": getattr(request.state, "due_count", 0),
         "lang": lang,
         "ui": UI[lang],
         "t": lambda text: text.get(lang) if isinstance(text, Text) else str(text),
@@ -73,7 +78,13 @@ def render_page(
         **context,
     }
     templates: Jinja2Templates = request.app.state.templates
-    return templates.TemplateResponse(request, name, full, status_code=status_code)
+    response = templates.TemplateResponse(request, name, full, status_code=status_code)
+    asked = request.query_params.get("lang")
+    if asked in LANGS and request.cookies.get(LANG_COOKIE) != asked:
+        response.set_cookie(
+            LANG_COOKIE, asked, max_age=LANG_COOKIE_MAX_AGE_S, httponly=True, samesite="lax"
+        )
+    return response
 
 
 def format_bytes(value: float | None) -> str:
@@ -94,5 +105,15 @@ def format_plain(value: float | None) -> str:
     return f"{value:.4g}"
 
 
-def format_when(moment: datetime) -> str:
+def format_when(moment: datetime | None) -> str:
+    if moment is None:
+        return "—"
     return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def format_duration(seconds: int, lang: str) -> str:
+    minutes, rest = divmod(max(0, int(seconds)), 60)
+    ui = UI[lang]
+    if minutes:
+        return f"{minutes} {ui['minutes']} {rest} {ui['seconds']}"
+    return f"{rest} {ui['seconds']}"

@@ -1,0 +1,112 @@
+"""Accounts and devices: register, get a token per device, list and revoke tokens."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request, Response, status
+
+from app.auth.service import (
+    authenticate,
+    create_app_learner,
+    issue_token,
+    list_tokens,
+    register,
+    revoke_token,
+)
+from app.deps import ApiLearner, LimiterDep, SessionDep
+from app.schemas import (
+    AccountPublic,
+    DeviceTokenPublic,
+    LearnerCreatedPublic,
+    LearnerPublic,
+    ProblemPublic,
+    RegisterCreate,
+    TokenCreate,
+    TokenPublic,
+)
+
+router = APIRouter(tags=["accounts"])
+PROBLEMS = {
+    401: {"model": ProblemPublic},
+    409: {"model": ProblemPublic},
+    429: {"model": ProblemPublic},
+}
+
+
+@router.post(
+    "/auth/register",
+    response_model=AccountPublic,
+    status_code=status.HTTP_201_CREATED,
+    responses=PROBLEMS,
+)
+def register_account(body: RegisterCreate, session: SessionDep) -> AccountPublic:
+    """Create an account (email + password); then get a token with ``POST /auth/token``."""
+    learner = register(session=session, email=body.email, password=body.password)
+    assert learner.email is not None
+    return AccountPublic(learner_id=learner.id, email=learner.email, role=learner.role)
+
+
+@router.post("/auth/token", response_model=TokenPublic, responses=PROBLEMS)
+def create_token(
+    body: TokenCreate, request: Request, session: SessionDep, limiter: LimiterDep
+) -> TokenPublic:
+    """A bearer token for one device of an account (rate-limited per account and address)."""
+    learner = authenticate(
+        session=session,
+        limiter=limiter,
+        email=body.email,
+        password=body.password,
+        address=request.client.host if request.client else "unknown",
+    )
+    token = issue_token(session=session, learner_id=learner.id, device_name=body.device_name)
+    return TokenPublic(access_token=token)
+
+
+@router.post("/learners", response_model=LearnerCreatedPublic, status_code=status.HTTP_201_CREATED)
+def create_learner(session: SessionDep) -> LearnerCreatedPublic:
+    """An anonymous app install and its bearer token (shown once; keep it in secure storage)."""
+    learner, token = create_app_learner(session=session)
+    return LearnerCreatedPublic(learner_id=learner.id, token=token)
+
+
+@router.get("/me", response_model=LearnerPublic, responses=PROBLEMS)
+def read_me(learner: ApiLearner) -> LearnerPublic:
+    """Who the token belongs to."""
+    return LearnerPublic(
+        learner_id=learner.id, kind=learner.kind, role=learner.role, email=learner.email
+    )
+
+
+@router.get("/me/tokens", response_model=list[DeviceTokenPublic], responses=PROBLEMS)
+def read_my_tokens(session: SessionDep, learner: ApiLearner) -> list[DeviceTokenPublic]:
+    """The learner's devices (tokens not revoked)."""
+    return [
+        DeviceTokenPublic(
+            id=t.id,
+            device_name=t.device_name,
+            created_at=t.created_at,
+            last_used_at=t.last_used_at,
+            current=t.id == learner.token_id,
+        )
+        for t in list_tokens(session=session, learner_id=learner.id)
+    ]
+
+
+@router.delete(
+    "/me/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=PROBLEMS
+)
+def revoke_my_token(
+    token_id: Annotated[int, Path(ge=1, le=2**62)], session: SessionDep, learner: ApiLearner
+) -> Response:
+    """Sign one device out."""
+    revoke_token(session=session, learner_id=learner.id, token_id=token_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.delete("/me/token", status_code=status.HTTP_204_NO_CONTENT, responses=PROBLEMS)
+def revoke_this_token(session: SessionDep, learner: ApiLearner) -> Response:
+    """Sign out the device of this request."""
+    assert learner.token_id is not None
+    revoke_token(session=session, learner_id=learner.id, token_id=learner.token_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

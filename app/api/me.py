@@ -1,0 +1,165 @@
+"""The learner's own data: attempts, mistakes, pitfalls, progress and reviews due."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.api import present
+from app.auth.service import LearnerRef
+from app.deps import ApiLang, ApiLearner, CatalogDep, ContextDep, SessionDep
+from app.practice.mistakes import MAX_PAGE, list_attempts, mistake_book
+from app.practice.questions import question_for_template
+from app.problems import InvalidInput
+from app.review.service import MAX_DUE_PAGE, due_items, progress
+from app.schemas import (
+    AttemptPagePublic,
+    CardProgressPublic,
+    DueItemPublic,
+    DuePagePublic,
+    PitfallCountPublic,
+    PointProgressPublic,
+    ProblemPublic,
+    ProgressPublic,
+)
+
+router = APIRouter(tags=["me"], responses={401: {"model": ProblemPublic}})
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+Cursor = Annotated[str | None, Query(max_length=20, description="next_cursor of the last page")]
+
+
+def _cursor(value: str | None) -> int | None:
+    if value is None:
+        return None
+    if not value.isdigit() or len(value) > 18:
+        raise InvalidInput("invalid cursor", code="invalid_cursor")
+    return int(value)
+
+
+def _page(
+    session: SessionDep,
+    catalog: CatalogDep,
+    learner: LearnerRef,
+    lang: str,
+    limit: int,
+    cursor: str | None,
+    wrong_only: bool,
+) -> AttemptPagePublic:
+    views, after = list_attempts(
+        session=session,
+        catalog=catalog,
+        learner_id=learner.id,
+        limit=limit,
+        before_id=_cursor(cursor),
+        wrong_only=wrong_only,
+    )
+    return AttemptPagePublic(
+        items=[present.attempt(v, lang) for v in views],
+        next_cursor=str(after) if after is not None else None,
+    )
+
+
+@router.get("/me/attempts", response_model=AttemptPagePublic)
+def read_my_attempts(
+    session: SessionDep,
+    catalog: CatalogDep,
+    learner: ApiLearner,
+    lang: ApiLang,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> AttemptPagePublic:
+    """Every answer of the learner, newest first, each with its client_answer_id."""
+    return _page(session, catalog, learner, lang, limit, cursor, wrong_only=False)
+
+
+@router.get("/me/mistakes", response_model=AttemptPagePublic)
+def read_my_mistakes(
+    session: SessionDep,
+    catalog: CatalogDep,
+    learner: ApiLearner,
+    lang: ApiLang,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> AttemptPagePublic:
+    """The learner's wrong answers, newest first, paginated like /me/attempts."""
+    return _page(session, catalog, learner, lang, limit, cursor, wrong_only=True)
+
+
+@router.get("/me/pitfalls", response_model=list[PitfallCountPublic])
+def read_my_pitfalls(
+    session: SessionDep, catalog: CatalogDep, learner: ApiLearner, lang: ApiLang
+) -> list[PitfallCountPublic]:
+    """How often the learner fell for each pitfall (not dismissed), most frequent first."""
+    book = mistake_book(session=session, catalog=catalog, learner_id=learner.id)
+    return [
+        PitfallCountPublic(
+            card_id=g.card_id,
+            point=g.point,
+            pitfall_id=g.pitfall_id,
+            title=g.title.get(lang),
+            count=g.times,
+        )
+        for g in book
+        if g.pitfall_id is not None
+    ]
+
+
+@router.get("/me/progress", response_model=ProgressPublic)
+def read_my_progress(session: SessionDep, learner: ApiLearner) -> ProgressPublic:
+    """Per card and exam point: first answers, share right, reviews due, FSRS retention."""
+    cards: dict[str, list[PointProgressPublic]] = {}
+    for item in progress(session=session, learner_id=learner.id, now=datetime.now(UTC)):
+        cards.setdefault(item.card_id, []).append(
+            PointProgressPublic(
+                point=item.point,
+                attempts=item.attempts,
+                share_right=item.right / item.attempts if item.attempts else None,
+                due=item.due,
+                retention=item.retention,
+            )
+        )
+    return ProgressPublic(
+        cards=[CardProgressPublic(card_id=c, points=points) for c, points in cards.items()]
+    )
+
+
+@router.get("/me/review/due", response_model=DuePagePublic)
+def read_my_due_reviews(
+    session: SessionDep,
+    ctx: ContextDep,
+    learner: ApiLearner,
+    lang: ApiLang,
+    limit: Annotated[int, Query(ge=1, le=MAX_DUE_PAGE)] = 20,
+    cursor: Cursor = None,
+) -> DuePagePublic:
+    """Review items due now, most overdue first, each with a fresh variant of its template."""
+    items = due_items(
+        session=session,
+        learner_id=learner.id,
+        now=datetime.now(UTC),
+        limit=limit + 1,
+        after_id=_cursor(cursor),
+    )
+    more = len(items) > limit
+    items = items[:limit]
+    out = []
+    for item in items:
+        card = ctx.catalog.latest(item.card_id)
+        if card is None or card.template(item.template_id) is None:
+            continue
+        question = question_for_template(
+            catalog=ctx.catalog, signer=ctx.signer, card_id=item.card_id, template_id=item.template_id
+        )
+        point = card.point_by_slug(question.variant.id.point)
+        out.append(
+            DueItemPublic(
+                card_id=item.card_id,
+                point=item.point,
+                template_id=item.template_id,
+                due_at=item.due_at,
+                question=present.question(question, lang, point.number if point else None),
+            )
+        )
+    return DuePagePublic(items=out, next_cursor=str(items[-1].id) if more and items else None)

@@ -1,0 +1,94 @@
+"""The browser's session cookie and the CSRF token derived from it.
+
+The cookie holds a random session secret (the database keeps its SHA-256, see
+:mod:`app.auth.service`). A browser without one gets a new secret, set as a cookie only when a
+page used it (a form needs its CSRF token); nothing is written to the database until the browser
+stores something. The CSRF token of a form is an HMAC of the session secret, so it needs no
+storage and changes whenever the session does (log in, log out).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass, field
+
+from starlette.datastructures import MutableHeaders
+from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.auth.service import SESSION_LIFETIME, new_secret
+
+COOKIE_NAME = "infracards_session"
+STATE_KEY = "browser_session"
+_MAX_SECRET = 100
+
+
+@dataclass
+class BrowserSession:
+    """This request's session secret; ``replace`` or ``clear`` change the cookie sent back."""
+
+    secret: str
+    is_new: bool
+    used: bool = False
+    new_secret: str | None = field(default=None)
+    cleared: bool = False
+
+    def replace(self, secret: str) -> None:
+        self.new_secret = secret
+        self.used = True
+
+    def clear(self) -> None:
+        self.cleared = True
+
+
+class CsrfSigner:
+    def __init__(self, secret_key: str) -> None:
+        self._key = hashlib.sha256(f"csrf:{secret_key}".encode()).digest()
+
+    def token(self, session_secret: str) -> str:
+        return hmac.new(self._key, session_secret.encode(), hashlib.sha256).hexdigest()
+
+    def check(self, session: BrowserSession, submitted: str | None) -> bool:
+        if session.is_new or not submitted:
+            return False
+        return hmac.compare_digest(submitted.encode(), self.token(session.secret).encode())
+
+
+class BrowserSessionMiddleware:
+    """Puts the browser session on ``request.state``; sets or clears the cookie as needed."""
+
+    def __init__(self, app: ASGIApp, *, secure: bool) -> None:
+        self.app = app
+        self.secure = secure
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        value = HTTPConnection(scope).cookies.get(COOKIE_NAME)
+        if value and 20 <= len(value) <= _MAX_SECRET and value.isascii():
+            browser = BrowserSession(secret=value, is_new=False)
+        else:
+            browser = BrowserSession(secret=new_secret(), is_new=True)
+        scope.setdefault("state", {})[STATE_KEY] = browser
+
+        async def send_with_cookie(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                if browser.cleared:
+                    headers.append("set-cookie", self._cookie("", max_age=0))
+                elif browser.new_secret is not None:
+                    headers.append("set-cookie", self._cookie(browser.new_secret))
+                elif browser.is_new and browser.used:
+                    headers.append("set-cookie", self._cookie(browser.secret))
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+    def _cookie(self, value: str, *, max_age: int | None = None) -> str:
+        age = int(SESSION_LIFETIME.total_seconds()) if max_age is None else max_age
+        parts = [f"{COOKIE_NAME}={value}", "Path=/", f"Max-Age={age}", "HttpOnly", "SameSite=Lax"]
+        if self.secure:
+            parts.append("Secure")
+        return "; ".join(parts)

@@ -1,0 +1,500 @@
+"""Use cases of identity: guests, accounts, passwords, web sessions, device tokens, merging.
+
+Secrets (web session ids, bearer tokens) are 256 random bits shown once to their holder; only
+their SHA-256 is stored, so a leaked database leaks no usable credential. A guest's learner row
+is written with its first answer, so merely visiting pages writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.auth.passwords import (
+    MAX_PASSWORD_LENGTH,
+    MIN_PASSWORD_LENGTH,
+    hash_password,
+    needs_rehash,
+    verify_password,
+)
+from app.auth.ratelimit import LoginLimiter
+from app.db import write_transaction
+from app.domain.texts import Text
+from app.models import (
+    Attempt,
+    Learner,
+    LearnerToken,
+    PracticeSession,
+    ReviewItem,
+    ReviewLog,
+    WebSession,
+)
+from app.problems import Conflict, InvalidInput, NotFound, TooManyRequests, Unauthorized
+
+GUEST = "guest"
+APP = "app"
+ACCOUNT = "account"
+ROLES = ("learner", "instructor", "admin")
+SESSION_LIFETIME = timedelta(days=400)  # the longest browsers keep a cookie
+SESSION_TOUCH_EVERY = timedelta(hours=1)
+TOKEN_TOUCH_EVERY = timedelta(hours=1)
+MAX_DEVICE_NAME = 100
+_EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
+
+WRONG_CREDENTIALS = Text(
+    "That email and password do not match an account.",
+    "邮箱或密码不正确。",
+)
+
+
+@dataclass(frozen=True)
+class LearnerRef:
+    """Who is asking: the learner, how they were identified, and their role."""
+
+    id: str
+    kind: str
+    role: str = "learner"
+    email: str | None = None
+    token_id: int | None = None  # the bearer token of this request, for API requests
+
+    @property
+    def has_account(self) -> bool:
+        return self.kind == ACCOUNT
+
+
+@dataclass(frozen=True)
+class DeviceToken:
+    id: int
+    device_name: str | None
+    created_at: datetime
+    last_used_at: datetime | None
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def new_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; they were stored in UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def normalise_email(email: str) -> str:
+    value = email.strip().lower()
+    if len(value) > 254 or not _EMAIL.match(value):
+        raise InvalidInput(
+            Text("Enter a valid email address.", "请输入有效的邮箱地址。"), code="invalid_email"
+        )
+    return value
+
+
+def check_new_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise InvalidInput(
+            Text(
+                f"Choose a password of at least {MIN_PASSWORD_LENGTH} characters.",
+                f"密码至少需要 {MIN_PASSWORD_LENGTH} 个字符。",
+            ),
+            code="weak_password",
+        )
+    if len(password) > MAX_PASSWORD_LENGTH:
+        raise InvalidInput(
+            Text(
+                f"A password may have at most {MAX_PASSWORD_LENGTH} characters.",
+                f"密码最多 {MAX_PASSWORD_LENGTH} 个字符。",
+            ),
+            code="invalid_password",
+        )
+
+
+def _ref(learner: Learner, token_id: int | None = None) -> LearnerRef:
+    return LearnerRef(
+        id=learner.id, kind=learner.kind, role=learner.role, email=learner.email, token_id=token_id
+    )
+
+
+# --- accounts ---------------------------------------------------------------------------------
+
+
+def register(
+    *, session: Session, email: str, password: str, guest_id: str | None = None, role: str = "learner"
+) -> LearnerRef:
+    """A new account; a guest's learner (``guest_id``) becomes it, keeping all its history."""
+    email = normalise_email(email)
+    check_new_password(password)
+    if role not in ROLES:
+        raise InvalidInput(f"unknown role {role!r} (known: {', '.join(ROLES)})")
+    password_hash = hash_password(password)
+    try:
+        with write_transaction(session):
+            if session.scalar(select(Learner.id).where(Learner.email == email)) is not None:
+                raise Conflict(_email_taken(), code="email_taken")
+            learner = session.get(Learner, guest_id) if guest_id is not None else None
+            if learner is None or learner.kind != GUEST:
+                learner = Learner(id=new_id(), kind=ACCOUNT)
+                session.add(learner)
+            learner.kind = ACCOUNT
+            learner.email = email
+            learner.password_hash = password_hash
+            learner.role = role
+            session.flush()
+            ref = _ref(learner)
+    except IntegrityError:
+        raise Conflict(_email_taken(), code="email_taken") from None
+    return ref
+
+
+def _email_taken() -> Text:
+    return Text(
+        "An account with this email already exists: log in instead.",
+        "该邮箱已注册，请直接登录。",
+    )
+
+
+def authenticate(
+    *, session: Session, limiter: LoginLimiter, email: str, password: str, address: str
+) -> LearnerRef:
+    """The account of ``email`` when ``password`` matches; one generic error otherwise."""
+    key = email.strip().lower()[:254]
+    wait = limiter.hit(email=key, address=address)
+    if wait is not None:
+        raise TooManyRequests(
+            Text(
+                f"Too many login attempts: try again in {wait} seconds.",
+                f"登录尝试过多，请在 {wait} 秒后重试。",
+            ),
+            retry_after_s=wait,
+        )
+    learner = session.scalars(select(Learner).where(Learner.email == key)).first()
+    session.commit()
+    if not verify_password(learner.password_hash if learner else None, password) or not learner:
+        raise Unauthorized(WRONG_CREDENTIALS, code="wrong_credentials")
+    if learner.password_hash and needs_rehash(learner.password_hash):
+        with write_transaction(session):
+            stored = session.get(Learner, learner.id)
+            if stored is not None:
+                stored.password_hash = hash_password(password)
+    return _ref(learner)
+
+
+def change_password(
+    *,
+    session: Session,
+    learner_id: str,
+    current: str,
+    new: str,
+    keep_session_hash: str | None = None,
+    keep_token_id: int | None = None,
+) -> None:
+    """Set a new password; every other web session and device token is signed out."""
+    learner = session.get(Learner, learner_id)
+    session.commit()
+    if learner is None or not verify_password(learner.password_hash, current):
+        raise Unauthorized(
+            Text("The current password is not right.", "当前密码不正确。"),
+            code="wrong_credentials",
+        )
+    check_new_password(new)
+    password_hash = hash_password(new)
+    with write_transaction(session):
+        stored = session.get(Learner, learner_id)
+        assert stored is not None
+        stored.password_hash = password_hash
+        _end_sessions(session, learner_id, keep_session_hash, keep_token_id)
+
+
+def set_exam_date(*, session: Session, learner_id: str, exam_date: object) -> None:
+    with write_transaction(session):
+        learner = session.get(Learner, learner_id)
+        if learner is None:
+            raise NotFound("unknown learner")
+        learner.exam_date = exam_date  # type: ignore[assignment]
+
+
+def exam_date_of(*, session: Session, learner_id: str):  # type: ignore[no-untyped-def]
+    return session.scalar(select(Learner.exam_date).where(Learner.id == learner_id))
+
+
+def set_role(*, session: Session, email: str, role: str) -> None:
+    if role not in ROLES:
+        raise InvalidInput(f"unknown role {role!r} (known: {', '.join(ROLES)})")
+    with write_transaction(session):
+        learner = session.scalars(select(Learner).where(Learner.email == normalise_email(email))).first()
+        if learner is None:
+            raise NotFound(f"no account with email {email!r}")
+        learner.role = role
+
+
+# --- anonymous app installs and device tokens -------------------------------------------------
+
+
+def create_app_learner(*, session: Session, device_name: str | None = None) -> tuple[LearnerRef, str]:
+    """A new anonymous learner with a bearer token (returned once, stored hashed)."""
+    learner = Learner(id=new_id(), kind=APP, role="learner")
+    token = new_secret()
+    with write_transaction(session):
+        session.add(learner)
+        session.flush()
+        session.add(
+            LearnerToken(
+                learner_id=learner.id, token_hash=hash_secret(token), device_name=device_name
+            )
+        )
+    return LearnerRef(id=learner.id, kind=APP), token
+
+
+def issue_token(*, session: Session, learner_id: str, device_name: str | None) -> str:
+    token = new_secret()
+    with write_transaction(session):
+        session.add(
+            LearnerToken(
+                learner_id=learner_id,
+                token_hash=hash_secret(token),
+                device_name=(device_name or "")[:MAX_DEVICE_NAME] or None,
+            )
+        )
+    return token
+
+
+def learner_for_token(*, session: Session, token: str) -> LearnerRef | None:
+    """The learner a (not revoked) bearer token belongs to, or None."""
+    row = session.execute(
+        select(Learner, LearnerToken.id, LearnerToken.last_used_at)
+        .join(LearnerToken, LearnerToken.learner_id == Learner.id)
+        .where(LearnerToken.token_hash == hash_secret(token), LearnerToken.revoked_at.is_(None))
+    ).first()
+    # End the read transaction now: a pooled connection held while the request waits for a
+    # worker thread can exhaust the pool under load.
+    session.commit()
+    if row is None:
+        return None
+    learner, token_id, last_used = row
+    now = now_utc()
+    if last_used is None or now - as_utc(last_used) > TOKEN_TOUCH_EVERY:
+        with write_transaction(session):
+            session.execute(
+                update(LearnerToken).where(LearnerToken.id == token_id).values(last_used_at=now)
+            )
+    return _ref(learner, token_id)
+
+
+def list_tokens(*, session: Session, learner_id: str) -> list[DeviceToken]:
+    rows = session.scalars(
+        select(LearnerToken)
+        .where(LearnerToken.learner_id == learner_id, LearnerToken.revoked_at.is_(None))
+        .order_by(LearnerToken.created_at, LearnerToken.id)
+    ).all()
+    session.commit()
+    return [
+        DeviceToken(
+            id=row.id,
+            device_name=row.device_name,
+            created_at=as_utc(row.created_at),
+            last_used_at=as_utc(row.last_used_at) if row.last_used_at else None,
+        )
+        for row in rows
+    ]
+
+
+def revoke_token(*, session: Session, learner_id: str, token_id: int) -> None:
+    """Revoke one of the learner's device tokens (404 when it is not theirs or already gone)."""
+    with write_transaction(session):
+        stored = session.scalars(
+            select(LearnerToken).where(
+                LearnerToken.id == token_id,
+                LearnerToken.learner_id == learner_id,
+                LearnerToken.revoked_at.is_(None),
+            )
+        ).first()
+        if stored is None:
+            raise NotFound(
+                Text("No such device token.", "没有这个设备令牌。"), code="token_not_found"
+            )
+        stored.revoked_at = now_utc()
+
+
+# --- web sessions -----------------------------------------------------------------------------
+
+
+def learner_for_web_session(*, session: Session, secret: str) -> tuple[LearnerRef, str | None] | None:
+    """The learner of a web session cookie and the session's language, or None."""
+    now = now_utc()
+    row = session.execute(
+        select(Learner, WebSession.id, WebSession.last_seen_at, WebSession.lang)
+        .join(WebSession, WebSession.learner_id == Learner.id)
+        .where(WebSession.token_hash == hash_secret(secret), WebSession.expires_at > now)
+    ).first()
+    session.commit()
+    if row is None:
+        return None
+    learner, session_id, last_seen, lang = row
+    if now - as_utc(last_seen) > SESSION_TOUCH_EVERY:
+        with write_transaction(session):
+            session.execute(
+                update(WebSession)
+                .where(WebSession.id == session_id)
+                .values(last_seen_at=now, expires_at=now + SESSION_LIFETIME)
+            )
+    return _ref(learner), lang
+
+
+def start_web_session(
+    *, session: Session, learner_id: str, lang: str | None = None, replace: str | None = None
+) -> str:
+    """A new web session for the learner (a fresh secret: no session fixation)."""
+    secret = new_secret()
+    now = now_utc()
+    with write_transaction(session):
+        if replace is not None:
+            session.execute(delete(WebSession).where(WebSession.token_hash == hash_secret(replace)))
+        session.add(
+            WebSession(
+                token_hash=hash_secret(secret),
+                learner_id=learner_id,
+                lang=lang,
+                created_at=now,
+                last_seen_at=now,
+                expires_at=now + SESSION_LIFETIME,
+            )
+        )
+    return secret
+
+
+def ensure_guest(*, session: Session, secret: str, lang: str | None = None) -> LearnerRef:
+    """The learner of this browser's session, creating a guest (and the session row) if needed.
+
+    Call inside a write transaction: the guest is created with the first thing it stores.
+    """
+    found = session.execute(
+        select(Learner)
+        .join(WebSession, WebSession.learner_id == Learner.id)
+        .where(WebSession.token_hash == hash_secret(secret))
+    ).scalar()
+    if found is not None:
+        return _ref(found)
+    learner = Learner(id=new_id(), kind=GUEST, role="learner")
+    now = now_utc()
+    session.add(learner)
+    session.flush()
+    session.add(
+        WebSession(
+            token_hash=hash_secret(secret),
+            learner_id=learner.id,
+            lang=lang,
+            created_at=now,
+            last_seen_at=now,
+            expires_at=now + SESSION_LIFETIME,
+        )
+    )
+    session.flush()
+    return _ref(learner)
+
+
+def set_session_lang(*, session: Session, secret: str, lang: str) -> None:
+    with write_transaction(session):
+        session.execute(
+            update(WebSession).where(WebSession.token_hash == hash_secret(secret)).values(lang=lang)
+        )
+
+
+def end_web_session(*, session: Session, secret: str) -> None:
+    with write_transaction(session):
+        session.execute(delete(WebSession).where(WebSession.token_hash == hash_secret(secret)))
+
+
+def end_all_sessions(*, session: Session, learner_id: str) -> None:
+    """Log out everywhere: every web session and every device token of the learner."""
+    with write_transaction(session):
+        _end_sessions(session, learner_id, None, None)
+
+
+def _end_sessions(
+    session: Session, learner_id: str, keep_session_hash: str | None, keep_token_id: int | None
+) -> None:
+    query = delete(WebSession).where(WebSession.learner_id == learner_id)
+    if keep_session_hash is not None:
+        query = query.where(WebSession.token_hash != keep_session_hash)
+    session.execute(query)
+    tokens = update(LearnerToken).where(
+        LearnerToken.learner_id == learner_id, LearnerToken.revoked_at.is_(None)
+    )
+    if keep_token_id is not None:
+        tokens = tokens.where(LearnerToken.id != keep_token_id)
+    session.execute(tokens.values(revoked_at=now_utc()))
+
+
+# --- merging a guest into an account ----------------------------------------------------------
+
+
+def merge_learner(*, session: Session, source_id: str, target_id: str) -> None:
+    """Move a guest's attempts, sessions and review state to an account; remove the guest.
+
+    Where both have a review item for the same template, the more recently reviewed state is kept
+    and the other item's review log moves with it, so no rating is lost.
+    """
+    if source_id == target_id:
+        return
+    with write_transaction(session):
+        source = session.get(Learner, source_id)
+        if source is None or source.kind != GUEST:
+            return
+        session.execute(
+            update(Attempt).where(Attempt.learner_id == source_id).values(learner_id=target_id)
+        )
+        session.execute(
+            update(PracticeSession)
+            .where(PracticeSession.learner_id == source_id)
+            .values(learner_id=target_id)
+        )
+        theirs = {
+            (i.card_id, i.template_id): i
+            for i in session.scalars(select(ReviewItem).where(ReviewItem.learner_id == target_id))
+        }
+        for item in session.scalars(select(ReviewItem).where(ReviewItem.learner_id == source_id)):
+            other = theirs.get((item.card_id, item.template_id))
+            if other is None:
+                item.learner_id = target_id
+                continue
+            mine_last = as_utc(item.last_review_at) if item.last_review_at else None
+            other_last = as_utc(other.last_review_at) if other.last_review_at else None
+            keep, drop = (item, other) if (mine_last or _EPOCH) > (other_last or _EPOCH) else (
+                other,
+                item,
+            )
+            session.execute(
+                update(ReviewLog)
+                .where(ReviewLog.review_item_id == drop.id)
+                .values(review_item_id=keep.id)
+            )
+            keep.reviews = item.reviews + other.reviews
+            keep.lapses = item.lapses + other.lapses
+            session.flush()
+            session.delete(drop)
+            session.flush()
+            keep.learner_id = target_id
+        session.flush()
+        session.execute(delete(WebSession).where(WebSession.learner_id == source_id))
+        session.delete(source)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -1,0 +1,111 @@
+"""Spaced review with FSRS: when a (learner, template) item is due again, given how it went.
+
+A wrong first answer rates ``Again`` (the item comes back within FSRS's learning steps, minutes
+away, so the learner meets it again in the same sitting with new numbers); a right one ``Good``,
+or ``Hard`` when it took long and ``Easy`` when it was quick. Fuzzing is off, so schedules are
+reproducible for a given clock.
+
+With an exam date, an item whose next review would fall after the exam is pulled before it: FSRS
+retention decays with the time since the last review, so the best single review for the exam is
+as late as possible while still before it; items are spread over the last part of the remaining
+window (by a stable hash of the item) so they do not all fall on the eve.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from fsrs import Card as FsrsCard
+from fsrs import Rating, Scheduler
+
+LEARNING_STEPS = (timedelta(minutes=1), timedelta(minutes=10))
+RELEARNING_STEPS = (timedelta(minutes=2),)
+SLOW_ANSWER_S = 90  # a right answer slower than this rates Hard
+FAST_ANSWER_S = 8  # and faster than this, Easy (a statement can be read and known at once)
+# The last review before an exam is placed in the final part of the window left, not earlier.
+EXAM_WINDOW_SHARE = 0.5
+EXAM_EVE = timedelta(hours=12)  # the latest a review is put before the exam day starts
+
+_SCHEDULER = Scheduler(
+    learning_steps=LEARNING_STEPS,
+    relearning_steps=RELEARNING_STEPS,
+    enable_fuzzing=False,
+)
+
+
+@dataclass(frozen=True)
+class Review:
+    """The outcome of one rating: the new state and when the item is due next."""
+
+    state: dict[str, Any]
+    rating: int
+    due: datetime
+
+
+def rating_for(correct: bool, duration_ms: int | None) -> Rating:
+    if not correct:
+        return Rating.Again
+    if duration_ms is None:
+        return Rating.Good
+    if duration_ms > SLOW_ANSWER_S * 1000:
+        return Rating.Hard
+    if duration_ms < FAST_ANSWER_S * 1000:
+        return Rating.Easy
+    return Rating.Good
+
+
+def new_state(item_id: int, now: datetime) -> dict[str, Any]:
+    """A fresh FSRS card (``item_id`` names it: FSRS's default id would read the clock)."""
+    state: dict[str, Any] = FsrsCard(card_id=item_id, due=now).to_dict()
+    return state
+
+
+def review(
+    state: dict[str, Any],
+    *,
+    correct: bool,
+    duration_ms: int | None,
+    now: datetime,
+    exam_date: date | None = None,
+    item_key: str = "",
+) -> Review:
+    """Rate an item and schedule it; ``exam_date`` pulls a later due date before the exam."""
+    rating = rating_for(correct, duration_ms)
+    card, _log = _SCHEDULER.review_card(FsrsCard.from_dict(state), rating, review_datetime=now)
+    due = card.due
+    if exam_date is not None:
+        due = before_exam(due, now=now, exam_date=exam_date, item_key=item_key)
+        card.due = due
+    return Review(state=card.to_dict(), rating=int(rating), due=due)
+
+
+def before_exam(due: datetime, *, now: datetime, exam_date: date, item_key: str) -> datetime:
+    """``due``, or a moment before the exam when ``due`` would miss it."""
+    exam_start = datetime.combine(exam_date, time(0, 0), tzinfo=UTC)
+    latest = exam_start - EXAM_EVE
+    if due <= latest or latest <= now:
+        return due
+    window = latest - now
+    spread = (1 - EXAM_WINDOW_SHARE) + EXAM_WINDOW_SHARE * _unit_hash(item_key)
+    return now + window * spread
+
+
+def retrievability(state: dict[str, Any], at: datetime) -> float:
+    """FSRS's estimate that the learner still knows the item at ``at`` (0..1)."""
+    return float(_SCHEDULER.get_card_retrievability(FsrsCard.from_dict(state), at))
+
+
+def bring_forward(state: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """The same state, due now (a pitfall fallen for again makes its templates urgent)."""
+    card = FsrsCard.from_dict(state)
+    card.due = min(card.due, now)
+    moved: dict[str, Any] = card.to_dict()
+    return moved
+
+
+def _unit_hash(key: str) -> float:
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64

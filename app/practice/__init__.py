@@ -1,0 +1,1 @@
+"""Practice: questions, answers, practice sessions and the mistake book."""

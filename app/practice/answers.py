@@ -1,0 +1,233 @@
+"""Answering a question: grade it, store the attempt exactly once, rate the review, replay repeats.
+
+Idempotency rests on the unique ``attempts.client_answer_id``: the first request stores the
+attempt; a repeat (a retried request, a double-submitted form, a concurrent duplicate that loses
+the insert race) gets the stored attempt's result. The same id for another learner or question is
+``answer_id_reused``. Inside a practice session a position keeps its first answer: answering it
+again (Back, another choice, resubmit) shows that first answer.
+
+Only a learner's first answer to a question rates its review item: a retry after seeing the key
+is stored (``first_answer`` false) but does not count as remembering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.auth.service import LearnerRef, now_utc
+from app.db import write_transaction
+from app.domain.catalog import Catalog
+from app.domain.generation import Choice, Grade, UnknownChoice, Variant, grade
+from app.domain.identity import QuestionId
+from app.domain.texts import Text
+from app.models import Attempt
+from app.practice.questions import QuestionSigner, SessionPosition, regenerate
+from app.practice.sessions import check_can_answer, load_session, question_id_at
+from app.problems import Conflict, UnknownChoiceError
+from app.review.service import record_review
+
+MAX_DURATION_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class AnswerOutcome:
+    attempt: Attempt
+    variant: Variant
+    grade: Grade
+    replayed: bool  # the stored first answer, not this request's choice
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a use case needs besides the database session: the catalog and the secrets."""
+
+    catalog: Catalog
+    signer: QuestionSigner
+    seed_secret: bytes
+
+
+def answer_id_reused() -> Conflict:
+    return Conflict(
+        Text(
+            "This client_answer_id was already used for another answer: send a new one for each answer.",
+            "这个 client_answer_id 已用于另一个回答，每个回答请使用新的 id。",
+        ),
+        code="answer_id_reused",
+    )
+
+
+def resolve_token(
+    *, session: Session, ctx: Context, learner: LearnerRef, token: str
+) -> tuple[QuestionId, SessionPosition | None]:
+    content = ctx.signer.verify(token, ctx.catalog)
+    if content.position is None:
+        assert content.question is not None
+        return content.question, None
+    state = load_session(
+        session=session, learner_id=learner.id, session_id=content.position.session_id
+    )
+    return question_id_at(state.row, content.position.position, ctx.seed_secret), content.position
+
+
+def answer_question(
+    *,
+    session: Session,
+    ctx: Context,
+    learner: LearnerRef,
+    token: str,
+    choice_id: str,
+    client_answer_id: str,
+    duration_ms: int | None = None,
+    answered_at: datetime | None = None,
+    now: datetime | None = None,
+) -> AnswerOutcome:
+    """Grade ``choice_id`` for the question in ``token`` and record the attempt (once)."""
+    now = now or now_utc()
+    question, position = resolve_token(session=session, ctx=ctx, learner=learner, token=token)
+    variant = regenerate(ctx.catalog, question)
+    try:
+        result = grade(variant, choice_id)
+    except UnknownChoice:
+        offered = ", ".join(c.id for c in variant.choices)
+        raise UnknownChoiceError(
+            Text(
+                f"Unknown choice {choice_id!r}: this question offers {offered}.",
+                f"没有选项 {choice_id!r}：这道题的选项是 {offered}。",
+            )
+        ) from None
+    if duration_ms is not None:
+        duration_ms = max(0, min(duration_ms, MAX_DURATION_MS))
+
+    stored = _find(session, client_answer_id)
+    if stored is None:
+        if position is not None:
+            state = load_session(
+                session=session, learner_id=learner.id, session_id=position.session_id
+            )
+            first = state.answered.get(position.position)
+            if first is not None:
+                return _replay(first, variant)
+            check_can_answer(state, now)
+        try:
+            with write_transaction(session):
+                stored = _find(session, client_answer_id)
+                if stored is None:
+                    attempt = _store(
+                        session, ctx, learner, variant, result, client_answer_id, position,
+                        duration_ms, answered_at, now,
+                    )
+                    return AnswerOutcome(attempt, variant, result, replayed=False)
+        except IntegrityError:
+            # A concurrent request with the same client_answer_id won the insert.
+            stored = _find(session, client_answer_id)
+            if stored is None:
+                raise
+    if not _same_question(stored, learner, question):
+        raise answer_id_reused()
+    return _replay(stored, variant)
+
+
+def _store(
+    session: Session,
+    ctx: Context,
+    learner: LearnerRef,
+    variant: Variant,
+    result: Grade,
+    client_answer_id: str,
+    position: SessionPosition | None,
+    duration_ms: int | None,
+    answered_at: datetime | None,
+    now: datetime,
+) -> Attempt:
+    identity = variant.id
+    earlier = session.scalar(
+        select(Attempt.id).where(
+            Attempt.learner_id == learner.id,
+            Attempt.card_id == identity.card_id,
+            Attempt.template_id == identity.template_id,
+            Attempt.template_version == identity.template_version,
+            Attempt.seed == identity.seed,
+        ).limit(1)
+    )
+    located = ctx.catalog.locate(identity)
+    attempt = Attempt(
+        learner_id=learner.id,
+        card_id=identity.card_id,
+        card_version=located.card.version,
+        point=identity.point,
+        template_id=identity.template_id,
+        template_version=identity.template_version,
+        seed=identity.seed,
+        params=dict(variant.params),
+        choices=[_stored_choice(c) for c in variant.choices],
+        choice_id=result.chosen_choice_id,
+        correct_choice_id=result.correct_choice_id,
+        correct=result.correct,
+        pitfall_id=result.pitfall.id if result.pitfall is not None else None,
+        client_answer_id=client_answer_id,
+        first_answer=earlier is None,
+        practice_session_id=position.session_id if position else None,
+        position=position.position if position else None,
+        duration_ms=duration_ms,
+        answered_at=answered_at,
+        created_at=now,
+    )
+    session.add(attempt)
+    session.flush()
+    if attempt.first_answer:
+        record_review(
+            session=session,
+            catalog=ctx.catalog,
+            learner_id=learner.id,
+            card_id=identity.card_id,
+            point=identity.point,
+            template_id=identity.template_id,
+            correct=result.correct,
+            pitfall_id=attempt.pitfall_id,
+            duration_ms=duration_ms,
+            attempt_id=attempt.id,
+            now=now,
+        )
+    return attempt
+
+
+def _replay(stored: Attempt, variant: Variant) -> AnswerOutcome:
+    return AnswerOutcome(stored, variant, grade(variant, stored.choice_id), replayed=True)
+
+
+def _find(session: Session, client_answer_id: str) -> Attempt | None:
+    return session.scalars(
+        select(Attempt).where(Attempt.client_answer_id == client_answer_id)
+    ).first()
+
+
+def _same_question(stored: Attempt, learner: LearnerRef, question: QuestionId) -> bool:
+    return (
+        stored.learner_id == learner.id
+        and stored.card_id == question.card_id
+        and stored.template_id == question.template_id
+        and stored.template_version == question.template_version
+        and stored.seed == question.seed
+    )
+
+
+def _stored_choice(choice: Choice) -> dict[str, Any]:
+    return {
+        "id": choice.id,
+        "text": {"en": choice.text.en, "zh": choice.text.zh},
+        "value": choice.value,
+        "unit": choice.unit,
+        "pitfall_id": choice.pitfall_id,
+    }
+
+
+def stored_question(attempt: Attempt) -> QuestionId:
+    return QuestionId(
+        attempt.card_id, attempt.point, attempt.template_id, attempt.template_version, attempt.seed
+    )

@@ -1,0 +1,168 @@
+"""The learner's history: every attempt (paginated), and the mistake book grouped by pitfall.
+
+Old attempts regenerate from the catalog's version of their template, so the mistake book shows
+the very question that was answered, its explanation and worked solution, even after the
+template was edited.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.auth.service import as_utc
+from app.db import write_transaction
+from app.domain.catalog import Catalog
+from app.domain.generation import Variant, grade
+from app.domain.texts import Text
+from app.models import Attempt
+from app.practice.answers import stored_question
+from app.practice.questions import find_variant
+
+MAX_PAGE = 500
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """An attempt with its question regenerated (``variant`` None when the catalog lost it)."""
+
+    attempt: Attempt
+    variant: Variant | None
+
+    @property
+    def answered_at(self) -> datetime:
+        return as_utc(self.attempt.answered_at or self.attempt.created_at)
+
+    def chosen_text(self) -> Text:
+        return _stored_text(self.attempt, self.attempt.choice_id)
+
+    def correct_text(self) -> Text:
+        return _stored_text(self.attempt, self.attempt.correct_choice_id)
+
+    def pitfall_title(self) -> Text | None:
+        if self.variant is None or self.attempt.pitfall_id is None:
+            return None
+        chosen = _choice(self.variant, self.attempt.choice_id)
+        return chosen.pitfall.title if chosen and chosen.pitfall else None
+
+    def pitfall_explanation(self) -> Text | None:
+        if self.variant is None or self.attempt.correct:
+            return None
+        return grade(self.variant, self.attempt.choice_id).pitfall_explanation
+
+
+def _choice(variant: Variant, choice_id: str):  # type: ignore[no-untyped-def]
+    return next((c for c in variant.choices if c.id == choice_id), None)
+
+
+def _stored_text(attempt: Attempt, choice_id: str) -> Text:
+    for choice in attempt.choices or []:
+        if choice.get("id") == choice_id and isinstance(choice.get("text"), dict):
+            text = choice["text"]
+            en = str(text.get("en") or choice_id)
+            return Text(en, str(text.get("zh") or en))
+    return Text(choice_id, choice_id)
+
+
+def list_attempts(
+    *,
+    session: Session,
+    catalog: Catalog,
+    learner_id: str,
+    limit: int = 50,
+    before_id: int | None = None,
+    wrong_only: bool = False,
+) -> tuple[list[AttemptView], int | None]:
+    """Newest first; the id to pass as ``before_id`` for the next page (None at the end)."""
+    limit = max(1, min(limit, MAX_PAGE))
+    query = select(Attempt).where(Attempt.learner_id == learner_id)
+    if wrong_only:
+        query = query.where(Attempt.correct.is_(False))
+    if before_id is not None:
+        query = query.where(Attempt.id < before_id)
+    rows = session.scalars(query.order_by(Attempt.id.desc()).limit(limit + 1)).all()
+    session.commit()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    views = [AttemptView(row, find_variant(catalog, stored_question(row))) for row in rows]
+    return views, (rows[-1].id if more and rows else None)
+
+
+@dataclass(frozen=True)
+class MistakeGroup:
+    """One pitfall of one exam point the learner fell for, with its latest attempt."""
+
+    card_id: str
+    point: str
+    template_id: str
+    pitfall_id: str | None
+    title: Text
+    times: int
+    last: AttemptView
+
+
+def mistake_book(
+    *,
+    session: Session,
+    catalog: Catalog,
+    learner_id: str,
+    point: str | None = None,
+    pitfall: str | None = None,
+) -> list[MistakeGroup]:
+    """Wrong first answers grouped by (point, pitfall), most frequent first; dismissed hidden."""
+    query = select(Attempt).where(
+        Attempt.learner_id == learner_id,
+        Attempt.correct.is_(False),
+        Attempt.dismissed.is_(False),
+    )
+    if point:
+        query = query.where(Attempt.point == point)
+    if pitfall:
+        query = query.where(Attempt.pitfall_id == pitfall)
+    rows = session.scalars(query.order_by(Attempt.id.desc())).all()
+    session.commit()
+    groups: dict[tuple[str, str, str], list[Attempt]] = {}
+    for row in rows:
+        key = (row.card_id, row.point, row.pitfall_id or f"template:{row.template_id}")
+        groups.setdefault(key, []).append(row)
+    book = []
+    for (card_id, slug, _key), attempts in groups.items():
+        latest = attempts[0]
+        view = AttemptView(latest, find_variant(catalog, stored_question(latest)))
+        title = view.pitfall_title() or Text(latest.pitfall_id or "", latest.pitfall_id or "")
+        book.append(
+            MistakeGroup(
+                card_id=card_id,
+                point=slug,
+                template_id=latest.template_id,
+                pitfall_id=latest.pitfall_id,
+                title=title,
+                times=len(attempts),
+                last=view,
+            )
+        )
+    book.sort(key=lambda g: (-g.times, -g.last.attempt.id))
+    return book
+
+
+def dismiss(
+    *, session: Session, learner_id: str, card_id: str, point: str, pitfall_id: str | None,
+    template_id: str,
+) -> int:
+    """"I understand this now": hide the group's attempts from the book (statistics keep them)."""
+    with write_transaction(session):
+        query = update(Attempt).where(
+            Attempt.learner_id == learner_id,
+            Attempt.card_id == card_id,
+            Attempt.point == point,
+            Attempt.correct.is_(False),
+        )
+        if pitfall_id is not None:
+            query = query.where(Attempt.pitfall_id == pitfall_id)
+        else:
+            query = query.where(Attempt.pitfall_id.is_(None), Attempt.template_id == template_id)
+        result = session.execute(query.values(dismissed=True))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -1,0 +1,254 @@
+"""Questions: generate a variant of a card's template and sign what identifies it into a token.
+
+A token carries either the question's identity (``{"q": [card, point, template, version,
+seed]}``) or, inside a practice session, the session and position (``{"s": id, "p": n}``): the
+seed of a session question is derived from the server secret and never leaves the server, so an
+exam question cannot be solved offline from the public card. Tokens are signed and time-stamped
+(itsdangerous); grading regenerates the variant from the catalog, so the server keeps no state
+between showing a question and grading it. A token never says which choice is right.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from itsdangerous import BadData, SignatureExpired, URLSafeTimedSerializer
+
+from app.domain.cards import Card
+from app.domain.catalog import Catalog, Located, RetiredQuestion
+from app.domain.generation import Variant, generate, generate_for_point
+from app.domain.identity import MAX_SEED, QuestionId
+from app.domain.texts import Text
+from app.problems import Conflict, InvalidInput, NotFound
+
+TOKEN_SALT = "infracards.question.v2"
+LEGACY_TOKEN_SALT = "infracards.question.v1"
+
+
+@dataclass(frozen=True)
+class SessionPosition:
+    session_id: str
+    position: int
+
+
+@dataclass(frozen=True)
+class TokenContent:
+    """What a token names: a question, or a position in a practice session."""
+
+    question: QuestionId | None
+    position: SessionPosition | None
+    issued_at: datetime
+
+
+@dataclass(frozen=True)
+class Question:
+    variant: Variant
+    token: str
+    expires_at: datetime
+    show_seed: bool = True  # False for exam questions: their seed stays on the server
+    position: SessionPosition | None = None
+
+
+def expired() -> Conflict:
+    return Conflict(
+        Text("This question has expired: load a new one.", "这道题已过期，请重新加载一道题。"),
+        code="question_expired",
+    )
+
+
+def retired() -> Conflict:
+    return Conflict(
+        Text(
+            "This question's template no longer exists: load a new question.",
+            "这道题的模板已不存在，请重新加载一道题。",
+        ),
+        code="question_retired",
+    )
+
+
+def invalid_token() -> InvalidInput:
+    return InvalidInput(
+        Text(
+            "This question link is damaged or was not issued here: load a new question.",
+            "题目链接已损坏或不是本站签发的，请重新加载一道题。",
+        ),
+        code="invalid_token",
+    )
+
+
+class QuestionSigner:
+    """Signs question references into tokens and checks them back."""
+
+    def __init__(self, secret_key: str, *, max_age_s: int) -> None:
+        self._serializer = URLSafeTimedSerializer(secret_key, salt=TOKEN_SALT)
+        self._legacy = URLSafeTimedSerializer(secret_key, salt=LEGACY_TOKEN_SALT)
+        self.max_age_s = max_age_s
+
+    def sign(self, question: QuestionId) -> str:
+        payload = [
+            question.card_id,
+            question.point,
+            question.template_id,
+            question.template_version,
+            question.seed,
+        ]
+        return str(self._serializer.dumps({"q": payload}))
+
+    def sign_position(self, position: SessionPosition) -> str:
+        return str(self._serializer.dumps({"s": position.session_id, "p": position.position}))
+
+    def expires_at(self, issued_at: datetime | None = None) -> datetime:
+        start = issued_at or datetime.now(UTC)
+        return start + timedelta(seconds=self.max_age_s)
+
+    def verify(self, token: str, catalog: Catalog | None = None) -> TokenContent:
+        """What ``token`` names; InvalidInput when tampered, Conflict when expired."""
+        try:
+            payload, issued = self._serializer.loads(
+                token, max_age=self.max_age_s, return_timestamp=True
+            )
+        except SignatureExpired:
+            raise expired() from None
+        except BadData:
+            return self._verify_legacy(token, catalog)
+        issued_at = issued if issued.tzinfo else issued.replace(tzinfo=UTC)
+        if isinstance(payload, dict) and "q" in payload:
+            return TokenContent(_question(payload["q"]), None, issued_at)
+        if (
+            isinstance(payload, dict)
+            and isinstance(payload.get("s"), str)
+            and _is_int(payload.get("p"))
+        ):
+            return TokenContent(None, SessionPosition(payload["s"], payload["p"]), issued_at)
+        raise invalid_token()
+
+    def _verify_legacy(self, token: str, catalog: Catalog | None) -> TokenContent:
+        """Tokens issued before exam points had slugs: ``[card, number, template, version, seed]``."""
+        try:
+            payload, issued = self._legacy.loads(token, max_age=self.max_age_s, return_timestamp=True)
+        except SignatureExpired:
+            raise expired() from None
+        except BadData:
+            raise invalid_token() from None
+        if not (
+            isinstance(payload, list)
+            and len(payload) == 5
+            and isinstance(payload[0], str)
+            and isinstance(payload[2], str)
+            and all(_is_int(payload[i]) for i in (1, 3, 4))
+        ):
+            raise invalid_token()
+        card_id, _number, template_id, version, seed = payload
+        located = _locate_any_point(catalog, card_id, template_id, version) if catalog else None
+        if located is None:
+            raise retired()
+        question = QuestionId(card_id, located.template.point, template_id, version, seed)
+        issued_at = issued if issued.tzinfo else issued.replace(tzinfo=UTC)
+        return TokenContent(question, None, issued_at)
+
+
+def _locate_any_point(catalog: Catalog, card_id: str, template_id: str, version: int) -> Located | None:
+    for card_version in reversed(catalog.versions(card_id)):
+        card = catalog.version(card_id, card_version)
+        template = card.template(template_id) if card else None
+        if template is not None and template.version == version:
+            try:
+                return catalog.locate(QuestionId(card_id, template.point, template_id, version, 0))
+            except RetiredQuestion:
+                return None
+    return None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _question(payload: object) -> QuestionId:
+    if not (
+        isinstance(payload, list)
+        and len(payload) == 5
+        and all(isinstance(payload[i], str) for i in (0, 1, 2))
+        and all(_is_int(payload[i]) for i in (3, 4))
+    ):
+        raise invalid_token()
+    card_id, point, template_id, version, seed = payload
+    if not 0 <= seed <= MAX_SEED:
+        raise invalid_token()
+    return QuestionId(card_id, point, template_id, version, seed)
+
+
+def random_seed() -> int:
+    return secrets.randbelow(MAX_SEED + 1)
+
+
+def get_card(catalog: Catalog, card_id: str) -> Card:
+    card = catalog.latest(card_id)
+    if card is None:
+        raise NotFound(
+            Text(f"There is no card {card_id[:100]!r}.", f"没有卡片 {card_id[:100]!r}。"),
+            code="card_not_found",
+        )
+    return card
+
+
+def point_slug(card: Card, point: str | int) -> str:
+    """The slug of an exam point given by slug or (old URLs) by number; NotFound otherwise."""
+    found = card.point(point) if isinstance(point, int) else card.point_by_slug(point)
+    if found is None and isinstance(point, str) and point.isdigit():
+        found = card.point(int(point))
+    if found is None:
+        raise NotFound(
+            Text(
+                f"Card {card.id!r} has no exam point {str(point)[:100]!r}.",
+                f"卡片 {card.id!r} 没有考点 {str(point)[:100]!r}。",
+            ),
+            code="point_not_found",
+        )
+    return found.slug
+
+
+def new_question(
+    *,
+    catalog: Catalog,
+    signer: QuestionSigner,
+    card_id: str,
+    point: str | int | None = None,
+    seed: int | None = None,
+) -> Question:
+    """A variant for the exam point (a random one when ``point`` is None) and its token."""
+    card = get_card(catalog, card_id)
+    slug = secrets.choice(card.points).slug if point is None else point_slug(card, point)
+    seed = random_seed() if seed is None else seed
+    if not 0 <= seed <= MAX_SEED:
+        raise InvalidInput(f"seed must be between 0 and {MAX_SEED}", code="invalid_seed")
+    variant = generate_for_point(card, slug, seed)
+    return Question(variant=variant, token=signer.sign(variant.id), expires_at=signer.expires_at())
+
+
+def question_for_template(
+    *, catalog: Catalog, signer: QuestionSigner, card_id: str, template_id: str, seed: int | None = None
+) -> Question:
+    """A fresh variant of one template of the latest card (a review, "practise again")."""
+    card = get_card(catalog, card_id)
+    template = card.template(template_id)
+    if template is None:
+        raise retired()
+    variant = generate(card, template, random_seed() if seed is None else seed)
+    return Question(variant=variant, token=signer.sign(variant.id), expires_at=signer.expires_at())
+
+
+def regenerate(catalog: Catalog, question: QuestionId) -> Variant:
+    """The variant a token or a stored attempt refers to; Conflict when it no longer exists."""
+    try:
+        return catalog.variant(question)
+    except RetiredQuestion:
+        raise retired() from None
+
+
+def find_variant(catalog: Catalog, question: QuestionId) -> Variant | None:
+    try:
+        return catalog.variant(question)
+    except RetiredQuestion:
+        return None

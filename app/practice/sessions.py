@@ -1,0 +1,324 @@
+"""Practice sessions: start one in a mode, serve its questions in order, summarise it at the end."""
+
+from __future__ import annotations
+
+import random
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.auth.service import as_utc, new_id, now_utc
+from app.db import write_transaction
+from app.domain.catalog import Catalog
+from app.domain.identity import QuestionId
+from app.domain.practice import (
+    DEFAULT_SIZE,
+    EXAM_SECONDS_PER_QUESTION,
+    MAX_SIZE,
+    MODES,
+    PlannedQuestion,
+    plan_card,
+    plan_point,
+    plan_templates,
+    position_seed,
+)
+from app.domain.texts import Text
+from app.models import Attempt, PracticeSession, ReviewItem
+from app.practice.questions import (
+    Question,
+    QuestionSigner,
+    SessionPosition,
+    get_card,
+    point_slug,
+    regenerate,
+)
+from app.problems import Conflict, InvalidInput, NotFound
+
+EXAM_GRACE = timedelta(seconds=10)  # an answer sent as the clock ran out still counts
+
+
+@dataclass(frozen=True)
+class SessionState:
+    row: PracticeSession
+    answered: dict[int, Attempt]  # position -> the first answer there
+
+    @property
+    def size(self) -> int:
+        return len(self.row.plan)
+
+    @property
+    def next_position(self) -> int | None:
+        """The first position not answered yet, or None when every question has an answer."""
+        for position in range(self.size):
+            if position not in self.answered:
+                return position
+        return None
+
+    def over(self, now: datetime) -> bool:
+        if self.row.finished_at is not None or self.next_position is None:
+            return True
+        deadline = self.row.deadline_at
+        return deadline is not None and now > as_utc(deadline)
+
+
+def nothing_to_practise(mode: str) -> Conflict:
+    if mode == "review":
+        text = Text("Nothing is due for review right now.", "目前没有需要复习的题。")
+    else:
+        text = Text(
+            "No mistakes to practise yet: answer some questions first.",
+            "还没有错题可练，先做几道题吧。",
+        )
+    return Conflict(text, code="nothing_to_practise")
+
+
+def start_session(
+    *,
+    session: Session,
+    catalog: Catalog,
+    learner_id: str,
+    card_id: str,
+    mode: str,
+    point: str | int | None = None,
+    size: int | None = None,
+    templates: list[str] | None = None,
+    now: datetime | None = None,
+) -> PracticeSession:
+    """A new session of ``mode`` on a card (``templates`` narrows mistakes mode to those)."""
+    now = now or now_utc()
+    if mode not in MODES:
+        raise InvalidInput(f"unknown mode {mode!r} (known: {', '.join(MODES)})", code="invalid_mode")
+    card = get_card(catalog, card_id)
+    size = DEFAULT_SIZE[mode] if size is None else size
+    if not 1 <= size <= MAX_SIZE:
+        raise InvalidInput(f"a session has 1 to {MAX_SIZE} questions", code="invalid_size")
+    rng = random.Random(secrets.randbits(64))
+    slug: str | None = None
+    if mode == "point":
+        slug = point_slug(card, point if point is not None else card.points[0].slug)
+        found = card.point_by_slug(slug)
+        assert found is not None
+        plan = plan_point(found, size, rng)
+    elif mode in ("card", "exam"):
+        plan = plan_card(card, size, rng)
+    else:
+        items = (
+            _mistaken_templates(session, catalog, learner_id, card_id, templates)
+            if mode == "mistakes"
+            else _due_templates(session, catalog, learner_id, card_id, now)
+        )
+        if not items:
+            raise nothing_to_practise(mode)
+        if mode == "review":
+            size = min(size, len(items))
+        plan = plan_templates(items, size, rng)
+    row = PracticeSession(
+        id=new_id(),
+        learner_id=learner_id,
+        card_id=card.id,
+        mode=mode,
+        point=slug,
+        plan=[p.to_json() for p in plan],
+        started_at=now,
+        deadline_at=now + timedelta(seconds=EXAM_SECONDS_PER_QUESTION * size)
+        if mode == "exam"
+        else None,
+    )
+    with write_transaction(session):
+        session.add(row)
+    return row
+
+
+def _mistaken_templates(
+    session: Session,
+    catalog: Catalog,
+    learner_id: str,
+    card_id: str,
+    only: list[str] | None,
+) -> list[PlannedQuestion]:
+    query = select(Attempt.template_id).where(
+        Attempt.learner_id == learner_id,
+        Attempt.card_id == card_id,
+        Attempt.correct.is_(False),
+        Attempt.dismissed.is_(False),
+    )
+    wrong = set(session.scalars(query.distinct()).all())
+    session.commit()
+    if only is not None:
+        wrong &= set(only)
+    return _latest_templates(catalog, card_id, sorted(wrong))
+
+
+def _due_templates(
+    session: Session, catalog: Catalog, learner_id: str, card_id: str, now: datetime
+) -> list[PlannedQuestion]:
+    ids = session.scalars(
+        select(ReviewItem.template_id)
+        .where(
+            ReviewItem.learner_id == learner_id,
+            ReviewItem.card_id == card_id,
+            ReviewItem.due_at <= now,
+        )
+        .order_by(ReviewItem.due_at)
+    ).all()
+    session.commit()
+    return _latest_templates(catalog, card_id, list(ids))
+
+
+def _latest_templates(catalog: Catalog, card_id: str, ids: list[str]) -> list[PlannedQuestion]:
+    card = catalog.latest(card_id)
+    planned = []
+    for template_id in ids:
+        template = card.template(template_id) if card else None
+        if template is not None:  # a template removed since is not practised any more
+            planned.append(PlannedQuestion(template.point, template.id, template.version))
+    return planned
+
+
+def load_session(*, session: Session, learner_id: str, session_id: str) -> SessionState:
+    row = session.get(PracticeSession, session_id)
+    if row is None or row.learner_id != learner_id:
+        session.commit()
+        raise NotFound(
+            Text("This practice session does not exist.", "这个练习不存在。"),
+            code="session_not_found",
+        )
+    attempts = session.scalars(
+        select(Attempt)
+        .where(Attempt.practice_session_id == session_id)
+        .order_by(Attempt.created_at, Attempt.id)
+    ).all()
+    session.commit()
+    answered: dict[int, Attempt] = {}
+    for attempt in attempts:
+        if attempt.position is not None:
+            answered.setdefault(attempt.position, attempt)
+    return SessionState(row=row, answered=answered)
+
+
+def question_id_at(row: PracticeSession, position: int, secret: bytes) -> QuestionId:
+    if not 0 <= position < len(row.plan):
+        raise NotFound("no such question in this session", code="position_not_found")
+    planned = row.plan[position]
+    return QuestionId(
+        card_id=row.card_id,
+        point=str(planned["point"]),
+        template_id=str(planned["template_id"]),
+        template_version=int(planned["template_version"]),
+        seed=position_seed(secret, row.id, position),
+    )
+
+
+def question_at(
+    *,
+    catalog: Catalog,
+    signer: QuestionSigner,
+    secret: bytes,
+    state: SessionState,
+    position: int,
+) -> Question:
+    identity = question_id_at(state.row, position, secret)
+    where = SessionPosition(state.row.id, position)
+    return Question(
+        variant=regenerate(catalog, identity),
+        token=signer.sign_position(where),
+        expires_at=signer.expires_at(),
+        show_seed=state.row.mode != "exam",
+        position=where,
+    )
+
+
+def check_can_answer(state: SessionState, now: datetime) -> None:
+    deadline = state.row.deadline_at
+    if deadline is not None and now > as_utc(deadline) + EXAM_GRACE:
+        raise Conflict(
+            Text("The exam's time is up: see your results.", "考试时间已到，请查看成绩。"),
+            code="exam_over",
+        )
+
+
+def finish_session(*, session: Session, session_id: str, now: datetime | None = None) -> None:
+    with write_transaction(session):
+        row = session.get(PracticeSession, session_id)
+        if row is not None and row.finished_at is None:
+            row.finished_at = now or now_utc()
+
+
+@dataclass(frozen=True)
+class PointScore:
+    point: str
+    right: int
+    wrong: int
+    unanswered: int
+
+
+@dataclass(frozen=True)
+class PitfallFallen:
+    template_id: str
+    pitfall_id: str
+    title: Text
+    times: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    mode: str
+    card_id: str
+    size: int
+    right: int
+    wrong: int
+    unanswered: int
+    points: list[PointScore]
+    pitfalls: list[PitfallFallen]
+    seconds: int
+    wrong_templates: list[str]
+
+
+def summarise(*, catalog: Catalog, state: SessionState, now: datetime) -> Summary:
+    """Right and wrong per exam point, the pitfalls fallen for, the time spent."""
+    per_point: dict[str, list[int]] = {}
+    pitfalls: dict[tuple[str, str], int] = {}
+    wrong_templates: list[str] = []
+    for position, planned in enumerate(state.row.plan):
+        score = per_point.setdefault(str(planned["point"]), [0, 0, 0])
+        attempt = state.answered.get(position)
+        if attempt is None:
+            score[2] += 1
+        elif attempt.correct:
+            score[0] += 1
+        else:
+            score[1] += 1
+            if attempt.template_id not in wrong_templates:
+                wrong_templates.append(attempt.template_id)
+            if attempt.pitfall_id:
+                key = (attempt.template_id, attempt.pitfall_id)
+                pitfalls[key] = pitfalls.get(key, 0) + 1
+    last = max((as_utc(a.created_at) for a in state.answered.values()), default=None)
+    end = as_utc(state.row.finished_at) if state.row.finished_at else (last or now)
+    fallen = []
+    for (template_id, pitfall_id), times in sorted(pitfalls.items(), key=lambda kv: -kv[1]):
+        template = catalog.template_anywhere(state.row.card_id, template_id)
+        pitfall = next((p for p in template.pitfalls if p.id == pitfall_id), None) if template else None
+        title = pitfall.title if pitfall else Text(pitfall_id, pitfall_id)
+        fallen.append(PitfallFallen(template_id, pitfall_id, title, times))
+    card = catalog.latest(state.row.card_id)
+    order = [p.slug for p in card.points] if card else []
+    points = sorted(
+        (PointScore(slug, *score) for slug, score in per_point.items()),
+        key=lambda s: order.index(s.point) if s.point in order else len(order),
+    )
+    return Summary(
+        mode=state.row.mode,
+        card_id=state.row.card_id,
+        size=state.size,
+        right=sum(s.right for s in points),
+        wrong=sum(s.wrong for s in points),
+        unanswered=sum(s.unanswered for s in points),
+        points=points,
+        pitfalls=fallen,
+        seconds=max(0, int((end - as_utc(state.row.started_at)).total_seconds())),
+        wrong_templates=wrong_templates,
+    )

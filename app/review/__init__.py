@@ -1,0 +1,1 @@
+"""Spaced review of mistakes with fresh numbers (FSRS)."""

@@ -1,0 +1,183 @@
+"""Account pages: sign up (a guest's history moves along), log in, log out (here or everywhere),
+change password. Forms re-render with the reason when refused; every POST is CSRF-checked and
+every successful login rotates the session secret.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from starlette.responses import RedirectResponse, Response
+
+from app.auth.service import (
+    authenticate,
+    change_password,
+    end_all_sessions,
+    end_web_session,
+    hash_secret,
+    list_tokens,
+    merge_learner,
+    register,
+    start_web_session,
+)
+from app.deps import LimiterDep, SessionDep, VisitorDep
+from app.problems import Problem
+from app.web.forms import check_csrf
+from app.web.templating import link, render_page
+
+router = APIRouter(include_in_schema=False)
+Text_ = Annotated[str, Form(max_length=1024)]
+
+
+def _form(request: Request, visitor: VisitorDep, name: str, **context: object) -> Response:
+    status = int(context.pop("status_code", 200))  # type: ignore[call-overload]
+    context.setdefault("error", None)
+    context["csrf_token"] = visitor.csrf_token
+    return render_page(request, name, context, lang=visitor.lang, status_code=status)
+
+
+def _signed_in(visitor: VisitorDep, secret: str, to: str = "/account") -> Response:
+    visitor.browser.replace(secret)
+    return RedirectResponse(link(to, visitor.lang), status_code=303)
+
+
+@router.get("/signup")
+def signup_page(request: Request, visitor: VisitorDep) -> Response:
+    return _form(request, visitor, "signup.html", email="")
+
+
+@router.post("/signup")
+def signup(
+    request: Request,
+    session: SessionDep,
+    visitor: VisitorDep,
+    csrf_token: Annotated[str | None, Form()] = None,
+    email: Text_ = "",
+    password: Text_ = "",
+) -> Response:
+    check_csrf(visitor, csrf_token)
+    guest = visitor.learner.id if visitor.learner and visitor.learner.kind == "guest" else None
+    try:
+        learner = register(session=session, email=email, password=password, guest_id=guest)
+    except Problem as problem:
+        return _form(
+            request,
+            visitor,
+            "signup.html",
+            email=email,
+            error=problem.text.get(visitor.lang),
+            status_code=problem.status_code,
+        )
+    secret = start_web_session(
+        session=session, learner_id=learner.id, lang=visitor.lang, replace=visitor.browser.secret
+    )
+    return _signed_in(visitor, secret)
+
+
+@router.get("/login")
+def login_page(request: Request, visitor: VisitorDep) -> Response:
+    return _form(request, visitor, "login.html", email="")
+
+
+@router.post("/login")
+def login(
+    request: Request,
+    session: SessionDep,
+    visitor: VisitorDep,
+    limiter: LimiterDep,
+    csrf_token: Annotated[str | None, Form()] = None,
+    email: Text_ = "",
+    password: Text_ = "",
+) -> Response:
+    check_csrf(visitor, csrf_token)
+    try:
+        learner = authenticate(
+            session=session,
+            limiter=limiter,
+            email=email,
+            password=password,
+            address=request.client.host if request.client else "unknown",
+        )
+    except Problem as problem:
+        response = _form(
+            request,
+            visitor,
+            "login.html",
+            email=email,
+            error=problem.text.get(visitor.lang),
+            status_code=problem.status_code,
+        )
+        if getattr(problem, "retry_after_s", None):
+            response.headers["Retry-After"] = str(problem.retry_after_s)  # type: ignore[attr-defined]
+        return response
+    if visitor.learner is not None and visitor.learner.kind == "guest":
+        merge_learner(session=session, source_id=visitor.learner.id, target_id=learner.id)
+    secret = start_web_session(
+        session=session, learner_id=learner.id, lang=visitor.lang, replace=visitor.browser.secret
+    )
+    return _signed_in(visitor, secret, "/")
+
+
+@router.post("/logout")
+def logout(
+    session: SessionDep, visitor: VisitorDep, csrf_token: Annotated[str | None, Form()] = None
+) -> Response:
+    check_csrf(visitor, csrf_token)
+    end_web_session(session=session, secret=visitor.browser.secret)
+    visitor.browser.clear()
+    return RedirectResponse(link("/", visitor.lang), status_code=303)
+
+
+@router.post("/logout-everywhere")
+def logout_everywhere(
+    session: SessionDep, visitor: VisitorDep, csrf_token: Annotated[str | None, Form()] = None
+) -> Response:
+    check_csrf(visitor, csrf_token)
+    if visitor.learner is not None and visitor.learner.has_account:
+        end_all_sessions(session=session, learner_id=visitor.learner.id)
+    visitor.browser.clear()
+    return RedirectResponse(link("/", visitor.lang), status_code=303)
+
+
+@router.get("/account")
+def account_page(request: Request, session: SessionDep, visitor: VisitorDep) -> Response:
+    if visitor.learner is None or not visitor.learner.has_account:
+        return RedirectResponse(link("/login", visitor.lang), status_code=303)
+    devices = list_tokens(session=session, learner_id=visitor.learner.id)
+    return _form(request, visitor, "account.html", devices=devices, done=False)
+
+
+@router.post("/account/password")
+def password(
+    request: Request,
+    session: SessionDep,
+    visitor: VisitorDep,
+    csrf_token: Annotated[str | None, Form()] = None,
+    current: Text_ = "",
+    new: Text_ = "",
+) -> Response:
+    check_csrf(visitor, csrf_token)
+    if visitor.learner is None or not visitor.learner.has_account:
+        return RedirectResponse(link("/login", visitor.lang), status_code=303)
+    try:
+        change_password(
+            session=session,
+            learner_id=visitor.learner.id,
+            current=current,
+            new=new,
+            keep_session_hash=hash_secret(visitor.browser.secret),
+        )
+    except Problem as problem:
+        devices = list_tokens(session=session, learner_id=visitor.learner.id)
+        return _form(
+            request,
+            visitor,
+            "account.html",
+            devices=devices,
+            done=False,
+            error=problem.text.get(visitor.lang),
+            status_code=problem.status_code,
+        )
+    devices = list_tokens(session=session, learner_id=visitor.learner.id)
+    return _form(request, visitor, "account.html", devices=devices, done=True)

@@ -1,0 +1,37 @@
+"""What every form POST does first: check the CSRF token, and know (or create) the learner."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from app.auth.service import LearnerRef, ensure_guest
+from app.db import write_transaction
+from app.deps import Visitor
+from app.domain.texts import Text
+from app.problems import Problem
+
+
+class CsrfError(Problem):
+    status_code = 403
+    code = "csrf_failed"
+    title = "Forbidden"
+
+
+def check_csrf(visitor: Visitor, submitted: str | None) -> None:
+    if not visitor.csrf.check(visitor.browser, submitted):
+        raise CsrfError(
+            Text(
+                "This form has expired or cookies are off: reload the page and try again.",
+                "表单已过期或浏览器禁用了 Cookie：请刷新页面后重试。",
+            )
+        )
+
+
+def web_learner(session: Session, visitor: Visitor) -> LearnerRef:
+    """The visitor's learner; a new guest (with its session row) on a browser's first write."""
+    if visitor.learner is not None:
+        return visitor.learner
+    with write_transaction(session):
+        learner = ensure_guest(session=session, secret=visitor.browser.secret, lang=visitor.lang)
+    visitor.learner = learner
+    return learner

@@ -1,0 +1,333 @@
+"""Practice pages: single questions (permalinks), practice sessions in every mode, answers and
+their feedback, session summaries. Every state change is a POST checked for CSRF; answers
+redirect to their feedback page (so Back, reload and a language switch show the same feedback).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Query, Request
+from starlette.responses import RedirectResponse, Response
+
+from app.auth.service import as_utc
+from app.deps import ContextDep, SessionDep, VisitorDep
+from app.domain.cards import Card
+from app.domain.generation import grade
+from app.domain.identity import MAX_SEED
+from app.domain.practice import MAX_SIZE, MODES
+from app.domain.texts import Text
+from app.models import Attempt
+from app.practice.answers import answer_question, resolve_token, stored_question
+from app.practice.questions import Question, get_card, new_question, regenerate
+from app.practice.sessions import (
+    SessionState,
+    finish_session,
+    load_session,
+    question_at,
+    start_session,
+    summarise,
+)
+from app.problems import InvalidInput, NotFound
+from app.web.forms import check_csrf, web_learner
+from app.web.templating import link, render_page
+
+router = APIRouter(include_in_schema=False)
+
+SeedParam = Annotated[int | None, Query(ge=0, le=MAX_SEED)]
+_CLIENT_ANSWER_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
+
+
+def _see_other(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+# --- single questions (permalinks and old URLs) -----------------------------------------------
+
+
+@router.get("/cards/{card_id}/practice")
+def practise_card(
+    request: Request,
+    card_id: str,
+    ctx: ContextDep,
+    visitor: VisitorDep,
+    seed: SeedParam = None,
+    point: Annotated[str | None, Query(max_length=100)] = None,
+) -> Response:
+    """A question on a random exam point of the card (or on ``point``, to show it again)."""
+    item = new_question(
+        catalog=ctx.catalog, signer=ctx.signer, card_id=card_id, point=point, seed=seed
+    )
+    return _question_page(request, ctx, visitor, item, None)
+
+
+@router.get("/cards/{card_id}/points/{point}/practice")
+def practise_point(
+    request: Request,
+    card_id: str,
+    point: str,
+    ctx: ContextDep,
+    visitor: VisitorDep,
+    seed: SeedParam = None,
+) -> Response:
+    """A question on one exam point (by slug; old links use its number)."""
+    item = new_question(
+        catalog=ctx.catalog, signer=ctx.signer, card_id=card_id, point=point, seed=seed
+    )
+    return _question_page(request, ctx, visitor, item, None)
+
+
+# --- practice sessions ------------------------------------------------------------------------
+
+
+@router.post("/sessions")
+def start(
+    session: SessionDep,
+    ctx: ContextDep,
+    visitor: VisitorDep,
+    csrf_token: Annotated[str | None, Form()] = None,
+    card_id: Annotated[str, Form(max_length=100)] = "",
+    mode: Annotated[str, Form(max_length=16)] = "card",
+    point: Annotated[str | None, Form(max_length=100)] = None,
+    size: Annotated[int | None, Form(ge=1, le=MAX_SIZE)] = None,
+    templates: Annotated[str | None, Form(max_length=5000)] = None,
+) -> Response:
+    """Start a session in a mode, then show its first question."""
+    check_csrf(visitor, csrf_token)
+    if mode not in MODES:
+        raise InvalidInput(Text("Unknown practice mode.", "未知的练习模式。"), code="invalid_mode")
+    learner = web_learner(session, visitor)
+    row = start_session(
+        session=session,
+        catalog=ctx.catalog,
+        learner_id=learner.id,
+        card_id=card_id,
+        mode=mode,
+        point=point or None,
+        size=size,
+        templates=[t for t in templates.split(",") if t] if templates else None,
+    )
+    return _see_other(link(f"/sessions/{row.id}", visitor.lang))
+
+
+@router.get("/sessions/{session_id}")
+def session_page(
+    request: Request, session_id: str, session: SessionDep, ctx: ContextDep, visitor: VisitorDep
+) -> Response:
+    """The session's next question, or its summary when it is over."""
+    state = _state(session, visitor, session_id)
+    now = datetime.now(UTC)
+    position = state.next_position
+    if position is None or state.over(now):
+        return _see_other(link(f"/sessions/{session_id}/summary", visitor.lang))
+    item = question_at(
+        catalog=ctx.catalog, signer=ctx.signer, secret=ctx.seed_secret, state=state, position=position
+    )
+    return _question_page(request, ctx, visitor, item, state)
+
+
+@router.post("/sessions/{session_id}/finish")
+def finish(
+    session_id: str,
+    session: SessionDep,
+    visitor: VisitorDep,
+    csrf_token: Annotated[str | None, Form()] = None,
+) -> Response:
+    """End a session now (the rest counts as unanswered) and show the summary."""
+    check_csrf(visitor, csrf_token)
+    _state(session, visitor, session_id)
+    finish_session(session=session, session_id=session_id)
+    return _see_other(link(f"/sessions/{session_id}/summary", visitor.lang))
+
+
+@router.get("/sessions/{session_id}/summary")
+def summary_page(
+    request: Request, session_id: str, session: SessionDep, ctx: ContextDep, visitor: VisitorDep
+) -> Response:
+    """Right and wrong per exam point, the pitfalls fallen for, time spent, practise again."""
+    state = _state(session, visitor, session_id)
+    now = datetime.now(UTC)
+    if state.row.finished_at is None and state.over(now):
+        finish_session(session=session, session_id=session_id, now=now)
+        state = _state(session, visitor, session_id)
+    card = get_card(ctx.catalog, state.row.card_id)
+    context = {
+        "card": card,
+        "summary": summarise(catalog=ctx.catalog, state=state, now=now),
+        "state": state,
+        "csrf_token": visitor.csrf_token,
+        "finished": state.row.finished_at is not None,
+    }
+    return render_page(request, "summary.html", context, lang=visitor.lang)
+
+
+def _state(session: SessionDep, visitor: VisitorDep, session_id: str) -> SessionState:
+    if visitor.learner is None:
+        raise NotFound(
+            Text("This practice session does not exist.", "这个练习不存在。"),
+            code="session_not_found",
+        )
+    return load_session(session=session, learner_id=visitor.learner.id, session_id=session_id[:64])
+
+
+# --- answering --------------------------------------------------------------------------------
+
+
+@router.post("/answers")
+def submit_answer(
+    request: Request,
+    session: SessionDep,
+    ctx: ContextDep,
+    visitor: VisitorDep,
+    csrf_token: Annotated[str | None, Form()] = None,
+    token: Annotated[str | None, Form(max_length=1000)] = None,
+    choice_id: Annotated[str | None, Form(max_length=8)] = None,
+    client_answer_id: Annotated[str | None, Form(max_length=64)] = None,
+    shown_at: Annotated[int | None, Form(ge=0, le=2**53)] = None,
+) -> Response:
+    """Grade the chosen answer; show its feedback (in an exam: the next question)."""
+    check_csrf(visitor, csrf_token)
+    if not token:
+        raise InvalidInput(
+            Text("The form has no question: load a new one.", "表单里没有题目，请重新加载。"),
+            code="invalid_token",
+        )
+    learner = web_learner(session, visitor)
+    if not choice_id:
+        question, position = resolve_token(session=session, ctx=ctx, learner=learner, token=token)
+        variant = regenerate(ctx.catalog, question)
+        item = Question(
+            variant=variant,
+            token=token,
+            expires_at=ctx.signer.expires_at(),
+            show_seed=True,
+            position=position,
+        )
+        state = (
+            load_session(session=session, learner_id=learner.id, session_id=position.session_id)
+            if position
+            else None
+        )
+        return _question_page(
+            request, ctx, visitor, item, state, error="pick_one", status_code=422
+        )
+    if not client_answer_id or not set(client_answer_id) <= _CLIENT_ANSWER_ID_CHARS:
+        client_answer_id = uuid.uuid4().hex
+    duration_ms = int(time.time() * 1000) - shown_at if shown_at else None
+    outcome = answer_question(
+        session=session,
+        ctx=ctx,
+        learner=learner,
+        token=token,
+        choice_id=choice_id,
+        client_answer_id=client_answer_id,
+        duration_ms=duration_ms if duration_ms is None or duration_ms >= 0 else None,
+    )
+    attempt = outcome.attempt
+    if attempt.practice_session_id is not None:
+        state = load_session(
+            session=session, learner_id=learner.id, session_id=attempt.practice_session_id
+        )
+        if state.row.mode == "exam":
+            return _see_other(link(f"/sessions/{state.row.id}", visitor.lang))
+    return _see_other(link(f"/answers/{attempt.id}", visitor.lang))
+
+
+@router.get("/answers/{attempt_id}")
+def feedback_page(
+    request: Request,
+    attempt_id: int,
+    session: SessionDep,
+    ctx: ContextDep,
+    visitor: VisitorDep,
+) -> Response:
+    """The feedback of one stored answer: every choice with its pitfall, the worked solution."""
+    attempt = session.get(Attempt, attempt_id) if 0 < attempt_id < 2**62 else None
+    session.commit()
+    if attempt is None or visitor.learner is None or attempt.learner_id != visitor.learner.id:
+        raise NotFound(Text("There is no such answer.", "没有这个回答。"), code="attempt_not_found")
+    state = None
+    if attempt.practice_session_id is not None:
+        state = load_session(
+            session=session, learner_id=attempt.learner_id, session_id=attempt.practice_session_id
+        )
+        if state.row.mode == "exam" and not state.over(datetime.now(UTC)):
+            # No feedback before the exam ends.
+            return _see_other(link(f"/sessions/{state.row.id}", visitor.lang))
+    variant = regenerate(ctx.catalog, stored_question(attempt))
+    card = ctx.catalog.locate(variant.id).card
+    result = grade(variant, attempt.choice_id)
+    if state is not None and not state.over(datetime.now(UTC)):
+        next_url = link(f"/sessions/{state.row.id}", visitor.lang)
+    elif state is not None:
+        next_url = link(f"/sessions/{state.row.id}/summary", visitor.lang)
+    else:
+        next_url = link(f"/cards/{card.id}/points/{variant.id.point}/practice", visitor.lang)
+    context = {
+        "card": card,
+        "point": card.point_by_slug(variant.id.point),
+        "variant": variant,
+        "grade": result,
+        "next_url": next_url,
+        "state": state,
+        "attempt": attempt,
+        "csrf_token": visitor.csrf_token,
+        "again_template": variant.id.template_id,
+        "position": attempt.position,
+        "seconds_left": None,
+    }
+    return render_page(request, "feedback.html", context, lang=visitor.lang)
+
+
+def _question_page(
+    request: Request,
+    ctx: ContextDep,
+    visitor: VisitorDep,
+    item: Question,
+    state: SessionState | None,
+    *,
+    error: str | None = None,
+    status_code: int = 200,
+) -> Response:
+    card: Card = ctx.catalog.locate(item.variant.id).card
+    position = item.position.position if item.position else None
+    context = {
+        "card": card,
+        "point": card.point_by_slug(item.variant.id.point),
+        "variant": item.variant,
+        "token": item.token,
+        "csrf_token": visitor.csrf_token,
+        # One id per rendered form: submitting the same form twice records one attempt.
+        "client_answer_id": uuid.uuid4().hex,
+        "shown_at": int(time.time() * 1000),
+        "state": state,
+        "position": position,
+        "error": error,
+        "deadline": state.row.deadline_at if state else None,
+        "seconds_left": _seconds_left(state),
+    }
+    switch = None
+    if state is None:
+        other = "zh" if visitor.lang == "en" else "en"
+        switch = link(
+            f"/cards/{card.id}/points/{item.variant.id.point}/practice",
+            other,
+            seed=item.variant.id.seed,
+        )
+    return render_page(
+        request,
+        "practice.html",
+        context,
+        lang=visitor.lang,
+        status_code=status_code,
+        switch_url=switch,
+    )
+
+
+def _seconds_left(state: SessionState | None) -> int | None:
+    if state is None or state.row.deadline_at is None:
+        return None
+    return max(0, int((as_utc(state.row.deadline_at) - datetime.now(UTC)).total_seconds()))

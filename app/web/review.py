@@ -1,0 +1,144 @@
+"""The mistake book, the review page (what is due, the exam date) and progress."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Query, Request
+from starlette.responses import RedirectResponse, Response
+
+from app.auth.service import exam_date_of, set_exam_date
+from app.deps import CatalogDep, SessionDep, VisitorDep
+from app.domain.texts import Text
+from app.practice.mistakes import dismiss, mistake_book
+from app.problems import InvalidInput
+from app.review.service import days_until, due_counts, due_items, progress
+from app.web.forms import check_csrf, web_learner
+from app.web.templating import link, render_page
+
+router = APIRouter(include_in_schema=False)
+Filter = Annotated[str | None, Query(max_length=100)]
+
+
+@router.get("/mistakes")
+def mistakes_page(
+    request: Request,
+    session: SessionDep,
+    catalog: CatalogDep,
+    visitor: VisitorDep,
+    point: Filter = None,
+    pitfall: Filter = None,
+) -> Response:
+    """Mistakes grouped by exam point and pitfall, with the explanation of that very variant."""
+    learner_id = visitor.learner.id if visitor.learner else None
+    book = (
+        mistake_book(
+            session=session,
+            catalog=catalog,
+            learner_id=learner_id,
+            point=point or None,
+            pitfall=pitfall or None,
+        )
+        if learner_id
+        else []
+    )
+    everything = (
+        mistake_book(session=session, catalog=catalog, learner_id=learner_id)
+        if learner_id and (point or pitfall)
+        else book
+    )
+    pitfalls: dict[str, Text] = {}
+    for group in everything:
+        if group.pitfall_id:
+            pitfalls.setdefault(group.pitfall_id, group.title)
+    context = {
+        "book": book,
+        "catalog": catalog,
+        "cards": {c.id: c for c in catalog.cards()},
+        "point_filter": point or "",
+        "pitfall_filter": pitfall or "",
+        "pitfall_options": sorted(pitfalls.items(), key=lambda kv: kv[1].en),
+        "csrf_token": visitor.csrf_token,
+    }
+    return render_page(request, "mistakes.html", context, lang=visitor.lang)
+
+
+@router.post("/mistakes/dismiss")
+def dismiss_mistake(
+    session: SessionDep,
+    visitor: VisitorDep,
+    csrf_token: Annotated[str | None, Form()] = None,
+    card_id: Annotated[str, Form(max_length=100)] = "",
+    point: Annotated[str, Form(max_length=100)] = "",
+    template_id: Annotated[str, Form(max_length=100)] = "",
+    pitfall_id: Annotated[str | None, Form(max_length=100)] = None,
+) -> Response:
+    """"I understand this now": hide the group from the book (statistics keep it)."""
+    check_csrf(visitor, csrf_token)
+    if visitor.learner is not None:
+        dismiss(
+            session=session,
+            learner_id=visitor.learner.id,
+            card_id=card_id,
+            point=point,
+            pitfall_id=pitfall_id or None,
+            template_id=template_id,
+        )
+    return RedirectResponse(link("/mistakes", visitor.lang), status_code=303)
+
+
+@router.get("/review")
+def review_page(
+    request: Request, session: SessionDep, catalog: CatalogDep, visitor: VisitorDep
+) -> Response:
+    """What is due today, the exam date and days left, progress per exam point."""
+    now = datetime.now(UTC)
+    learner_id = visitor.learner.id if visitor.learner else None
+    due_now, later = due_counts(session=session, learner_id=learner_id, now=now) if learner_id else (0, 0)
+    items = due_items(session=session, learner_id=learner_id, now=now, limit=100) if learner_id else []
+    exam = exam_date_of(session=session, learner_id=learner_id) if learner_id else None
+    by_card: dict[str, int] = {}
+    for item in items:
+        by_card[item.card_id] = by_card.get(item.card_id, 0) + 1
+    context = {
+        "due_now": due_now,
+        "due_later": later,
+        "items": items,
+        "by_card": by_card,
+        "cards": {c.id: c for c in catalog.cards()},
+        "catalog": catalog,
+        "exam_date": exam,
+        "days_left": days_until(exam, now.date()),
+        "progress": progress(session=session, learner_id=learner_id, now=now) if learner_id else [],
+        "csrf_token": visitor.csrf_token,
+        "today": now.date().isoformat(),
+    }
+    return render_page(request, "review.html", context, lang=visitor.lang)
+
+
+@router.post("/review/exam-date")
+def save_exam_date(
+    session: SessionDep,
+    visitor: VisitorDep,
+    csrf_token: Annotated[str | None, Form()] = None,
+    exam_date: Annotated[str, Form(max_length=10)] = "",
+) -> Response:
+    check_csrf(visitor, csrf_token)
+    learner = web_learner(session, visitor)
+    value: date | None = None
+    if exam_date:
+        try:
+            value = date.fromisoformat(exam_date)
+        except ValueError:
+            raise InvalidInput(
+                Text("Enter the exam date as a date.", "请输入有效的考试日期。"),
+                code="invalid_date",
+            ) from None
+        if value < datetime.now(UTC).date():
+            raise InvalidInput(
+                Text("The exam date has to be today or later.", "考试日期不能早于今天。"),
+                code="invalid_date",
+            )
+    set_exam_date(session=session, learner_id=learner.id, exam_date=value)
+    return RedirectResponse(link("/review", visitor.lang), status_code=303)
