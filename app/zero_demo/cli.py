@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .config import (
     BACKENDS,
+    DEFAULT_SUB_GROUP_SIZE,
     DTYPES,
     MODEL_PRESETS,
     OFFLOADS,
@@ -73,6 +74,26 @@ def build_parser() -> argparse.ArgumentParser:
         "disk takes a folder: --offload disk DIR",
     )
     run.add_argument("--offload-dir", metavar="DIR", help="folder for --offload disk")
+    run.add_argument(
+        "--sub-group-size",
+        type=int,
+        default=DEFAULT_SUB_GROUP_SIZE,
+        metavar="N",
+        help="elements per optimizer sub-group: the step goes one sub-group at a time, and "
+        f"--offload disk pages one in at a time, 12 bytes per element (default {DEFAULT_SUB_GROUP_SIZE:,})",
+    )
+    run.add_argument(
+        "--fused-adam",
+        action="store_true",
+        help="run torch's fused AdamW kernel (what AdamW(fused=True) calls, on the CPU too)",
+    )
+    run.add_argument(
+        "--audit",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after every step, walk the rank's live storages and stop on bytes the inventory "
+        "does not explain (default: yes; its time is left out of the step time)",
+    )
     run.add_argument(
         "--dtype",
         choices=DTYPES,
@@ -283,6 +304,7 @@ def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dem
         "heads",
         "vocab",
         "seq_len",
+        "sub_group_size",
     ):
         _positive(
             parser,
@@ -329,6 +351,9 @@ def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dem
         device=device,
         seed=args.seed,
         threads=args.threads,
+        sub_group_size=args.sub_group_size,
+        fused_adam=args.fused_adam,
+        audit=args.audit,
         compare=args.compare,
         progress=args.progress,
         card_path=args.card,

@@ -123,7 +123,7 @@ class Engine(ABC):
             clock=self.clock,
         )
         # Communication buffers alive right now (weak references) and the most bytes at once.
-        self._buffers: list[tuple[weakref.ref, int]] = []
+        self._buffers: list[weakref.ref] = []
         self.peak_comm_buffer_bytes = 0
         self._build(model)
         self.units = model.units.to("meta")  # the code of the units, without their weights
@@ -171,10 +171,11 @@ class Engine(ABC):
         return functional_call(self.units[u], params, (x,))
 
     def _track_buffer(self, t: torch.Tensor) -> None:
-        """Note a communication buffer (freed when its last reference goes) for the peak."""
-        self._buffers = [(ref, n) for ref, n in self._buffers if ref() is not None]
-        self._buffers.append((weakref.ref(t), t.untyped_storage().nbytes()))
-        alive = sum(n for _, n in self._buffers)
+        """Note a communication buffer (freed with its last reference, or its storage resized
+        to 0) for the peak of collective buffers alive at once."""
+        self._buffers = [ref for ref in self._buffers if _alive_bytes(ref)]
+        self._buffers.append(weakref.ref(t))
+        alive = sum(_alive_bytes(ref) for ref in self._buffers)
         self.peak_comm_buffer_bytes = max(self.peak_comm_buffer_bytes, alive)
 
     def _phase(self, name: str):
@@ -243,6 +244,17 @@ class Engine(ABC):
 
     def close(self) -> None:
         self.optimizer.remove_files()
+
+
+def _alive_bytes(ref: weakref.ref) -> int:
+    t = ref()
+    return 0 if t is None else t.untyped_storage().nbytes()
+
+
+def _release(t: torch.Tensor) -> None:
+    """Free a gathered buffer's memory now, whoever still refers to the tensor object (FSDP does
+    the same): relying on the last reference going away left it to the garbage collector."""
+    t.untyped_storage().resize_(0)
 
 
 class _ReplicatedParams(Engine):
@@ -442,7 +454,9 @@ class _GatherUnit(torch.autograd.Function):
     def backward(ctx, full_grad: torch.Tensor) -> tuple[None, None, None]:  # type: ignore[override]
         engine, u = ctx.engine, ctx.u
         engine._store_grad_shard(u, full_grad.contiguous())
-        engine._regathered.pop(u, None)  # released after this unit's backward
+        regathered = engine._regathered.pop(u, None)  # released after this unit's backward
+        if regathered is not None:
+            _release(regathered)
         return None, None, None  # the shard's gradient lives in grad_shard, not in .grad
 
 
@@ -470,7 +484,7 @@ class Stage3(_ShardedGradients):
         self.param_shard = shard.to(self.device, self.dtype).requires_grad_()
         self.grad_shard = self._new_grad_shard()
         self._regathered: dict[int, torch.Tensor] = {}
-        self._alive: list[tuple[weakref.ref, int]] = []
+        self._alive: list[weakref.ref] = []
         self.peak_gathered_units = 0
         self.peak_gathered_bytes = 0
 
@@ -483,10 +497,11 @@ class Stage3(_ShardedGradients):
 
     def _track(self, full: torch.Tensor) -> None:
         self._track_buffer(full)
-        self._alive = [(ref, n) for ref, n in self._alive if ref() is not None]
-        self._alive.append((weakref.ref(full), full.untyped_storage().nbytes()))
+        self._alive = [ref for ref in self._alive if _alive_bytes(ref)]
+        self._alive.append(weakref.ref(full))
         self.peak_gathered_units = max(self.peak_gathered_units, len(self._alive))
-        self.peak_gathered_bytes = max(self.peak_gathered_bytes, sum(n for _, n in self._alive))
+        alive = sum(_alive_bytes(ref) for ref in self._alive)
+        self.peak_gathered_bytes = max(self.peak_gathered_bytes, alive)
 
     def _full_params(self, u: int) -> torch.Tensor:
         return _GatherUnit.apply(self.param_shard[self.layout.units[u].in_shard()], self, u)
@@ -502,7 +517,7 @@ class Stage3(_ShardedGradients):
 
         with torch.autograd.graph.saved_tensors_hooks(pack, self._unpack):
             out = functional_call(self.units[u], self.layout.units[u].param_views(full), (x,))
-        del full  # nothing else refers to the gathered buffer: it is freed here
+        _release(full)  # autograd keeps notes, not the buffer: it is freed here
         out.register_hook(partial(self._before_unit_backward, u))
         return out
 

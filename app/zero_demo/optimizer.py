@@ -151,7 +151,9 @@ class ShardedAdamW:
                         self._adamw(p, m, v, g)
                     low = p.to(out.dtype)  # rounded here: 2 bytes per element travel back
                 self._copy_out(out[lo:hi], low)
+                del g, p, m, v, low  # before the next piece's temporaries exist
             self._page_out(a, b, states)
+            del states  # before the next sub-group is paged in: one sub-group at a time
         if out.is_cuda:
             torch.cuda.synchronize(out.device)  # the staging buffer is free again
 

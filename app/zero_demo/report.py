@@ -384,12 +384,15 @@ def render_text(doc: dict, chart: str | None = None) -> str:
     )
     out.append(
         f"peak: the most memory {what} while training, above what the process used before the stage built its "
-        "model; other = peak − model states: activations and buffers."
+        "model; other = peak − model states: activations and buffers, and under offload disk the optimizer "
+        "sub-group paged in for the step (see the phases below)."
     )
     if kind == "peak_rss" and not doc["peak_rss_per_stage"]:
         out.append(
             "(This system cannot reset the peak RSS: each figure is the process's peak so far.)"
         )
+
+    out += _phase_tables(doc)
 
     out += [
         "",
@@ -438,6 +441,84 @@ def render_text(doc: dict, chart: str | None = None) -> str:
     if chart:
         out += ["", f"Chart of memory per stage: {chart}"]
     return "\n".join(out)
+
+
+def _phase_tables(doc: dict) -> list[str]:
+    """Peak memory by phase, and where a step's time goes."""
+    results = doc["results"]
+    kind = results[0]["phase_peak_kind"]
+    label = "GPU max allocated" if kind == "cuda_max_memory_allocated" else "tracked CPU bytes"
+    out = ["", f"Peak memory per rank by phase of one step ({label}, the largest rank)"]
+    rows = []
+    for r in results:
+        p = r["phase_peak_bytes"]
+        note = ""
+        if r["offload"] == "disk":
+            note = (
+                f"optimizer peak holds {_mb(r['paged_in_optimizer_peak_bytes'])} of optimizer states "
+                f"paged in from disk (sub-groups of {r['sub_group_size']:,} elements)"
+            )
+        rows.append(
+            [
+                *_stage_label(r),
+                *(_mb(p[k]) if k in p else "-" for k in ("forward", "backward", "optimizer")),
+                _mb(p.get("comm_buffers", 0)),
+                note,
+            ]
+        )
+    out += _table(
+        ["stage", "offload", "forward", "backward", "optimizer step", "comm buffers", ""], rows
+    )
+    if kind == "cuda_max_memory_allocated":
+        out.append(
+            "Each phase: torch.cuda.max_memory_allocated with the peak reset at the phase's start, "
+            "above what was allocated before the stage built its model."
+        )
+    else:
+        out.append(
+            "Each phase: the bytes of live tensors at the step's start (a walk of the storages) plus "
+            "the highest point of the CPU allocator's running total within the phase (the profiler's "
+            "record of every allocation and free). comm buffers: the most bytes of collective "
+            "buffers alive at once (gathered layers, reduce-scatter and all-gather buffers)."
+        )
+    out += ["", "Time per step by span (ms, mean of the steps after the first, the slowest rank)"]
+    spans = [
+        k for k in _SPAN_ORDER if k != "total" and any(k in r["time_breakdown_s"] for r in results)
+    ]
+    rows = []
+    for r in results:
+        t = r["time_breakdown_s"]
+        rows.append(
+            [
+                *_stage_label(r),
+                *(f"{t[k] * 1e3:,.1f}" if k in t else "-" for k in spans),
+                f"{t['total'] * 1e3:,.1f}",
+            ]
+        )
+    out += _table(["stage", "offload", *[_SPAN_NAMES.get(k, k) for k in spans], "step"], rows)
+    out.append(
+        "compute: forward and backward arithmetic and the Python around them (the step minus the "
+        "spans); comm: the time the rank waits in each kind of collective (control: the loss and "
+        "fp16's overflow flag); adam: the optimizer's arithmetic (on the CPU when offloaded); "
+        "copies: host-device copies; disk: paging the optimizer states."
+    )
+    audits = [r["audit"] for r in results if r.get("audit")]
+    if audits:
+        checks = sum(a["checks"] for a in audits)
+        worst = max(a["max_unexplained_bytes"] for a in audits)
+        out.append(
+            f"Inventory audit: {checks} walks of the live storages (after backward and after each "
+            f"step), {worst:,} bytes unexplained at most: the inventory is all the rank holds."
+        )
+    return out
+
+
+_SPAN_NAMES = {
+    "comm.all_reduce": "all-reduce",
+    "comm.reduce_scatter": "reduce-scatter",
+    "comm.all_gather": "all-gather",
+    "comm.control": "control",
+}
 
 
 # -- chart -------------------------------------------------------------------------------------
