@@ -55,8 +55,11 @@ def migrate(database_url: str, revision: str = "head") -> None:
         raise CliError(f"migration failed: {exc}") from None
 
 
-def check_cards(cards_dir: Path) -> str:
-    """Load and validate every card; a summary, or CliError with the card's message."""
+def check_cards(cards_dir: Path, report: bool = False) -> str:
+    """Load and validate every card; a summary, or CliError with the card's message.
+
+    ``report``: also each template's content-blind guesser shares (app.domain.giveaways).
+    """
     from app.domain.cards import CardError
     from app.domain.catalog import load_cards
 
@@ -72,6 +75,10 @@ def check_cards(cards_dir: Path) -> str:
             f"{card.id} v{card.version}: {len(card.points)} exam points, "
             f"{len(templates)} templates, {pitfalls} pitfalls, {len(card.formulas)} formulas"
         )
+        if report:
+            from app.domain.giveaways import report_lines
+
+            lines += report_lines(card)
     lines.append(f"ok: {len(cards)} card{'s' if len(cards) != 1 else ''} in {cards_dir}")
     return "\n".join(lines)
 
@@ -113,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     migrate_cmd.add_argument("--revision", default="head", help="target revision (default: head)")
     check = commands.add_parser("check-cards", help="load and validate every card")
     check.add_argument("--cards-dir", type=Path, help="default: CARDS_DIR or cards/")
+    check.add_argument(
+        "--report", action="store_true", help="print each template's giveaway shares"
+    )
     user = commands.add_parser("create-user", help="create an account with a role")
     user.add_argument("--email", required=True)
     user.add_argument(
@@ -143,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             url = args.database_url or settings.database_url
             print(create_user(url, args.email, password, args.role))
         elif args.command == "check-cards":
-            print(check_cards(args.cards_dir or settings.cards_dir))
+            print(check_cards(args.cards_dir or settings.cards_dir, args.report))
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -40,12 +40,16 @@ ORACLE = {
     "p3-gradient-shard-after-rs": lambda p: 2 * p["psi"] / p["n_d"],
     "p3-zero2-comm-bytes": lambda p: 2 * p["psi"] * 2,  # 2Ψ elements of 2 bytes
     # point 4: communication
-    "p4-comm-ratio": lambda p: F(3, 2),
+    # ZeRO-3 gathers twice and reduce-scatters on each of k micro-batches (3kΨ); DDP under
+    # no_sync all-reduces once per optimizer step (2Ψ)
+    "p4-comm-ratio": lambda p: 3 * p["k"] / F(2),
     "p4-zero3-comm-time": lambda p: 3 * p["psi"] * 2 / p["bw"],
     "p4-min-gpus-zero3": lambda p: math.ceil(16 * p["psi"] / p["gpu_mem"]),
     # point 5: offload
     "p5-offload-gpu-memory": lambda p: 2 * p["psi"] / p["n_d"],
-    "p5-cpu-ram-per-rank": lambda p: (12 * p["psi"] + 2 * p["psi"]) / p["n_d"],
+    # DeepSpeed's estimator, optimizer offload under zero.Init: (12Ψ states + 4Ψ fp32 gradient
+    # copy) × 1.5 buffer factor, split over the nodes
+    "p5-host-ram-per-node": lambda p: 16 * p["psi"] * F(3, 2) / p["nodes"],
     "p5-pcie-time": lambda p: (2 * p["psi"] / p["n_d"] + 2 * p["psi"] / p["n_d"]) / p["pcie_bw"],
 }
 

@@ -37,13 +37,22 @@ TEMPLATE = {
     "unit": "GB",
     "precision": 2,
     "solution": [t("$2\\Psi + 2\\Psi + 12\\Psi/N_d$ = {=zero1:GB}"), t("answer {answer}")],
+    # Three pitfalls below the answer and three above it for every parameter combination, so
+    # that every rank of the answer can be drawn.
     "pitfalls": [
-        pitfall("ddp-no-sharding", "ddp"),
         pitfall("shards-grads-too", "zero2"),
         pitfall("shards-everything", "ddp/n_d"),
-        pitfall("forgot-master", "2*psi + 2*psi + 8*psi/n_d"),
+        pitfall("optimizer-shard-only", "12*psi/n_d"),
+        pitfall("ddp-no-sharding", "ddp"),
+        pitfall("cluster-total", "zero1*n_d"),
+        pitfall("counted-twice", "zero1*2"),
     ],
 }
+
+
+def statement(pid, text):
+    return {"id": pid, "title": t(pid), "statement": t(text), "explanation": t("no")}
+
 
 CARD = {
     "id": "mini",
@@ -72,25 +81,14 @@ CARD = {
                     "stem": t("What does ZeRO-1 shard?"),
                     "answer": t("Only the optimizer states."),
                     "solution": [t("ZeRO-1 partitions the 12Ψ optimizer states.")],
+                    # three shorter and three longer than the answer, in both languages
                     "pitfalls": [
-                        {
-                            "id": "grads",
-                            "title": t("g"),
-                            "statement": t("Only the gradients."),
-                            "explanation": t("no"),
-                        },
-                        {
-                            "id": "params",
-                            "title": t("p"),
-                            "statement": t("Only the fp16 parameters."),
-                            "explanation": t("no"),
-                        },
-                        {
-                            "id": "all",
-                            "title": t("a"),
-                            "statement": t("All three kinds of state."),
-                            "explanation": t("no"),
-                        },
+                        statement("grads", "Only the gradients."),
+                        statement("params", "Only the fp16 weights."),
+                        statement("activations", "The activations only."),
+                        statement("all", "All three kinds of model state."),
+                        statement("weights-and-grads", "The weights and the gradients."),
+                        statement("activations-and-grads", "The activations and the gradients."),
                     ],
                 },
             ],
@@ -150,9 +148,12 @@ def test_variant_renders_numbers_into_texts(card):
     )
     assert variant.stem.en == "ZeRO-1, 70B parameters, 16 ranks: memory per rank?"
     correct = variant.choice(variant.correct_choice_id)
-    assert correct.text.en == "332.5 GB" and correct.value == 332.5 and correct.unit == "GB"
+    # every choice shows as many decimals as the most precise one needs (332.5 or 332.50)
+    decimals = max(len(c.text.en.split(" ")[0].partition(".")[2]) for c in variant.choices)
+    shown = f"{332.5:.{decimals}f} GB"
+    assert correct.text.en == shown and correct.value == 332.5 and correct.unit == "GB"
     assert variant.solution[0].en.endswith("= 332.5 GB")
-    assert variant.solution[1].en == "answer 332.5 GB"
+    assert variant.solution[1].en == f"answer {shown}"
 
 
 def test_grade_names_the_pitfall_with_this_variants_numbers(card):
@@ -186,23 +187,24 @@ def test_statement_variants(card):
 def test_point_seed_picks_template_reproducibly(card):
     picked = {generate_for_point(card, "the-point", s).id.template_id for s in range(50)}
     assert picked == {"zero1-per-rank", "what-zero1-shards"}
-    assert generate_for_point(card, "the-point", 9).stem == generate_for_point(card, "the-point", 9).stem
+    assert (
+        generate_for_point(card, "the-point", 9).stem
+        == generate_for_point(card, "the-point", 9).stem
+    )
     with pytest.raises(KeyError):
         generate_for_point(card, "no-such-point", 1)
 
 
 def test_clashing_pitfalls_are_resolved_by_seeded_order():
     # 64Ψ/N_d equals DDP's 16Ψ at N_d = 4 only: there a variant shows one of the two.
-    card = card_with(
-        {"pitfalls": [*TEMPLATE["pitfalls"], pitfall("odd", "64*psi/n_d")], "choices": 5}
-    )
+    card = card_with({"pitfalls": [*TEMPLATE["pitfalls"], pitfall("odd", "64*psi/n_d")]})
     template = card.points[0].templates[0]
     seen = set()
     for seed in range(400):
         variant = generate(card, template, seed)
         ids = {c.pitfall_id for c in variant.choices}
         if variant.params["n_d"] == "4":
-            assert len(variant.choices) == 5
+            assert len(variant.choices) == 4
             assert not {"ddp-no-sharding", "odd"} <= ids
             seen |= ids & {"ddp-no-sharding", "odd"}
     assert seen == {"ddp-no-sharding", "odd"}
@@ -227,8 +229,13 @@ def test_validation_refuses_formula_errors_with_parameters():
 
 
 def test_validation_refuses_too_few_distinct_pitfalls():
-    pitfalls = [pitfall("a", "16*psi"), pitfall("b", "16*psi*1.001"), pitfall("c", "zero2")]
-    with pytest.raises(CardError, match="only 2 distinct pitfall"):
+    pitfalls = [
+        *TEMPLATE["pitfalls"][:3],
+        pitfall("a", "16*psi"),
+        pitfall("b", "16*psi*1.001"),
+        pitfall("c", "zero1*2"),
+    ]
+    with pytest.raises(CardError, match="only 2 distinct pitfall.s. above the answer"):
         card_with({"pitfalls": pitfalls})
 
 
@@ -253,27 +260,67 @@ def test_shape_errors_are_readable():
     assert "pitfalls: List should have at least 3 items" in str(caught.value)
 
 
-def test_validation_refuses_an_answer_that_is_always_the_largest():
-    pitfalls = [
-        pitfall("a", "zero2"),
-        pitfall("b", "ddp/n_d"),
-        pitfall("c", "2*psi + 2*psi + 8*psi/n_d"),
-    ]
-    with pytest.raises(CardError, match="is the largest of all choices"):
+def test_validation_refuses_an_answer_without_three_pitfalls_above_it():
+    # Only two pitfalls above 4Ψ + 12Ψ/N_d: the answer could never be the smallest of four.
+    pitfalls = [*TEMPLATE["pitfalls"][:3], pitfall("a", "ddp"), pitfall("b", "zero1*2")]
+    with pytest.raises(CardError, match="answer can be the smallest choice"):
         card_with({"pitfalls": pitfalls})
 
 
-def test_validation_refuses_an_answer_that_is_always_the_smallest():
-    pitfalls = [pitfall("a", "ddp"), pitfall("b", "zero1*2"), pitfall("c", "zero1*3")]
-    with pytest.raises(CardError, match="is the smallest of all choices"):
-        card_with({"answer": "zero2", "pitfalls": pitfalls})
+def test_validation_refuses_an_answer_without_three_pitfalls_below_it():
+    pitfalls = [*TEMPLATE["pitfalls"][3:], pitfall("a", "zero2"), pitfall("b", "ddp/n_d")]
+    with pytest.raises(CardError, match="answer can be the largest choice"):
+        card_with({"pitfalls": pitfalls})
 
 
-def test_validation_refuses_a_correct_statement_that_stands_out_by_length():
+def test_validation_refuses_a_key_that_never_changes():
+    pitfalls = [pitfall(f"p{k}", f"{k}*10**9*psi/psi") for k in (1, 2, 3, 5, 6, 7)]
+    with pytest.raises(CardError, match=r"the answer is 4 GB for every parameter combination"):
+        card_with({"answer": "4*10**9*psi/psi", "pitfalls": pitfalls})
+
+
+def test_validation_refuses_a_statement_far_longer_than_the_answer():
     data = copy.deepcopy(CARD)
-    statement = data["points"][0]["templates"][1]
-    statement["answer"] = t(
-        "Only the optimizer states: fp32 master weights, momentum and variance."
+    statement_template = data["points"][0]["templates"][1]
+    statement_template["pitfalls"][3] = statement(
+        "all", "All three kinds of model state: weights, gradients, optimizer states, everything."
     )
-    with pytest.raises(CardError, match=r"'what-zero1-shards'.*could pick it by length"):
+    with pytest.raises(CardError, match=r"pitfall 'all' is \d+ characters long \(en\)"):
         card_with(data=data)
+
+
+def test_validation_refuses_a_statement_template_with_no_longer_pitfalls():
+    data = copy.deepcopy(CARD)
+    statement_template = data["points"][0]["templates"][1]
+    statement_template["pitfalls"][3] = statement("fp16-grads", "Only the fp16 gradients.")
+    statement_template["pitfalls"][4] = statement("master", "Only the master weights.")
+    with pytest.raises(CardError, match="answer can be the shortest choice"):
+        card_with(data=data)
+
+
+def test_the_rank_of_the_key_is_uniform(card):
+    """The key is the smallest, second ... largest choice equally often (values, and lengths)."""
+    from collections import Counter
+
+    for template in card.points[0].templates:
+        ranks = Counter()
+        for seed in range(2000):
+            variant = generate(card, template, seed)
+            if template.kind == "numeric":
+                measure = [c.value for c in variant.choices]
+            else:
+                measure = [len(c.text.en) for c in variant.choices]
+            key = variant.choice(variant.correct_choice_id)
+            key_measure = key.value if template.kind == "numeric" else len(key.text.en)
+            ranks[sorted(measure).index(key_measure)] += 1
+        assert set(ranks) == {0, 1, 2, 3}, template.id
+        for rank, count in ranks.items():
+            assert 0.21 < count / 2000 < 0.29, (template.id, rank, count)
+
+
+def test_choices_share_one_number_of_decimals(card):
+    template = card.points[0].templates[0]
+    for seed in range(300):
+        variant = generate(card, template, seed)
+        decimals = {len(c.text.en.split(" ")[0].partition(".")[2]) for c in variant.choices}
+        assert len(decimals) == 1, [c.text.en for c in variant.choices]

@@ -5,15 +5,20 @@ point, template id and version, seed). A private
 ``random.Random`` seeded with that string is consumed in a fixed order:
 
 1. each parameter, in declared order, is drawn from its domain;
-2. the pitfalls are shuffled, then kept in that order while they do not *clash* with the answer
-   or with a pitfall already kept, until ``choices - 1`` are kept;
-3. the kept choices (answer included) are shuffled and labelled ``a, b, c ...``.
+2. the *rank* of the answer among the choices is drawn uniformly from ``0 .. choices - 1``: the
+   number of shown pitfalls that will sort below it (numeric choices by value, statements by
+   length, in English and in Chinese alike);
+3. the pitfalls are shuffled, then kept in that order while their side of the answer still needs
+   one and they do not *clash* with the answer or with a pitfall already kept, until ``rank``
+   pitfalls below and ``choices - 1 - rank`` above are kept;
+4. the kept choices (answer included) are shuffled and labelled ``a, b, c ...``.
 
-Two numeric choices clash when their displayed texts are equal or their exact values are less
-than :data:`MIN_RELATIVE_GAP` apart; two statements clash when their texts are equal. So when two
-pitfalls coincide for some parameters, the one met first in the seeded order is shown. Card
-validation guarantees that no pitfall ever clashes with the answer and that enough pitfalls
-survive in every order.
+So neither the size of a number nor the length of a statement says which choice is right: the
+answer is the smallest, the second smallest ... or the largest equally often. Two numeric choices
+clash when their displayed texts are equal or their exact values are less than
+:data:`MIN_RELATIVE_GAP` apart; two statements clash when their texts are equal. Card validation
+guarantees that no pitfall ever clashes with the answer and that every rank can be realised in
+every seeded order (see :mod:`app.domain.validation`).
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ from fractions import Fraction
 
 from .cards import Card, Pitfall, Template
 from .identity import QuestionId
+from .languages import LANGS
 from .texts import Text
-from .units import format_quantity, relative_gap, round_decimal, scaled
+from .units import decimals_used, format_quantity, relative_gap, round_decimal, scaled
 
-MIN_RELATIVE_GAP = Fraction(1, 100)
+# Choices closer than this test rounding, not understanding (14.766 GB beside 15 GB).
+MIN_RELATIVE_GAP = Fraction(1, 20)
+_GAP = float(MIN_RELATIVE_GAP)
 CHOICE_IDS = "abcdefgh"
 
 
@@ -46,6 +54,10 @@ class Candidate:
     pitfall: Pitfall | None
     text: Text
     value: Fraction | None  # exact, base units; None for statements
+    # A whole number shown without decimals (a GPU count): 23 and 24 are different answers, so
+    # only equal texts clash, not the relative gap.
+    whole: bool = False
+    approx: float = 0.0  # float(value), for quick comparisons far from any threshold
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,7 +162,8 @@ def candidates(
 def _numeric(template: Template, pitfall: Pitfall | None, value: Fraction) -> Candidate:
     assert template.unit is not None
     shown = format_quantity(value, template.unit, template.precision)
-    return Candidate(pitfall, Text(shown, shown), value)
+    whole = template.precision == 0 and scaled(value, template.unit).denominator == 1
+    return Candidate(pitfall, Text(shown, shown), value, whole, float(value))
 
 
 def clash(a: Candidate, b: Candidate) -> bool:
@@ -158,23 +171,119 @@ def clash(a: Candidate, b: Candidate) -> bool:
     if a.text.en == b.text.en or a.text.zh == b.text.zh:
         return True
     if a.value is not None and b.value is not None:
+        if a.whole and b.whole:
+            return a.value == b.value
+        largest = max(abs(a.approx), abs(b.approx))
+        if largest > 0:
+            gap = abs(a.approx - b.approx) / largest
+            if abs(gap - _GAP) > 1e-9:  # clearly on one side: no need for exact arithmetic
+                return gap < _GAP
         return relative_gap(a.value, b.value) < MIN_RELATIVE_GAP
     return False
 
 
+def side(answer: Candidate, candidate: Candidate) -> int:
+    """-1 when ``candidate`` sorts below the answer, 1 above, 0 when it can take neither side.
+
+    Numbers sort by value. Statements sort by length, and a statement is below (above) the
+    answer only when it is shorter (longer) in every language, so that the answer's rank is the
+    same whichever language a learner reads.
+    """
+    if answer.value is not None and candidate.value is not None:
+        if candidate.approx != answer.approx:
+            return -1 if candidate.approx < answer.approx else 1
+        return -1 if candidate.value < answer.value else 1 if candidate.value > answer.value else 0
+    signs = set()
+    for lang in LANGS:
+        a, c = len(answer.text.get(lang)), len(candidate.text.get(lang))
+        signs.add(-1 if c < a else 1 if c > a else 0)
+    return signs.pop() if len(signs) == 1 else 0
+
+
+class Memo:
+    """Clash verdicts and aligned texts of one parameter combination's candidates, for callers
+    that arrange the same candidates many times (the giveaway measurement)."""
+
+    def __init__(self) -> None:
+        self.clashes: dict[tuple[int, int], bool] = {}
+        self.decimals: dict[int, int] = {}
+        self.texts: dict[tuple[int, int], Text] = {}
+
+    def clash(self, a: Candidate, b: Candidate) -> bool:
+        key = (id(a), id(b))
+        found = self.clashes.get(key)
+        if found is None:
+            found = self.clashes[key] = clash(a, b)
+        return found
+
+
 def select_pitfalls(
-    answer: Candidate, pitfalls: Sequence[Candidate], wanted: int, rng: random.Random
+    answer: Candidate,
+    pitfalls: Sequence[Candidate],
+    below: int,
+    above: int,
+    rng: random.Random,
+    memo: Memo | None = None,
 ) -> list[Candidate]:
+    """Walk the pitfalls in a seeded order, keeping ``below`` of them under the answer and
+    ``above`` over it (fewer only when the card does not have them: validation refuses that)."""
+    clashing = memo.clash if memo is not None else clash
     order = list(pitfalls)
     rng.shuffle(order)
+    wanted = {-1: below, 1: above}
     kept: list[Candidate] = []
     for candidate in order:
-        if len(kept) == wanted:
+        if not any(wanted.values()):
             break
-        if clash(candidate, answer) or any(clash(candidate, other) for other in kept):
+        where = side(answer, candidate)
+        if not wanted.get(where):
+            continue
+        if clashing(candidate, answer) or any(clashing(candidate, other) for other in kept):
             continue
         kept.append(candidate)
+        wanted[where] -= 1
     return kept
+
+
+def arrange(
+    template: Template,
+    answer: Candidate,
+    pitfalls: Sequence[Candidate],
+    rng: random.Random,
+    memo: Memo | None = None,
+) -> list[Candidate]:
+    """The shown choices in display order: steps 2-4 of the module docstring."""
+    rank = rng.randrange(template.choices)
+    kept = select_pitfalls(answer, pitfalls, rank, template.choices - 1 - rank, rng, memo)
+    shown = [answer, *kept]
+    rng.shuffle(shown)
+    return aligned(template, shown, memo)
+
+
+def aligned(
+    template: Template, shown: Sequence[Candidate], memo: Memo | None = None
+) -> list[Candidate]:
+    """Numeric choices shown with one number of decimals, the most any of them needs (at most
+    the template's precision): '20.800 GB' beside '17.062 GB', not '20.8 GB'. The values do not
+    change; only a choice's trailing zeros do, so its length says nothing about the key."""
+    if template.kind != "numeric" or template.unit is None:
+        return list(shown)
+    unit = template.unit
+    memo = memo if memo is not None else Memo()
+    for c in shown:
+        if id(c) not in memo.decimals:
+            assert c.value is not None
+            memo.decimals[id(c)] = decimals_used(scaled(c.value, unit), template.precision)
+    decimals = max(memo.decimals[id(c)] for c in shown)
+    out = []
+    for c in shown:
+        assert c.value is not None
+        text = memo.texts.get((id(c), decimals))
+        if text is None:
+            shown_text = format_quantity(c.value, unit, decimals, keep_zeros=True)
+            text = memo.texts[(id(c), decimals)] = Text(shown_text, shown_text)
+        out.append(Candidate(c.pitfall, text, c.value, c.whole, c.approx))
+    return out
 
 
 # --- the public API ---------------------------------------------------------------------------
@@ -186,9 +295,8 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
     rng = variant_rng(identity)
     values = draw_params(template, rng)
     answer, pitfalls = candidates(template, values)
-    kept = select_pitfalls(answer, pitfalls, template.choices - 1, rng)
-    shown = [answer, *kept]
-    rng.shuffle(shown)
+    shown = arrange(template, answer, pitfalls, rng)
+    answer = next(c for c in shown if c.pitfall is None)
 
     named = text_values(template, values, answer)
     choices = []

@@ -80,12 +80,21 @@ def round_decimal(value: Fraction, decimals: int) -> Decimal:
         return exact.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_EVEN)
 
 
-def format_number(value: Fraction, decimals: int) -> str:
-    """Rounded to ``decimals`` places, trailing zeros dropped: 201.250 -> '201.25', 70.0 -> '70'."""
+def format_number(value: Fraction, decimals: int, *, keep_zeros: bool = False) -> str:
+    """Rounded to ``decimals`` places, trailing zeros dropped: 201.250 -> '201.25', 70.0 -> '70'
+    (kept with ``keep_zeros``: '201.250', '70.000')."""
     text = format(round_decimal(value, decimals), "f")
-    if "." in text:
+    if "." in text and not keep_zeros:
         text = text.rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
+    if text.lstrip("-").strip("0.") == "":
+        text = text.lstrip("-")  # no negative zero
+    return "0" if text == "" else text
+
+
+def decimals_used(value: Fraction, decimals: int) -> int:
+    """How many of ``decimals`` places the rounded value needs: 201.250 at 3 -> 2, 70 -> 0."""
+    text = format_number(value, decimals)
+    return len(text.split(".")[1]) if "." in text else 0
 
 
 def scaled(value: Fraction, unit: str) -> Fraction:
@@ -93,10 +102,12 @@ def scaled(value: Fraction, unit: str) -> Fraction:
     return value / get_unit(unit).scale
 
 
-def format_quantity(value: Fraction, unit: str, decimals: int = 2) -> str:
-    """'332.5 GB', '1.5×', '0.42 s' ..."""
+def format_quantity(
+    value: Fraction, unit: str, decimals: int = 2, *, keep_zeros: bool = False
+) -> str:
+    """'332.5 GB', '1.5×', '0.42 s' ... (``keep_zeros``: '332.50 GB' at 2 decimals)."""
     spec = get_unit(unit)
-    number = format_number(value / spec.scale, decimals)
+    number = format_number(value / spec.scale, decimals, keep_zeros=keep_zeros)
     suffix = spec.singular if spec.singular is not None and number == "1" else spec.suffix
     if not suffix:
         return number

@@ -6,12 +6,18 @@ than that) the answer, every pitfall and every text are evaluated, and the card 
 - a formula or a placeholder cannot be evaluated;
 - a pitfall's displayed value clashes with the answer (a learner holding the misconception would
   be graded right);
-- some seeded order of the pitfalls could leave fewer than ``choices - 1`` of them after clash
-  resolution (checked exactly: the smallest maximal set of mutually distinct pitfalls);
+- some rank of the answer cannot be realised: generation draws how many shown pitfalls sort
+  below the answer (by value, or for statements by length in every language), so for every
+  parameter combination and every seeded order, ``choices - 1`` mutually distinct pitfalls must
+  remain below the answer and as many above it (checked exactly: the smallest maximal set of
+  mutually distinct pitfalls on each side);
 - a pitfall never has a value of its own anywhere in the domain;
-- the answer gives itself away: a numeric answer with no pitfall above it or none below it (so it
-  would always be the largest or the smallest choice), or a correct statement longer than every
-  pitfall some variant could show beside it (see :data:`STATEMENT_LENGTH_SLACK`).
+- a numeric answer shows the same value over the whole domain (the parameters are decoration,
+  and the learner can memorise the key);
+- a statement is not of comparable length to the correct one (see :data:`STATEMENT_LENGTH_RATIO`);
+- a content-blind guesser (longest, shortest, k-th smallest, the odd register out ...) wins more
+  than ``1/choices`` + :data:`~app.domain.giveaways.GIVEAWAY_MARGIN` of the variants, measured
+  over the domain and :data:`~app.domain.giveaways.LOAD_SAMPLES` seeded arrangements.
 """
 
 from __future__ import annotations
@@ -30,13 +36,15 @@ from .generation import (
     draw_params,
     explain,
     named_values,
+    side,
     text_values,
 )
+from .languages import LANGS
 
 SAMPLED_SEEDS = 500
-# A variant's pitfalls may be shorter than the correct statement by at most this fraction: test
-# takers learn that "the longest, most qualified choice is right".
-STATEMENT_LENGTH_SLACK = Fraction(1, 10)
+# Every wrong statement is at most this many times longer or shorter than the correct one, in
+# every language: test takers learn that "the longest, most qualified choice is right".
+STATEMENT_LENGTH_RATIO = Fraction(3, 2)
 # Beyond this many pitfalls the exact order check would be slow; fall back to declared order.
 EXACT_ORDER_CHECK_LIMIT = 12
 
@@ -57,10 +65,12 @@ def parameter_combinations(template: Template) -> Iterator[dict[str, Fraction]]:
         yield draw_params(template, random.Random(f"validate:{template.id}:{seed}"))
 
 
-def validate_template(card: Card, template: Template) -> None:
+def validate_template(card: Card, template: Template, *, giveaways: bool = True) -> None:
     if template.kind == "statement":
         _check_statement_lengths(card, template)
     own_value_somewhere: set[str] = set()
+    answers_shown: set[str] = set()
+    evaluated: list[tuple[Candidate, list[Candidate]]] = []
     for values in parameter_combinations(template):
         where = f"card {card.id!r}, template {template.id!r}, parameters {_show(template, values)}"
         try:
@@ -68,6 +78,8 @@ def validate_template(card: Card, template: Template) -> None:
             _render_texts(template, values, answer, pitfalls)
         except FormulaError as exc:
             raise CardError(f"{where}: {exc}") from None
+        answers_shown.add(answer.text.en)
+        evaluated.append((answer, pitfalls))
         for candidate in pitfalls:
             if clash(candidate, answer):
                 assert candidate.pitfall is not None
@@ -79,54 +91,76 @@ def validate_template(card: Card, template: Template) -> None:
             assert candidate.pitfall is not None
             if not any(clash(candidate, other) for other in pitfalls if other is not candidate):
                 own_value_somewhere.add(candidate.pitfall.id)
-        if answer.value is not None:
-            _check_magnitude(where, answer, pitfalls)
-        worst = _smallest_maximal_distinct_set(pitfalls)
-        if worst < template.choices - 1:
-            raise CardError(
-                f"{where}: after clashing pitfalls are merged only {worst} distinct pitfall(s) "
-                f"may remain, {template.choices - 1} are needed"
-            )
+        _check_sides(where, template, answer, pitfalls)
     never = [p.id for p in template.pitfalls if p.id not in own_value_somewhere]
     if never:
         raise CardError(
             f"card {card.id!r}, template {template.id!r}: pitfall(s) {', '.join(never)} always "
             "coincide with another pitfall: they never show a value of their own"
         )
+    if template.kind == "numeric" and len(answers_shown) == 1:
+        raise CardError(
+            f"card {card.id!r}, template {template.id!r}: the answer is {answers_shown.pop()} "
+            "for every parameter combination; the parameters must change the key"
+        )
+    if giveaways:
+        _check_giveaways(card, template, evaluated)
 
 
-def _check_magnitude(where: str, answer: Candidate, pitfalls: Sequence[Candidate]) -> None:
-    assert answer.value is not None
-    values = [p.value for p in pitfalls if p.value is not None]
-    if not any(v > answer.value for v in values):
-        side = "largest"
-    elif not any(v < answer.value for v in values):
-        side = "smallest"
-    else:
-        return
-    raise CardError(
-        f"{where}: the answer {answer.text.en} is the {side} of all choices, so it can be picked "
-        "by magnitude alone; add a pitfall on the other side"
-    )
+def _check_giveaways(
+    card: Card, template: Template, evaluated: Sequence[tuple[Candidate, list[Candidate]]]
+) -> None:
+    from .giveaways import LOAD_SAMPLES, template_giveaways
+
+    measured = template_giveaways(template, LOAD_SAMPLES, evaluated)
+    strategy, share = measured.worst
+    if share > measured.limit:
+        raise CardError(
+            f"card {card.id!r}, template {template.id!r}: a content-blind guesser picking "
+            f"'{strategy}' is right in {share:.0%} of {measured.samples} variants (chance "
+            f"{measured.chance:.0%}, at most {measured.limit:.0%} allowed)"
+        )
+
+
+def _check_sides(
+    where: str, template: Template, answer: Candidate, pitfalls: Sequence[Candidate]
+) -> None:
+    """Every rank of the answer must be reachable whatever order the pitfalls are walked in."""
+    needed = template.choices - 1
+    for direction, word in ((-1, "below"), (1, "above")):
+        group = [p for p in pitfalls if side(answer, p) == direction]
+        worst = _smallest_maximal_distinct_set(group)
+        if worst >= needed:
+            continue
+        if template.kind == "numeric":
+            what = f"{word} the answer {answer.text.en}"
+            extreme = "largest" if direction == -1 else "smallest"
+        else:
+            what = "shorter" if direction == -1 else "longer"
+            what += " than the correct statement in every language"
+            extreme = "longest" if direction == -1 else "shortest"
+        raise CardError(
+            f"{where}: only {worst} distinct pitfall(s) {what} can remain after clashing "
+            f"pitfalls are merged; {needed} are needed so that the answer can be the {extreme} "
+            f"choice as often as any other rank"
+        )
 
 
 def _check_statement_lengths(card: Card, template: Template) -> None:
-    """The correct statement must not be the longest choice of some variant by a clear margin."""
+    """Every wrong statement is of comparable length to the correct one, in every language."""
     assert template.answer_statement is not None
-    shown = template.choices - 1
-    for lang in ("en", "zh"):
+    for lang in LANGS:
         answer = len(template.answer_statement.get(lang))
-        lengths = sorted(len(p.statement.get(lang)) for p in template.pitfalls if p.statement)
-        # The variant whose pitfalls are the shortest ones: its longest pitfall is this one.
-        longest_of_shortest = lengths[shown - 1]
-        if longest_of_shortest < answer * (1 - STATEMENT_LENGTH_SLACK):
-            raise CardError(
-                f"card {card.id!r}, template {template.id!r}: the correct statement ({lang}, "
-                f"{answer} characters) is longer than every pitfall of some variant (the "
-                f"{shown} shortest reach {longest_of_shortest}); a learner could pick it by "
-                f"length: make at least {len(lengths) - shown + 1} pitfall(s) at least "
-                f"{float(1 - STATEMENT_LENGTH_SLACK):.0%} as long as the answer"
-            )
+        for pitfall in template.pitfalls:
+            assert pitfall.statement is not None
+            length = len(pitfall.statement.get(lang))
+            if not answer / STATEMENT_LENGTH_RATIO <= length <= answer * STATEMENT_LENGTH_RATIO:
+                raise CardError(
+                    f"card {card.id!r}, template {template.id!r}: pitfall {pitfall.id!r} is "
+                    f"{length} characters long ({lang}) against {answer} for the correct "
+                    f"statement; keep every choice within {float(STATEMENT_LENGTH_RATIO)}x of "
+                    "the correct statement's length"
+                )
 
 
 def _render_texts(
