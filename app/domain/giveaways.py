@@ -167,7 +167,7 @@ Evaluated = Sequence[tuple[Candidate, Sequence[Candidate]]]
 def evaluate_domain(template: Template) -> list[tuple[Candidate, list[Candidate]]]:
     """The answer and pitfalls of every parameter combination validation walks."""
     from .generation import candidates
-    from .validation import parameter_combinations
+    from .sampling import parameter_combinations
 
     return [candidates(template, values) for values in parameter_combinations(template)]
 

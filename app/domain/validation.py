@@ -23,8 +23,7 @@ than that) the answer, every pitfall and every text are evaluated, and the card 
 from __future__ import annotations
 
 import itertools
-import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 
 from .cards import Card, CardError, Template
@@ -33,15 +32,14 @@ from .generation import (
     Candidate,
     candidates,
     clash,
-    draw_params,
     explain,
     named_values,
     side,
     text_values,
 )
 from .languages import LANGS
+from .sampling import parameter_combinations
 
-SAMPLED_SEEDS = 500
 # Every wrong statement is at most this many times longer or shorter than the correct one, in
 # every language: test takers learn that "the longest, most qualified choice is right".
 STATEMENT_LENGTH_RATIO = Fraction(3, 2)
@@ -52,17 +50,6 @@ EXACT_ORDER_CHECK_LIMIT = 12
 def validate_card(card: Card) -> None:
     for template in card.templates():
         validate_template(card, template)
-
-
-def parameter_combinations(template: Template) -> Iterator[dict[str, Fraction]]:
-    """The whole domain, or :data:`SAMPLED_SEEDS` seeded draws when it is larger."""
-    if template.domain_size() <= SAMPLED_SEEDS:
-        names = list(template.params)
-        for combo in itertools.product(*(template.params[n].values for n in names)):
-            yield dict(zip(names, combo, strict=True))
-        return
-    for seed in range(SAMPLED_SEEDS):
-        yield draw_params(template, random.Random(f"validate:{template.id}:{seed}"))
 
 
 def validate_template(card: Card, template: Template, *, giveaways: bool = True) -> None:

@@ -1,0 +1,24 @@
+"""Which parameter combinations validation and the giveaway statistics look at."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator
+from fractions import Fraction
+
+from .cards import Template
+from .generation import draw_params
+
+SAMPLED_SEEDS = 500
+
+
+def parameter_combinations(template: Template) -> Iterator[dict[str, Fraction]]:
+    """The whole domain, or :data:`SAMPLED_SEEDS` seeded draws when it is larger."""
+    if template.domain_size() <= SAMPLED_SEEDS:
+        names = list(template.params)
+        for combo in itertools.product(*(template.params[n].values for n in names)):
+            yield dict(zip(names, combo, strict=True))
+        return
+    for seed in range(SAMPLED_SEEDS):
+        yield draw_params(template, random.Random(f"validate:{template.id}:{seed}"))
