@@ -67,7 +67,10 @@ class HiddenCopyStage1(Stage1):
 
 
 class HiddenGatherStage3(Stage3):
-    """ZeRO-3 that keeps every gathered layer alive in a closure instead of releasing it."""
+    """ZeRO-3 that keeps a copy of every gathered layer in a closure: the full parameters again.
+
+    (Keeping the gathered tensors themselves would cost nothing: their storage is released by
+    resizing it to 0, whoever still refers to them.)"""
 
     def _build(self, model):
         super()._build(model)
@@ -77,7 +80,7 @@ class HiddenGatherStage3(Stage3):
 
     def _all_gather_unit(self, u, shard):
         full = super()._all_gather_unit(u, shard)
-        self._keep(full)
+        self._keep(full.detach().clone())
         return full
 
 

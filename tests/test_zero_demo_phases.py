@@ -81,12 +81,14 @@ def test_backward_peaks_fall_from_ddp_to_zero3(stages_doc):
         assert r["audit"] == {"checks": 4, "max_unexplained_bytes": 0}
 
 
-def test_collective_buffers_are_one_layer_under_zero3_and_one_shard_under_zero12(stages_doc):
+def test_collective_buffers_are_two_layers_under_zero3_and_one_shard_under_zero12(stages_doc):
     runs = {r["stage"]: r for r in stages_doc["results"]}
     largest = max(-(-n // N_D) * N_D for n in unit_sizes(WIDE))
-    # ZeRO-3 gathers one layer, releases it, gathers the next: never two at once.
-    assert runs[3]["phase_peak_bytes"]["comm_buffers"] == 4 * largest
-    assert runs[3]["peak_gathered_units"] == 1
+    # ZeRO-3 (prefetch on) holds the layer that computes and the next one's gather in flight;
+    # each is released after use: never three at once.
+    assert runs[3]["overlap"]
+    assert runs[3]["phase_peak_bytes"]["comm_buffers"] == 2 * 4 * largest
+    assert runs[3]["peak_gathered_units"] == 2
     # ZeRO-1/2: the updated shard waiting for its all-gather, Ψ_padded / N_d elements.
     for s in (1, 2):
         assert runs[s]["phase_peak_bytes"]["comm_buffers"] == 4 * padded(WIDE, N_D) // N_D

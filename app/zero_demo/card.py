@@ -101,3 +101,22 @@ class CardFormulas:
 
     def comm_elements(self, stage: int, psi: int, n_d: int) -> Fraction:
         return self.value(STAGE_COMM[stage], psi, n_d)
+
+    def comm_accumulated(self, stage: int, psi: int, n_d: int, k: int) -> Fraction:
+        """Elements per rank per optimizer step over ``k`` micro-batches, from the card's per-step
+        formulas: DDP (``no_sync``) and ZeRO-1 reduce once, so the card's value; ZeRO-2
+        reduce-scatters every micro-batch (half of ``comm_zero12``, Ψ, each) and all-gathers the
+        parameters once (the other half): (k + 1)/2 times ``comm_zero12``; ZeRO-3 does all of its
+        ``comm_zero3`` (two gathers and a reduce-scatter) every micro-batch: k times."""
+        per_step = self.comm_elements(stage, psi, n_d)
+        if stage == 2:
+            return per_step * Fraction(k + 1, 2)
+        if stage == 3:
+            return per_step * k
+        return per_step
+
+    def comm_accumulated_text(self, stage: int, k: int) -> str:
+        base = self.text(STAGE_COMM[stage])
+        if k == 1 or stage in (0, 1):
+            return base
+        return f"({k}+1)/2 × {base}" if stage == 2 else f"{k} × {base}"

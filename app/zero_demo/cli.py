@@ -88,6 +88,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="run torch's fused AdamW kernel (what AdamW(fused=True) calls, on the CPU too)",
     )
     run.add_argument(
+        "--overlap",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="overlap communication with computation: DDP all-reduces each bucket and ZeRO-2 "
+        "reduce-scatters it as soon as backward fills it, ZeRO-3 prefetches the next layer's "
+        "all-gather (default: yes; --no-overlap runs every collective when it is reached)",
+    )
+    run.add_argument(
+        "--grad-accum",
+        default="1",
+        metavar="K",
+        help="micro-batches per optimizer step (gradient accumulation), or a comma-separated "
+        "list: each K runs every stage (default 1)",
+    )
+    run.add_argument(
         "--audit",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -150,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument(
         "--record",
         metavar="PATH",
-        help="also save the JSON, with the command and the time, for the card page",
+        help="also save the JSON, with the command and the time, for the card page, and its SVG chart "
+        "beside it (same name, .svg)",
     )
     out.add_argument(
         "--compare",
@@ -316,6 +332,14 @@ def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dem
     if not 0 <= args.seed <= MAX_SEED:
         parser.error(f"argument --seed: must be between 0 and {MAX_SEED}, got {args.seed}")
     stages = _stages(parser, args.stages)
+    grad_accums = []
+    for item in args.grad_accum.split(","):
+        if not item.strip().isdigit() or int(item) < 1:
+            parser.error(
+                f"argument --grad-accum: {item.strip()!r} is not a whole number of at least 1"
+            )
+        if int(item) not in grad_accums:
+            grad_accums.append(int(item))
     offloads, offload_dir = _offloads(parser, args.offload, args.offload_dir)
     preset = MODEL_PRESETS[args.model_size]
     overrides = {
@@ -354,6 +378,8 @@ def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dem
         sub_group_size=args.sub_group_size,
         fused_adam=args.fused_adam,
         audit=args.audit,
+        overlap=args.overlap,
+        grad_accums=tuple(grad_accums),
         compare=args.compare,
         progress=args.progress,
         card_path=args.card,
@@ -393,5 +419,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         Path(args.record).parent.mkdir(parents=True, exist_ok=True)
         Path(args.record).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        # The chart beside it, for the web page to embed (``charts.results_svg`` of the record).
+        from .charts import results_svg
+
+        Path(args.record).with_suffix(".svg").write_text(results_svg(record), encoding="utf-8")
     print(json.dumps(doc, indent=2) if args.json else render_text(doc, chart))
     return 0

@@ -47,6 +47,17 @@ class Call:
         return _VOLUME_FACTOR[self.op] * self.numel
 
 
+class Pending:
+    """An asynchronous collective in flight; ``wait`` blocks in the clock's span of its kind."""
+
+    def __init__(self, comm: CountingComm, op: str, work) -> None:
+        self.comm, self.op, self.work = comm, op, work
+
+    def wait(self) -> None:
+        with self.comm._span(self.op):
+            self.work.wait()
+
+
 class CountingComm:
     """A thin layer over ``torch.distributed``: the same calls, each one recorded."""
 
@@ -69,19 +80,32 @@ class CountingComm:
         with self._span("all_reduce", control):
             dist.all_reduce(tensor, op=op, group=self.group)
 
-    def reduce_scatter(self, output: torch.Tensor, input: torch.Tensor) -> None:
+    def start_all_reduce(self, tensor: torch.Tensor) -> Pending:
+        """``all_reduce`` (sum), started and not waited for: it runs while backward goes on."""
+        self.calls.append(Call("all_reduce", tensor.numel(), tensor.element_size()))
+        with self._span("all_reduce"):
+            work = dist.all_reduce(tensor, group=self.group, async_op=True)
+        return Pending(self, "all_reduce", work)
+
+    def reduce_scatter(
+        self, output: torch.Tensor, input: torch.Tensor, *, async_op: bool = False
+    ) -> Pending | None:
         """Sum ``input`` over ranks; this rank keeps piece ``rank`` of the sum in ``output``."""
         assert input.numel() == output.numel() * self.world_size, (input.shape, output.shape)
         self.calls.append(Call("reduce_scatter", input.numel(), input.element_size()))
         with self._span("reduce_scatter"):
-            reduce_scatter_tensor(output, input, group=self.group)
+            work = reduce_scatter_tensor(output, input, group=self.group, async_op=async_op)
+        return Pending(self, "reduce_scatter", work) if async_op else None
 
-    def all_gather(self, output: torch.Tensor, input: torch.Tensor) -> None:
+    def all_gather(
+        self, output: torch.Tensor, input: torch.Tensor, *, async_op: bool = False
+    ) -> Pending | None:
         """Concatenate every rank's ``input`` into ``output``, in rank order."""
         assert output.numel() == input.numel() * self.world_size, (output.shape, input.shape)
         self.calls.append(Call("all_gather", output.numel(), output.element_size()))
         with self._span("all_gather"):
-            all_gather_tensor(output, input, group=self.group)
+            work = all_gather_tensor(output, input, group=self.group, async_op=async_op)
+        return Pending(self, "all_gather", work) if async_op else None
 
     def take(self) -> list[Call]:
         """The calls since the last ``take`` (one training step's)."""

@@ -96,6 +96,11 @@ class DemoConfig:
     sub_group_size: int = DEFAULT_SUB_GROUP_SIZE
     fused_adam: bool = False  # torch's fused AdamW kernel instead of the op-by-op update
     audit: bool = True  # walk the live storages after every step (see ``audit``)
+    # Overlap communication with backward (DDP's bucketed all-reduce, ZeRO-2's reduce-scatters)
+    # and prefetch ZeRO-3's next all-gather; off: every collective runs when it is reached.
+    overlap: bool = True
+    # Micro-batches per optimizer step (gradient accumulation); each value runs every stage.
+    grad_accums: tuple[int, ...] = (1,)
     phase_memory: bool = True  # measure the per-phase peaks on the first step of each stage
     card_path: str = str(Path(__file__).resolve().parents[2] / "cards" / "zero-memory-offload.yaml")
 

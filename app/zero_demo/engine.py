@@ -42,7 +42,7 @@ import torch.distributed as dist
 from torch.func import functional_call
 
 from .audit import StorageAudit
-from .comm import CountingComm, all_gather_tensor
+from .comm import CountingComm, Pending, all_gather_tensor
 from .config import STAGE_NAMES, DemoConfig
 from .inventory import Held, take
 from .model import TinyGPT, loss_fn
@@ -122,6 +122,10 @@ class Engine(ABC):
             fused=cfg.fused_adam,
             clock=self.clock,
         )
+        # Gradient accumulation: which micro-batch of the step runs (hooks read it).
+        self._micro, self._last_micro = 0, True
+        # Asynchronous collectives of this backward, with what to do once each lands.
+        self._pending: list[tuple[Pending, object, torch.Tensor]] = []
         # Communication buffers alive right now (weak references) and the most bytes at once.
         self._buffers: list[weakref.ref] = []
         self.peak_comm_buffer_bytes = 0
@@ -194,21 +198,49 @@ class Engine(ABC):
                     dist.barrier()
 
     def train_step(self, tokens: torch.Tensor, targets: torch.Tensor) -> StepResult:
-        with self._phase("forward"):
-            tokens, targets = tokens.to(self.device), targets.to(self.device)
-            x = tokens
-            for u in range(len(self.units)):
-                x = self._unit_forward(u, x)
-            loss = loss_fn(x, targets)
+        """One optimizer step on one micro-batch."""
+        return self.accumulation_step([(tokens, targets)])
+
+    def accumulation_step(
+        self, micro_batches: list[tuple[torch.Tensor, torch.Tensor]]
+    ) -> StepResult:
+        """One optimizer step over K micro-batches, gradients accumulated (averaged) over them.
+
+        DDP and ZeRO-1 reduce once, after the last micro-batch (DDP's ``no_sync`` before it);
+        ZeRO-2 reduce-scatters every micro-batch's gradients into its shard (it keeps no full
+        gradient to accumulate in), ZeRO-3 also gathers every layer twice per micro-batch.
+        """
         scale = self.scaler.scale if self.scaler else 1.0
-        with self._phase("backward"):
-            (loss * scale if scale != 1.0 else loss).backward()
-            self._reduce_gradients()
-            if self.device.type == "cuda" and self.offload != "none":
-                torch.cuda.synchronize(self.device)  # asynchronous copies to pinned RAM have landed
+        factor = scale / len(micro_batches)  # the mean over the micro-batches, then fp16's scale
+        losses = []
+        for k, (tokens, targets) in enumerate(micro_batches):
+            self._micro, self._last_micro = k, k == len(micro_batches) - 1
+            with self._phase("forward"):
+                tokens, targets = tokens.to(self.device), targets.to(self.device)
+                x = tokens
+                for u in range(len(self.units)):
+                    x = self._unit_forward(u, x)
+                loss = loss_fn(x, targets)
+            with self._phase("backward"):
+                (loss * factor if factor != 1.0 else loss).backward()
+                self._finish_backward()
+                if self._last_micro:
+                    self._reduce_gradients()
+                if self.device.type == "cuda" and self.offload != "none":
+                    torch.cuda.synchronize(self.device)  # asynchronous copies to pinned RAM landed
+            losses.append(loss.detach())
+        loss = torch.stack(losses).mean() if len(losses) > 1 else losses[0]
         # All three terms exist now: full or sharded parameters, gradients, optimizer states.
         self.inventory = take(self.held())
         step_buffers = {"tokens": tokens, "targets": targets, "logits": x, "loss": loss}
+        for k, ((tokens_k, targets_k), loss_k) in enumerate(
+            zip(micro_batches, losses, strict=True)
+        ):
+            step_buffers |= {
+                f"tokens {k}": tokens_k,
+                f"targets {k}": targets_k,
+                f"loss {k}": loss_k,
+            }
         self._audit("after backward", step_buffers)
         with self._phase("optimizer"):
             skipped = self.scaler is not None and self._overflow()
@@ -221,6 +253,14 @@ class Engine(ABC):
         self.comm.all_reduce(mean, control=True)
         self._audit("after the optimizer step", {**step_buffers, "mean loss": mean})
         return StepResult(loss=mean.item() / self.world_size, skipped=skipped)
+
+    def _finish_backward(self) -> None:
+        """Wait for the collectives started during backward, and file their results."""
+        pending, self._pending = self._pending, []
+        for work, done, _keep_alive in pending:
+            work.wait()
+            if done is not None:
+                done()
 
     def _overflow(self) -> bool:
         """Whether any rank's gradient is inf/nan (fp16 only): one flag, all-reduced with MAX."""
@@ -310,17 +350,41 @@ class _ShardedGradients(Engine):
         return torch.zeros(self.layout.shard_numel, dtype=self.dtype, pin_memory=pin)
 
     def _store_grad_shard(self, u: int, full_grad: torch.Tensor) -> None:
-        """Average a unit's full gradient over ranks, keeping this rank's piece (one reduce-scatter)."""
+        """Average a unit's full gradient over ranks, keeping this rank's piece (one reduce-scatter).
+
+        The first micro-batch writes the piece, later ones add to it. With overlap on, the
+        reduce-scatter is started and backward goes on; ``_finish_backward`` waits for it.
+        """
         full_grad.div_(self.world_size)
         piece = self.grad_shard[self.layout.units[u].in_shard()]
-        if piece.device == full_grad.device:
-            self.comm.reduce_scatter(piece, full_grad)
-        else:  # offloaded: reduce on the device, then copy the piece to CPU RAM
-            reduced = torch.empty(piece.numel(), dtype=self.dtype, device=self.device)
-            self._track_buffer(reduced)
-            self.comm.reduce_scatter(reduced, full_grad)
-            with self.clock.span("copies"):
-                piece.copy_(reduced, non_blocking=True)
+        first = self._micro == 0
+        if first and piece.device == full_grad.device:
+            out, done = piece, None
+        else:  # offloaded, or accumulating: reduce into a buffer on the device, then file it
+            out = torch.empty(piece.numel(), dtype=self.dtype, device=self.device)
+            self._track_buffer(out)
+
+            def done() -> None:
+                if piece.device != out.device:
+                    with self.clock.span("copies"):
+                        arrived = out.to(piece.device, non_blocking=first)
+                else:
+                    arrived = out
+                if first:
+                    piece.copy_(arrived)
+                else:
+                    piece.add_(arrived)
+
+        if self.cfg.overlap:
+            # One bucket in flight at a time: the previous one must land before this one goes,
+            # or every full gradient would stay alive until the end of backward (ZeRO-1's memory).
+            self._finish_backward()
+            work = self.comm.reduce_scatter(out, full_grad, async_op=True)
+            self._pending.append((work, done, full_grad))  # full_grad lives until it is sent
+        else:
+            self.comm.reduce_scatter(out, full_grad)
+            if done is not None:
+                done()
 
     def _grad_pieces(self) -> list[tuple[slice, torch.Tensor]]:
         return [(u.in_shard(), self.grad_shard[u.in_shard()]) for u in self.layout.units]
@@ -340,10 +404,32 @@ class Stage0DDP(_ReplicatedParams):
 
     stage = 0
 
+    def _build(self, model: TinyGPT) -> None:
+        super()._build(model)
+        # DDP's overlap: all-reduce each bucket as soon as backward has filled it.
+        self._hooks = (
+            [leaf.register_post_accumulate_grad_hook(self._bucket_ready) for leaf in self.leaves]
+            if self.cfg.overlap
+            else []
+        )
+
+    def _bucket_ready(self, leaf: torch.Tensor) -> None:
+        if not self._last_micro:  # no_sync: accumulate locally, reduce after the last micro-batch
+            return
+        leaf.grad.div_(self.world_size)
+        self._pending.append((self.comm.start_all_reduce(leaf.grad), None, leaf.grad))
+
     def _reduce_gradients(self) -> None:  # noqa: B027 (a no-op unless a stage needs it)
+        if self.cfg.overlap:
+            return  # started during backward, waited for in _finish_backward
         for leaf in self.leaves:
             leaf.grad.div_(self.world_size)
             self.comm.all_reduce(leaf.grad)
+
+    def close(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        super().close()
 
     def _grad_pieces(self) -> list[tuple[slice, torch.Tensor]]:
         return [
@@ -448,7 +534,9 @@ class _GatherUnit(torch.autograd.Function):
     @staticmethod
     def forward(ctx, shard: torch.Tensor, engine: Stage3, u: int) -> torch.Tensor:  # type: ignore[override]
         ctx.engine, ctx.u = engine, u
-        return engine._all_gather_unit(u, shard)
+        full = engine._all_gather_unit(u, shard)
+        engine._prefetch(u + 1)  # the next unit's gather runs while this one computes
+        return full
 
     @staticmethod
     def backward(ctx, full_grad: torch.Tensor) -> tuple[None, None, None]:  # type: ignore[override]
@@ -484,16 +572,34 @@ class Stage3(_ShardedGradients):
         self.param_shard = shard.to(self.device, self.dtype).requires_grad_()
         self.grad_shard = self._new_grad_shard()
         self._regathered: dict[int, torch.Tensor] = {}
+        # Overlap: the next unit's all-gather, started while this unit computes.
+        self._prefetched: dict[int, tuple[torch.Tensor, Pending]] = {}
         self._alive: list[weakref.ref] = []
         self.peak_gathered_units = 0
         self.peak_gathered_bytes = 0
 
     def _all_gather_unit(self, u: int, shard: torch.Tensor) -> torch.Tensor:
+        """Unit ``u``'s full flat parameters: the prefetched buffer, or gathered now."""
+        prefetched = self._prefetched.pop(u, None)
+        if prefetched is not None:
+            full, work = prefetched
+            work.wait()
+            return full
         layout = self.layout.units[u]
         full = torch.empty(layout.padded, dtype=self.dtype, device=self.device)
-        self.comm.all_gather(full, shard.detach())
         self._track(full)
+        self.comm.all_gather(full, shard.detach())
         return full
+
+    def _prefetch(self, u: int) -> None:
+        """Start unit ``u``'s all-gather now (overlap on), for when it is needed next."""
+        if not self.cfg.overlap or not 0 <= u < len(self.layout.units) or u in self._prefetched:
+            return
+        layout = self.layout.units[u]
+        full = torch.empty(layout.padded, dtype=self.dtype, device=self.device)
+        self._track(full)
+        shard = self.param_shard[layout.in_shard()].detach()
+        self._prefetched[u] = (full, self.comm.all_gather(full, shard, async_op=True))
 
     def _track(self, full: torch.Tensor) -> None:
         self._track_buffer(full)
@@ -524,6 +630,7 @@ class Stage3(_ShardedGradients):
     def _before_unit_backward(self, u: int, grad: torch.Tensor) -> None:
         shard = self.param_shard[self.layout.units[u].in_shard()]
         self._regathered[u] = self._all_gather_unit(u, shard)
+        self._prefetch(u - 1)  # backward goes from the last unit to the first
 
     def _unpack(self, saved: torch.Tensor | _ParamRef) -> torch.Tensor:
         if isinstance(saved, _ParamRef):

@@ -149,13 +149,13 @@ class PhaseMemory:
             yield
             torch.cuda.synchronize(self.device)
             peak = torch.cuda.max_memory_allocated(self.device) - self._baseline
-            self.peaks[name] = max(peak, 0)
+            self.peaks[name] = max(peak, self.peaks.get(name, 0), 0)  # the highest micro-batch's
             return
         with torch.profiler.record_function(_MARK + name):
             yield
 
     def _cpu_peaks(self, prof) -> dict[str, int]:
-        windows: dict[str, tuple[int, int]] = {}
+        windows: dict[str, list[tuple[int, int]]] = {}  # a phase runs once per micro-batch
         allocations: list[tuple[int, int, int]] = []  # (time, size, allocator total after)
 
         def walk(node) -> None:
@@ -166,7 +166,8 @@ class PhaseMemory:
                         (node.start_time_ns, fields.alloc_size, fields.total_allocated)
                     )
             elif node.name.startswith(_MARK):
-                windows[node.name.removeprefix(_MARK)] = (node.start_time_ns, node.end_time_ns)
+                name = node.name.removeprefix(_MARK)
+                windows.setdefault(name, []).append((node.start_time_ns, node.end_time_ns))
             for child in node.children:
                 walk(child)
 
@@ -178,9 +179,11 @@ class PhaseMemory:
         origin = allocations[0][2] - allocations[0][1] if allocations else 0
         levels = [(t, total - origin) for t, _, total in allocations]
         peaks = {}
-        for name, (start, end) in windows.items():
-            before = [lvl for t, lvl in levels if t < start]
-            inside = [lvl for t, lvl in levels if start <= t <= end]
-            rise = max([before[-1] if before else 0, *inside])
-            peaks[name] = self._start_bytes + max(rise, 0)
+        for name, spans in windows.items():
+            rise = 0
+            for start, end in spans:
+                before = [lvl for t, lvl in levels if t < start]
+                inside = [lvl for t, lvl in levels if start <= t <= end]
+                rise = max(rise, before[-1] if before else 0, *inside)
+            peaks[name] = self._start_bytes + rise
         return peaks

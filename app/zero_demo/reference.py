@@ -37,18 +37,28 @@ def _adamw(cfg: DemoConfig, params) -> torch.optim.Optimizer:
     )
 
 
-def single_process(cfg: DemoConfig, device: torch.device, on_step=None) -> dict:
-    """Losses of fp32 AdamW on one process, and its final parameters (flat, in model order, CPU)."""
+def single_process(
+    cfg: DemoConfig, device: torch.device, on_step=None, grad_accum: int = 1
+) -> dict:
+    """Losses of fp32 AdamW on one process, and its final parameters (flat, in model order, CPU).
+
+    With ``grad_accum`` K, step s trains on the K global batches ``s*K ... s*K + K - 1`` at once:
+    the mean of their losses (each batch is the same size), one AdamW step.
+    """
     model = build_model(cfg.model, cfg.seed).to(device)
     optimizer = _adamw(cfg, model.parameters())
     losses = []
     for step in range(cfg.steps):
-        tokens, targets = global_batch(cfg.model, cfg.seed, step, cfg.global_batch)
-        loss = loss_fn(model(tokens.to(device)), targets.to(device))
-        loss.backward()
+        total = 0.0
+        for k in range(grad_accum):
+            batch = global_batch(cfg.model, cfg.seed, step * grad_accum + k, cfg.global_batch)
+            tokens, targets = batch
+            loss = loss_fn(model(tokens.to(device)), targets.to(device)) / grad_accum
+            loss.backward()
+            total += loss.item()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+        losses.append(total)
         if on_step:
             on_step()
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()

@@ -14,6 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from .card import STAGE_COMM, STAGE_TOTAL, CardFormulas
+from .charts import results_svg
 from .config import OPTIMIZER_BYTES, STAGE_NAMES, STAGE_SHARDS, DemoConfig
 
 BYTE_KEYS = ("params", "grads", "optimizer", "resident", "offloaded", "total")
@@ -67,14 +68,18 @@ def build_document(raw: dict, cfg: DemoConfig, card: CardFormulas) -> dict:
         formula_padded = card.term_bytes(stage, padded, n_d, element)
         measured = {k: inventory[k] for k in BYTE_KEYS}
         comm = run["comm"]
+        run_reference = run.get("reference_losses")
+        k = run["grad_accum"]
         result = {
             "stage": stage,
             "offload": run["offload"],
+            "grad_accum": k,
+            "overlap": run["overlap"],
             "bytes_per_rank": measured,
             "formula_bytes_per_rank": _num(sum(formula.values())),
             "comm_elements_per_rank_per_step": comm["elements"],
             "losses": run["losses"],
-            "reference_losses": reference,
+            "reference_losses": run_reference,
             # What follows explains the figures above.
             "name": STAGE_NAMES[stage],
             "sharded": STAGE_SHARDS[stage],
@@ -100,11 +105,17 @@ def build_document(raw: dict, cfg: DemoConfig, card: CardFormulas) -> dict:
             "comm_padded_formula_elements_per_rank_per_step": _num(
                 card.comm_elements(stage, padded, n_d)
             ),
+            # Per optimizer step over K micro-batches (the same as above when K = 1).
+            "comm_accumulated_formula": card.comm_accumulated_text(stage, k),
+            "comm_accumulated_formula_elements": _num(card.comm_accumulated(stage, psi, n_d, k)),
+            "comm_accumulated_padded_formula_elements": _num(
+                card.comm_accumulated(stage, padded, n_d, k)
+            ),
             "comm_bytes_per_rank_per_step": comm["bytes"],
             "comm_ring_elements_per_rank_per_step": comm["ring_elements"],
             "comm_by_collective": comm["by_collective"],
             "comm_same_every_step": run["comm_same_every_step"],
-            "max_loss_diff": _max_diff(run["losses"], reference),
+            "max_loss_diff": _max_diff(run["losses"], run_reference),
             "param_max_diff": run.get("param_max_diff"),
             "skipped_steps": run["skipped_steps"],
             "peak_memory": run["peak_memory"],
@@ -183,7 +194,8 @@ def _mb(n: float) -> str:
 
 
 def _stage_label(r: dict) -> list[str]:
-    return [r["name"], r["offload"]]
+    k = r.get("grad_accum", 1)
+    return [r["name"] + (f" K={k}" if k != 1 else ""), r["offload"]]
 
 
 def render_text(doc: dict, chart: str | None = None) -> str:
@@ -282,7 +294,8 @@ def render_text(doc: dict, chart: str | None = None) -> str:
 
     out += [
         "",
-        "Communication per rank per step (elements, counted from each collective's arguments)",
+        "Communication per rank per optimizer step (elements, counted from each collective's arguments; "
+        "K micro-batches per step where K is shown)",
     ]
     rows = []
     for r in results:
@@ -295,12 +308,9 @@ def render_text(doc: dict, chart: str | None = None) -> str:
                     for op in ("all_reduce", "reduce_scatter", "all_gather")
                 ),
                 _b(r["comm_elements_per_rank_per_step"]),
-                r["comm_formula"],
-                _b(r["comm_formula_elements_per_rank_per_step"]),
-                _b(
-                    r["comm_elements_per_rank_per_step"]
-                    - r["comm_formula_elements_per_rank_per_step"]
-                ),
+                r["comm_accumulated_formula"],
+                _b(r["comm_accumulated_formula_elements"]),
+                _b(r["comm_elements_per_rank_per_step"] - r["comm_accumulated_formula_elements"]),
                 _b(r["comm_ring_elements_per_rank_per_step"]),
                 _mb(r["comm_bytes_per_rank_per_step"]),
             ]
@@ -325,6 +335,12 @@ def render_text(doc: dict, chart: str | None = None) -> str:
         "An all-reduce of n elements counts 2n (reduce-scatter + all-gather, as a ring does it). gloo emulates "
         "reduce-scatter with an all-reduce, so the wire is not the measure. Δ is padding, as above."
     )
+    if any(r.get("grad_accum", 1) != 1 for r in results):
+        out.append(
+            "With K micro-batches per step, DDP (no_sync) and ZeRO-1 still reduce once per step; ZeRO-2 "
+            "reduce-scatters every micro-batch, (K+1)Ψ; ZeRO-3 gathers twice and reduce-scatters every "
+            "micro-batch, 3KΨ: why pipeline and Megatron setups that accumulate pair with ZeRO-1."
+        )
     ddp = next((r for r in results if r["stage"] == 0 and r["offload"] == "none"), None)
     zero3 = next((r for r in results if r["stage"] == 3 and r["offload"] == "none"), None)
     if ddp and zero3:
@@ -527,15 +543,19 @@ TERM_COLORS = {"params": "#4C72B0", "grads": "#DD8452", "optimizer": "#55A868"}
 
 
 def write_chart(doc: dict, path: str | Path) -> Path:
-    """Bars per stage, stacked by term (params, grads, optimizer states); the offloaded part hatched;
-    a black tick at the card's formula. PNG or SVG by the file's suffix."""
+    """The chart, by the file's suffix: SVG, the three panels of ``charts.results_svg`` (memory by
+    term against the card's formula, peaks by phase, time by span); PNG (matplotlib), bars per stage
+    stacked by term, the offloaded part hatched, a black tick at the card's formula."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".svg":  # all three panels, without matplotlib (see ``charts``)
+        path.write_text(results_svg(doc), encoding="utf-8")
+        return path
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     results = doc["results"]
     fig, ax = plt.subplots(figsize=(1.4 * len(results) + 3, 4.8))
     labels = []

@@ -145,19 +145,25 @@ def run_rank(cfg: DemoConfig, rank: int, world_size: int, *, local_rank: int) ->
     """Everything one rank does; rank 0 returns the merged measurements of all ranks."""
     device = torch.device("cuda", local_rank) if cfg.device == "cuda" else torch.device("cpu")
     progress = _Progress(cfg, rank)
-    ref = None
+    refs: dict[int, dict] = {}
     if cfg.reference and rank == 0:
         progress.stage("single-process AdamW")
-        ref = reference.single_process(cfg, device, progress.step)
+        # One reference per K (each trains on other batches); K = 1 for PyTorch's engines.
+        for k in sorted({*cfg.grad_accums, *((1,) if cfg.compare else ())}):
+            refs[k] = reference.single_process(cfg, device, progress.step, grad_accum=k)
     comm = CountingComm()
     _warm_up(cfg, comm, device)
     runs = []
-    for offload in cfg.offloads:
-        for stage in cfg.stages:
-            progress.stage(
-                f"{STAGE_NAMES[stage]}" + ("" if offload == "none" else f" offload {offload}")
-            )
-            runs.append(_run_stage(cfg, stage, offload, comm, device, progress, ref))
+    for k in cfg.grad_accums:
+        for offload in cfg.offloads:
+            for stage in cfg.stages:
+                progress.stage(
+                    f"{STAGE_NAMES[stage]}"
+                    + ("" if offload == "none" else f" offload {offload}")
+                    + ("" if k == 1 else f" K={k}")
+                )
+                runs.append(_run_stage(cfg, stage, offload, comm, device, progress, refs.get(k), k))
+    ref = refs.get(1) or (refs[cfg.grad_accums[0]] if refs else None)
     comparisons = {}
     if cfg.compare:
         for name, fn in (
@@ -201,6 +207,7 @@ def _run_stage(
     device: torch.device,
     progress: _Progress,
     ref: dict | None,
+    grad_accum: int = 1,
 ) -> dict:
     """Train one engine for ``cfg.steps`` steps; its inventory, counts, losses, memory, times."""
     rank, world_size = comm.rank, comm.world_size
@@ -222,7 +229,12 @@ def _run_stage(
     comm.take()
     losses, skipped, steps_comm, times, breakdowns = [], [], [], [], []
     for step in range(cfg.steps):
-        tokens, targets = rank_batch(cfg.model, cfg.seed, step, cfg.micro_batch, rank, world_size)
+        micro_batches = [
+            rank_batch(
+                cfg.model, cfg.seed, step * grad_accum + k, cfg.micro_batch, rank, world_size
+            )
+            for k in range(grad_accum)
+        ]
         # The first step (left out of the step time) is the measured one: per-phase peaks, and
         # on a GPU a synchronized time breakdown. The others run unobserved.
         measured = step == 0 and cfg.phase_memory
@@ -230,7 +242,7 @@ def _run_stage(
         start = time.perf_counter()
         engine.clock.begin(sync=measured and device.type == "cuda")
         with phases.step(measured, start_bytes=start_bytes, baseline=audit.baseline_bytes):
-            result = engine.train_step(tokens, targets)
+            result = engine.accumulation_step(micro_batches)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         breakdown = engine.clock.end()
@@ -247,6 +259,9 @@ def _run_stage(
     run = {
         "stage": stage,
         "offload": offload,
+        "grad_accum": grad_accum,
+        "overlap": cfg.overlap,
+        "reference_losses": ref["losses"] if ref is not None else None,
         "psi": engine.layout.psi,
         "padded_psi": engine.layout.padded_psi,
         "shards": engine.layout.shards,

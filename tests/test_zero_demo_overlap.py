@@ -1,0 +1,68 @@
+"""Gradient accumulation and overlap: what each stage communicates per optimizer step, and
+that overlapping communication with backward changes nothing but the time.
+
+Golden values are recomputed here from the model's layer sizes (Ψ_padded) and the per-step
+rules of the card's communication (DDP's all-reduce counts 2n, ZeRO-3 gathers twice): with K
+micro-batches, DDP (no_sync) and ZeRO-1 communicate once per step, ZeRO-2 reduce-scatters every
+micro-batch and all-gathers once, ZeRO-3 repeats all three collectives every micro-batch.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_zero_demo import CARD, padded_psi, run_demo
+
+pytestmark = pytest.mark.demo
+KS = (1, 2, 4)
+
+
+def expected_elements(stage: int, k: int, psi: int, padded: int) -> dict[str, int]:
+    return {
+        0: {"all_reduce": 2 * psi},
+        1: {"reduce_scatter": padded, "all_gather": padded},
+        2: {"reduce_scatter": k * padded, "all_gather": padded},
+        3: {"reduce_scatter": k * padded, "all_gather": 2 * k * padded},
+    }[stage]
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_communication_per_optimizer_step_is_the_formula_for_k_micro_batches(world_size):
+    doc = run_demo(world_size=world_size, grad_accums=KS, steps=2)
+    psi, padded = doc["psi"], padded_psi(world_size)
+    runs = {(r["stage"], r["grad_accum"]): r for r in doc["results"]}
+    assert sorted(runs) == sorted((s, k) for s in range(4) for k in KS)
+    for (stage, k), r in runs.items():
+        at = psi if stage == 0 else padded
+        by = {op: v["elements"] for op, v in r["comm_by_collective"].items()}
+        assert by == expected_elements(stage, k, psi, padded), (stage, k)
+        assert r["comm_same_every_step"]
+        # The card's per-step formula, scaled the way the card's reasoning goes (see card.py).
+        assert r["comm_elements_per_rank_per_step"] == r["comm_accumulated_padded_formula_elements"]
+        assert r["comm_accumulated_padded_formula_elements"] == CARD.comm_accumulated(
+            stage, at, world_size, k
+        )
+        # Accumulating K micro-batches of the global batch is AdamW on K global batches at once.
+        assert r["max_loss_diff"] <= 2e-5, (stage, k)
+        assert r["audit"]["max_unexplained_bytes"] == 0
+    # As K grows, ZeRO-1 stays at 2Ψ while ZeRO-3 grows as 3KΨ: the ratio is 1.5K.
+    for k in KS:
+        ratio = (
+            runs[3, k]["comm_elements_per_rank_per_step"]
+            / runs[1, k]["comm_elements_per_rank_per_step"]
+        )
+        assert ratio == pytest.approx(1.5 * k)
+
+
+def test_overlap_on_and_off_train_identically_and_count_the_same_collectives():
+    on = run_demo(world_size=2, overlap=True, steps=3, reference=False)
+    off = run_demo(world_size=2, overlap=False, steps=3, reference=False)
+    for a, b in zip(on["results"], off["results"], strict=True):
+        assert (a["stage"], a["overlap"], b["overlap"]) == (b["stage"], True, False)
+        assert a["losses"] == b["losses"], a[
+            "stage"
+        ]  # bit for bit: the same sums in the same order
+        assert a["comm_by_collective"] == b["comm_by_collective"]
+    by_stage = {r["stage"]: (r, s) for r, s in zip(on["results"], off["results"], strict=True)}
+    # Prefetch keeps the next layer's gather in flight: two layers at once instead of one.
+    assert (by_stage[3][0]["peak_gathered_units"], by_stage[3][1]["peak_gathered_units"]) == (2, 1)
