@@ -126,7 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     user = commands.add_parser("create-user", help="create an account with a role")
     user.add_argument("--email", required=True)
     user.add_argument(
-        "--password-stdin", action="store_true", required=True,
+        "--password-stdin",
+        action="store_true",
+        required=True,
         help="read the password from the first line of standard input",
     )
     user.add_argument("--role", choices=("learner", "instructor", "admin"), default="learner")

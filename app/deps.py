@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, Query, Request, Security
@@ -20,7 +19,7 @@ from app.auth.ratelimit import LoginLimiter
 from app.auth.service import LearnerRef, learner_for_token, learner_for_web_session
 from app.config import Settings
 from app.domain.catalog import Catalog
-from app.domain.languages import Lang, from_accept_language, pick_lang
+from app.domain.languages import Lang, choose_lang, from_accept_language
 from app.domain.texts import Text
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
@@ -153,18 +152,16 @@ def get_visitor(request: Request, session: SessionDep) -> Visitor:
     if not browser.is_new:
         found = learner_for_web_session(session=session, secret=browser.secret)
         learner = found[0] if found else None
-    asked = request.query_params.get("lang")
-    if asked in ("en", "zh"):
-        lang: Lang = pick_lang(asked)
-    elif request.cookies.get(LANG_COOKIE) in ("en", "zh"):
-        lang = pick_lang(request.cookies.get(LANG_COOKIE))
-    else:
-        lang = from_accept_language(request.headers.get("accept-language")) or "en"
+    lang = choose_lang(
+        request.query_params.get("lang"),
+        request.cookies.get(LANG_COOKIE),
+        request.headers.get("accept-language"),
+    )
     request.state.page_lang = lang
     request.state.visitor_learner = learner
     if learner is not None:
         request.state.due_count = due_counts(
-            session=session, learner_id=learner.id, now=datetime.now(UTC)
+            session=session, learner_id=learner.id, now=request.app.state.context.clock()
         )[0]
     return Visitor(browser=browser, learner=learner, lang=lang, csrf=request.app.state.csrf)
 

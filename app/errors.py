@@ -14,10 +14,10 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
-from app.domain.languages import from_accept_language, pick_lang
+from app.domain.languages import choose_lang
 from app.domain.texts import Text
 from app.problems import Problem, TooManyRequests, Unauthorized
-from app.web.templating import render_page
+from app.web.templating import LANG_COOKIE, render_page
 
 API_PREFIX = "/api/"
 PROBLEM_JSON = "application/problem+json"
@@ -53,15 +53,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def request_lang(request: Request) -> str:
-    asked = request.query_params.get("lang")
-    if asked in ("en", "zh"):
-        return pick_lang(asked)
+    """The language of an error: the page's, else chosen as pages choose it."""
     page_lang = getattr(request.state, "page_lang", None)
-    if page_lang:
+    if page_lang and request.query_params.get("lang") is None:
         return str(page_lang)
-    if request.cookies.get("infracards_lang") in ("en", "zh"):
-        return pick_lang(request.cookies.get("infracards_lang"))
-    return from_accept_language(request.headers.get("accept-language")) or "en"
+    return choose_lang(
+        request.query_params.get("lang"),
+        request.cookies.get(LANG_COOKIE),
+        request.headers.get("accept-language"),
+    )
 
 
 def error_response(

@@ -88,8 +88,10 @@ def build_catalog(sessions: sessionmaker[Session], cards: dict[str, Card]) -> Ca
         with sessions() as session:
             return publish_cards(session=session, cards=cards)
     except (OperationalError, ProgrammingError) as exc:
-        log.error("could not read or store card versions (%s): serving the card files only",
-                  str(exc).splitlines()[0])
+        log.error(
+            "could not read or store card versions (%s): serving the card files only",
+            str(exc).splitlines()[0],
+        )
         return Catalog(cards.values())
 
 

@@ -136,7 +136,7 @@ class AnswerCreate(BaseModel):
 
 
 class AnswerBatchCreate(BaseModel):
-    answers: list[dict[str, Any]] = Field(
+    answers: list[Any] = Field(
         min_length=1,
         max_length=500,
         description="Up to 500 items shaped like `POST /answers`; each is checked on its own.",

@@ -7,11 +7,13 @@ tests are independent and cheap. PostgreSQL tests get a fresh database on the se
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import uuid
 import warnings
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,6 @@ from app.cli import migrate
 from app.config import Settings
 from app.domain.cards import Card
 from app.domain.catalog import load_cards
-
 
 with warnings.catch_warnings():
     # Starlette 1.x nudges towards httpx2; httpx is what the project installs.
@@ -124,3 +125,27 @@ def pg_url() -> Iterator[str]:
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+# --- a clock the tests move -------------------------------------------------------------------
+
+
+class FakeClock:
+    """The service's clock for reviews and sessions, moved by the test."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> datetime:
+        self.now += timedelta(**delta)
+        return self.now
+
+
+@pytest.fixture
+def clock(app: FastAPI) -> FakeClock:
+    fake = FakeClock(datetime.now(UTC).replace(microsecond=0))
+    app.state.context = dataclasses.replace(app.state.context, clock=fake)
+    return fake

@@ -1,4 +1,6 @@
-"""The engine stays plain Python, and the web server never imports torch."""
+"""Layering: the engine stays plain Python without cycles, use cases know nothing of the web,
+identity lives in one package both front ends use, languages are declared once, and the web
+server never imports torch."""
 
 import ast
 import subprocess
@@ -18,7 +20,13 @@ FORBIDDEN_IN_DOMAIN = {
     "app.services",
     "app.models",
     "app.db",
+    "app.auth",
+    "app.catalog",
+    "app.practice",
+    "app.review",
 }
+WEB = {"fastapi", "jinja2", "app.web", "app.api", "app.deps", "app.errors"}
+USE_CASE_PACKAGES = ("auth", "catalog", "practice", "review")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -61,3 +69,78 @@ def test_the_web_app_does_not_import_torch():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _domain_graph() -> dict[str, set[str]]:
+    graph = {}
+    for path in (ROOT / "app" / "domain").glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                deps.add(node.module)
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("app.domain.")
+            ):
+                deps.add(node.module.removeprefix("app.domain."))
+        graph[path.stem] = deps
+    return graph
+
+
+def test_the_domain_has_no_import_cycle():
+    graph = _domain_graph()
+    assert "validation" not in graph["cards"] and "generation" not in graph["cards"]
+    state: dict[str, str] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        if state.get(module) == "done":
+            return
+        assert state.get(module) != "open", "import cycle: " + " -> ".join([*trail, module])
+        state[module] = "open"
+        for dep in graph.get(module, ()):
+            visit(dep, [*trail, module])
+        state[module] = "done"
+
+    for module in graph:
+        visit(module, [])
+
+
+def test_use_cases_know_nothing_of_the_web():
+    for package in USE_CASE_PACKAGES:
+        for path in (ROOT / "app" / package).glob("*.py"):
+            allowed = {"starlette"} if path.name == "cookies.py" else set()  # the cookie middleware
+            for name in imported_modules(path):
+                top = {name, name.split(".")[0], ".".join(name.split(".")[:2])}
+                assert not (top & (WEB | {"starlette"}) - allowed), (
+                    f"app/{package}/{path.name} imports {name}"
+                )
+
+
+def test_identity_and_sessions_live_in_one_package_both_front_ends_use():
+    assert not (ROOT / "app" / "web" / "session.py").exists()
+    assert not (ROOT / "app" / "services").exists()
+    deps = imported_modules(ROOT / "app" / "deps.py")
+    assert {"app.auth.service", "app.auth.cookies"} <= deps
+    for front in ("api", "web"):
+        users = [
+            p
+            for p in (ROOT / "app" / front).glob("*.py")
+            if any(m.startswith("app.auth") or m == "app.deps" for m in imported_modules(p))
+        ]
+        assert users, f"app/{front} does not authenticate through app.auth"
+    # Nothing else hashes secrets or reads the session cookie.
+    for path in (ROOT / "app").rglob("*.py"):
+        if "auth" in path.parts or "zero_demo" in path.parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert "hashlib.sha256(token" not in text and "COOKIE_NAME =" not in text, path
+
+
+def test_the_languages_are_declared_once():
+    for path in (ROOT / "app").rglob("*.py"):
+        if path.name == "languages.py" or "zero_demo" in path.parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert '("en", "zh")' not in text and 'Literal["en", "zh"]' not in text, path

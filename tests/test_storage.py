@@ -9,29 +9,28 @@ import pytest
 from conftest import CARD_ID, TEST_SECRET
 from sqlalchemy import event, func, select, text
 
+from app.auth.service import APP, LearnerRef, create_app_learner, hash_secret, learner_for_token
 from app.db import make_engine, make_sessionmaker, write_transaction
+from app.domain.catalog import Catalog
 from app.domain.generation import generate_for_point
-from app.models import Attempt, Learner, LearnerToken
-from app.services import practice
-from app.services.errors import Conflict
-from app.services.learners import (
-    GUEST,
-    LearnerRef,
-    create_app_learner,
-    hash_token,
-    learner_for_token,
-)
-from app.services.practice import answer_question
-from app.services.questions import QuestionRef, QuestionSigner
+from app.models import Attempt, Learner, LearnerToken, ReviewItem
+from app.practice import answers as practice
+from app.practice.answers import Context, answer_question
+from app.practice.questions import QuestionSigner
 
 SIGNER = QuestionSigner(TEST_SECRET, max_age_s=3600)
+POINT = "optimizer-memory"
 
 
-def token_for(card, point: int, seed: int) -> str:
-    variant = generate_for_point(card, point, seed)
-    return SIGNER.sign(
-        QuestionRef(CARD_ID, point, variant.template_id, variant.template_version, seed)
-    )
+def token_for(card, point: str, seed: int) -> str:
+    return SIGNER.sign(generate_for_point(card, point, seed).id)
+
+
+def new_learner(sessions) -> LearnerRef:
+    """An app learner, as the bearer lookup gives it (answers need a stored learner now)."""
+    with sessions() as session:
+        learner, _token = create_app_learner(session=session)
+    return learner
 
 
 @pytest.fixture
@@ -47,11 +46,11 @@ def sessions(engine):
 
 
 def submit(sessions, cards, learner, token, choice_id, key):
+    ctx = Context(catalog=Catalog(cards.values()), signer=SIGNER, seed_secret=b"s" * 32)
     with sessions() as session:
         outcome = answer_question(
             session=session,
-            cards=cards,
-            signer=SIGNER,
+            ctx=ctx,
             learner=learner,
             token=token,
             choice_id=choice_id,
@@ -83,28 +82,30 @@ def test_write_transactions_begin_immediate_and_reads_begin_deferred(engine, ses
     with sessions() as session:
         session.execute(text("SELECT 1"))
         with write_transaction(session):
-            session.add(Learner(id=uuid.uuid4().hex, kind=GUEST))
+            session.add(Learner(id=uuid.uuid4().hex, kind=APP))
     begins = [s for s in statements if s.startswith("BEGIN")]
     assert begins == ["BEGIN DEFERRED", "BEGIN IMMEDIATE"]
 
 
 def test_an_attempt_row_records_everything_needed_to_reproduce_it(sessions, cards, card):
-    learner = LearnerRef(uuid.uuid4().hex, GUEST)
-    variant = generate_for_point(card, 1, 2024)
+    learner = new_learner(sessions)
+    variant = generate_for_point(card, POINT, 2024)
     wrong = next(c for c in variant.choices if c.pitfall is not None)
     key = str(uuid.uuid4())
-    submit(sessions, cards, learner, token_for(card, 1, 2024), wrong.id, key)
+    submit(sessions, cards, learner, token_for(card, POINT, 2024), wrong.id, key)
 
     with sessions() as session:
         row = session.scalars(select(Attempt)).one()
-        assert session.get(Learner, learner.id).kind == GUEST
+        item = session.scalars(select(ReviewItem)).one()
     assert row.learner_id == learner.id
-    assert (row.card_id, row.card_version, row.point) == (CARD_ID, card.version, 1)
+    assert (row.card_id, row.card_version, row.point) == (CARD_ID, card.version, POINT)
     assert (row.template_id, row.template_version, row.seed) == (
-        variant.template_id,
-        variant.template_version,
+        variant.id.template_id,
+        variant.id.template_version,
         2024,
     )
+    assert row.first_answer is True and row.practice_session_id is None
+    assert (item.learner_id, item.point, item.template_id) == (learner.id, POINT, row.template_id)
     assert row.params == variant.params
     assert [c["id"] for c in row.choices] == [c.id for c in variant.choices]
     assert [c["text"]["en"] for c in row.choices] == [c.text.en for c in variant.choices]
@@ -119,18 +120,18 @@ def test_an_attempt_row_records_everything_needed_to_reproduce_it(sessions, card
 
 def test_a_lost_insert_race_returns_the_stored_result(sessions, cards, card, monkeypatch):
     """The IntegrityError path: the row appears between the check and the insert."""
-    learner = LearnerRef(uuid.uuid4().hex, GUEST)
-    token, key = token_for(card, 1, 9), str(uuid.uuid4())
-    choice = generate_for_point(card, 1, 9).correct_choice_id
+    learner = new_learner(sessions)
+    token, key = token_for(card, POINT, 9), str(uuid.uuid4())
+    choice = generate_for_point(card, POINT, 9).correct_choice_id
     first = submit(sessions, cards, learner, token, choice, key)
 
-    real_find = practice.find_attempt
+    real_find = practice._find
     misses = iter([None, None])  # the pre-check and the check inside the transaction miss it
 
-    def racy_find(*, session, client_answer_id):
-        return next(misses, real_find(session=session, client_answer_id=client_answer_id))
+    def racy_find(session, client_answer_id):
+        return next(misses, real_find(session, client_answer_id))
 
-    monkeypatch.setattr(practice, "find_attempt", racy_find)
+    monkeypatch.setattr(practice, "_find", racy_find)
     assert submit(sessions, cards, learner, token, choice, key) == first
     assert count_attempts(sessions) == 1
 
@@ -152,9 +153,9 @@ def test_concurrent_duplicates_store_one_attempt_postgres(pg_url, cards, card):
 
 
 def run_concurrent_duplicates(sessions, cards, card, threads: int = 8) -> None:
-    learner = LearnerRef(uuid.uuid4().hex, GUEST)  # a new guest: its row is raced for too
-    token, key = token_for(card, 1, 5), str(uuid.uuid4())
-    choice = generate_for_point(card, 1, 5).choices[0].id
+    learner = new_learner(sessions)
+    token, key = token_for(card, POINT, 5), str(uuid.uuid4())
+    choice = generate_for_point(card, POINT, 5).choices[0].id
     barrier = threading.Barrier(threads)
     results, errors = [], []
 
@@ -173,15 +174,16 @@ def run_concurrent_duplicates(sessions, cards, card, threads: int = 8) -> None:
     assert errors == []
     assert len(results) == threads and len(set(results)) == 1
     assert count_attempts(sessions) == 1
+    with sessions() as session:  # and one review rating
+        assert session.scalar(select(func.count()).select_from(ReviewItem)) == 1
 
 
-def test_the_same_client_answer_id_with_another_choice_is_a_conflict(sessions, cards, card):
-    learner = LearnerRef(uuid.uuid4().hex, GUEST)
-    token, key = token_for(card, 1, 3), str(uuid.uuid4())
-    ids = [c.id for c in generate_for_point(card, 1, 3).choices]
-    submit(sessions, cards, learner, token, ids[0], key)
-    with pytest.raises(Conflict):
-        submit(sessions, cards, learner, token, ids[1], key)
+def test_the_same_client_answer_id_with_another_choice_replays_the_first(sessions, cards, card):
+    learner = new_learner(sessions)
+    token, key = token_for(card, POINT, 3), str(uuid.uuid4())
+    ids = [c.id for c in generate_for_point(card, POINT, 3).choices]
+    first = submit(sessions, cards, learner, token, ids[0], key)
+    assert submit(sessions, cards, learner, token, ids[1], key) == first
     assert count_attempts(sessions) == 1
 
 
@@ -190,8 +192,9 @@ def test_learner_tokens_are_stored_hashed_and_resolve_to_their_learner(sessions)
         learner, token = create_app_learner(session=session)
     with sessions() as session:
         stored = session.scalars(select(LearnerToken)).one()
-        assert stored.token_hash == hash_token(token) and token not in stored.token_hash
-        assert learner_for_token(session=session, token=token) == learner
+        assert stored.token_hash == hash_secret(token) and token not in stored.token_hash
+        found = learner_for_token(session=session, token=token)
+        assert found is not None and (found.id, found.kind) == (learner.id, learner.kind)
         assert learner_for_token(session=session, token=token + "x") is None
 
 
@@ -206,13 +209,27 @@ def test_the_api_flow_runs_on_postgres(pg_url, tmp_path, cards, card):
     migrate(pg_url)
     app = create_app(make_settings(tmp_path, pg_url), cards=cards)
     with TestClient(app) as client:
+        auth = {"Authorization": f"Bearer {client.post('/api/v1/learners').json()['token']}"}
         body = client.get(f"/api/v1/cards/{CARD_ID}/points/1/question", params={"seed": 11}).json()
-        wrong = next(c for c in generate_for_point(card, 1, 11).choices if c.pitfall is not None)
+        wrong = next(
+            c for c in generate_for_point(card, POINT, 11).choices if c.pitfall is not None
+        )
         request = {"token": body["token"], "choice_id": wrong.id, "client_answer_id": "pg-answer-1"}
-        first = client.post("/api/v1/answers", json=request)
-        second = client.post("/api/v1/answers", json=request)
-        assert first.status_code == 200 and first.json() == second.json()
-        mistakes = client.get("/api/v1/me/mistakes").json()
+        first = client.post("/api/v1/answers", json=request, headers=auth)
+        second = client.post("/api/v1/answers", json=request, headers=auth)
+        assert first.status_code == 200
+        assert {**first.json(), "replayed": True} == second.json()
+        mistakes = client.get("/api/v1/me/mistakes", headers=auth).json()["items"]
         assert [m["pitfall"]["id"] for m in mistakes] == [wrong.pitfall.id]
+        # Sign-up, login and the review schedule run on PostgreSQL too.
+        client.post(
+            "/api/v1/auth/register", json={"email": "pg@example.com", "password": "a good password"}
+        )
+        login = client.post(
+            "/api/v1/auth/token",
+            json={"email": "pg@example.com", "password": "a good password", "device_name": "ci"},
+        )
+        assert login.status_code == 200
+        assert client.get("/api/v1/me/review/due", headers=auth).status_code == 200
         with app.state.sessionmaker() as session:
             assert session.scalar(select(func.count()).select_from(Attempt)) == 1

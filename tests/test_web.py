@@ -1,4 +1,5 @@
-"""The web pages as a learner uses them: read a card, practise, get feedback, review mistakes."""
+"""The web pages as a learner uses them: read a card, practise in sessions, get feedback, find
+mistakes, review; and the security of forms, cookies and markup."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from conftest import CARD_ID, make_settings
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.domain.generation import generate_for_point
+from app.auth.cookies import COOKIE_NAME
 from app.main import create_app
-from app.models import Attempt
-from app.web.session import COOKIE_NAME
+from app.models import Attempt, PracticeSession
+from app.practice.sessions import question_id_at
 
 PRACTICE = f"/cards/{CARD_ID}/points/{{point}}/practice"
 
@@ -24,12 +25,26 @@ def form_fields(page: str) -> dict[str, str]:
     return {k: html.unescape(v) for k, v in fields.items()}
 
 
+def csrf(page: str) -> str:
+    return html.unescape(re.search(r'name="csrf_token" value="([^"]+)"', page).group(1))
+
+
 def alert(page: str) -> str:
     match = re.search(r'role="alert">([^<]*)<', page)
     return html.unescape(match.group(1)) if match else ""
 
 
-def practise(client, point=1, seed=1, **params):
+def plain(text: str) -> str:
+    """The part of a text before its first math (which pages render as MathML)."""
+    return text.split("$")[0].strip()
+
+
+def articles(page: str) -> str:
+    """The mistake book's entries, without the filter form's options."""
+    return html.unescape("".join(page.split("<article")[1:]))
+
+
+def practise(client, point="optimizer-memory", seed=1, **params):
     response = client.get(PRACTICE.format(point=point), params={"seed": seed, **params})
     assert response.status_code == 200, response.text
     return response
@@ -45,8 +60,29 @@ def attempts(app) -> int:
         return session.scalar(select(func.count()).select_from(Attempt))
 
 
-def wrong_choice(card, point, seed):
-    return next(c for c in generate_for_point(card, point, seed).choices if c.pitfall is not None)
+def shown_variant(app, page):
+    """The variant a practice page shows, regenerated from its form's token."""
+    content = app.state.context.signer.verify(form_fields(page.text)["token"])
+    if content.question is not None:
+        return app.state.catalog.variant(content.question)
+    with app.state.sessionmaker() as session:
+        row = session.get(PracticeSession, content.position.session_id)
+    identity = question_id_at(row, content.position.position, app.state.context.seed_secret)
+    return app.state.catalog.variant(identity)
+
+
+def wrong_of(app, page):
+    return next(c for c in shown_variant(app, page).choices if c.pitfall is not None)
+
+
+def start(client, mode="card", **fields):
+    page = client.get(f"/cards/{CARD_ID}")
+    response = client.post(
+        "/sessions",
+        data={"csrf_token": csrf(page.text), "card_id": CARD_ID, "mode": mode, **fields},
+    )
+    assert response.status_code == 200, response.text[:400]
+    return response
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -54,68 +90,89 @@ def wrong_choice(card, point, seed):
 
 def test_the_card_list_links_to_each_card(client, card):
     response = client.get("/")
-    assert response.status_code == 200
-    assert response.template.name == "cards.html"
+    assert response.status_code == 200 and response.template.name == "cards.html"
     assert f'href="/cards/{CARD_ID}"' in response.text
     assert html.escape(card.title.en) in response.text
 
 
-def test_the_card_page_shows_the_card_its_formulas_as_mathml_and_practise_links(client, card):
+def test_the_card_page_has_contents_a_practise_button_per_point_and_the_modes(client, card):
     response = client.get(f"/cards/{CARD_ID}")
     assert response.status_code == 200 and response.template.name == "card.html"
     page = response.text
     assert page.count("<math") >= len(card.formulas)
+    assert 'class="toc"' in page
     for point in card.points:
-        assert f'href="/cards/{CARD_ID}/points/{point.number}/practice"' in page
-        assert f'id="point-{point.number}"' in page
-    assert f'href="/cards/{CARD_ID}/practice"' in page
+        assert f'href="#{point.slug}"' in page and f'id="{point.slug}"' in page
+        assert f'name="point" value="{point.slug}"' in page
+    for mode in ("card", "mistakes", "exam"):
+        assert f'name="mode" value="{mode}"' in page
+    # The demo moved to its own page.
+    assert "python -m app.zero_demo" not in page
+    assert f'href="/cards/{CARD_ID}/run-it-yourself"' in page
+
+
+def test_run_it_yourself_shows_the_demo_commands(client):
+    page = client.get(f"/cards/{CARD_ID}/run-it-yourself").text
     for command in (
         "python -m app.zero_demo --world-size 4",
         "torchrun --nproc-per-node 8 -m app.zero_demo",
-        "python -m app.zero_demo --backend nccl",
     ):
         assert command in page
-    assert "Definition" in page and "Use cases" in page and "What it solves" in page
 
 
-def test_pages_need_no_javascript_and_no_cdn(client):
-    practice = practise(client)
-    feedback = submit(client, practice, "a")
+def test_pages_run_no_inline_script_and_use_no_cdn(client, app):
+    page = start(client, "point", point="offload")
+    feedback = submit(client, page, "a")
     for response in (
         client.get("/"),
         client.get(f"/cards/{CARD_ID}"),
-        practice,
+        page,
         feedback,
         client.get("/mistakes"),
+        client.get("/review"),
     ):
-        assert "<script" not in response.text
+        assert not re.search(r"<script>|<script [^>]*>[^<]", response.text)
         assert not re.search(r'(src|href)="(https?:)?//', response.text)
-        assert "script-src" not in response.headers["content-security-policy"]
-    assert client.get("/static/style.css").status_code == 200
+        assert "script-src 'self'" in response.headers["content-security-policy"]
+        assert "unsafe" not in response.headers["content-security-policy"]
 
 
-def test_the_language_switch_shows_chinese(client, card):
+def test_the_language_switch_shows_chinese_and_is_remembered(client, card):
     page = client.get(f"/cards/{CARD_ID}").text
     assert f'href="/cards/{CARD_ID}?lang=zh"' in page
     zh = client.get(f"/cards/{CARD_ID}", params={"lang": "zh"})
-    assert '<html lang="zh-Hans">' in zh.text
-    assert "考点" in zh.text
-    assert f'href="/cards/{CARD_ID}/points/1/practice?lang=zh"' in zh.text
+    assert '<html lang="zh-Hans">' in zh.text and "考点" in zh.text
+    # Remembered: the next page without ?lang is Chinese too.
+    assert '<html lang="zh-Hans">' in client.get("/mistakes").text
+    assert '<html lang="en">' in client.get("/mistakes?lang=en").text
+    assert '<html lang="en">' in client.get("/").text
+
+
+def test_accept_language_chooses_the_first_page_language(app):
+    with TestClient(app) as fresh:
+        page = fresh.get("/", headers={"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.5"}).text
+        assert '<html lang="zh-Hans">' in page
 
 
 @pytest.mark.parametrize(
     "path", ["/cards/no-such-card", f"/cards/{CARD_ID}/points/99/practice", "/nowhere"]
 )
-def test_unknown_pages_are_404_pages_with_a_message(client, path):
+def test_unknown_pages_are_404_pages_in_the_pages_language(client, path):
     response = client.get(path)
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("text/html")
     assert alert(response.text)
+    zh = client.get(path, params={"lang": "zh"})
+    assert re.search(r"[\u4e00-\u9fff]", alert(zh.text))
 
 
-def test_bad_query_values_are_4xx_pages_not_errors(client):
+def test_bad_query_values_are_plain_word_error_pages(client):
     response = client.get(PRACTICE.format(point=1), params={"seed": "abc"})
-    assert response.status_code == 422 and "seed" in alert(response.text)
+    assert response.status_code == 422
+    message = alert(response.text)
+    assert message and "Input should be" not in message and "query." not in message
+    zh = client.get(PRACTICE.format(point=1), params={"seed": "abc", "lang": "zh"})
+    assert re.search(r"[\u4e00-\u9fff]", alert(zh.text))
 
 
 # --- the reference demo's results -------------------------------------------------------------
@@ -158,12 +215,12 @@ def demo_client(tmp_path, db_url, cards, content):
     return TestClient(create_app(settings, cards=cards))
 
 
-def test_the_card_page_shows_recorded_demo_results(tmp_path, db_url, cards):
+def test_run_it_yourself_shows_recorded_demo_results_with_a_readable_date(tmp_path, db_url, cards):
     with demo_client(tmp_path, db_url, cards, json.dumps(DEMO)) as client:
-        page = client.get(f"/cards/{CARD_ID}").text
+        page = client.get(f"/cards/{CARD_ID}/run-it-yourself").text
         assert '<table class="results">' in page
         assert "7 MB" in page and "4.5 MB" in page and "2,000,000" in page
-        assert "gloo" in page
+        assert "2025-01-01" in page and "T00:00:00Z" not in page
         api = client.get(f"/api/v1/cards/{CARD_ID}").json()
         assert api["demo"]["results"]["world_size"] == 4
 
@@ -171,69 +228,82 @@ def test_the_card_page_shows_recorded_demo_results(tmp_path, db_url, cards):
 @pytest.mark.parametrize(
     "content", ["{not json", "[]", '{"results": "nope"}', '{"results": [1, {"stage": 2}]}']
 )
-def test_malformed_demo_results_never_break_the_card_page(tmp_path, db_url, cards, content):
+def test_malformed_demo_results_never_break_the_pages(tmp_path, db_url, cards, content):
     with demo_client(tmp_path, db_url, cards, content) as client:
         assert client.get(f"/cards/{CARD_ID}").status_code == 200
+        assert client.get(f"/cards/{CARD_ID}/run-it-yourself").status_code == 200
 
 
-# --- practising -------------------------------------------------------------------------------
+# --- single questions (permalinks) ------------------------------------------------------------
 
 
-def test_practice_page_is_a_form_with_a_csrf_token_and_changes_nothing(client, app, card):
-    last = card.points[-1].number
-    response = practise(client, point=last, seed=77)
-    assert response.template.name == "practice.html"
-    fields = form_fields(response.text)
-    assert {"csrf_token", "token", "client_answer_id"} <= set(fields)
-    variant = generate_for_point(card, last, 77)
-    assert response.text.count('type="radio" name="choice_id"') == len(variant.choices)
-    assert COOKIE_NAME in response.cookies
-    client.get(f"/cards/{CARD_ID}/practice")
-    client.get("/mistakes")
+def test_a_question_page_is_a_form_and_changes_nothing(client, app):
+    page = practise(client, seed=5)
+    fields = form_fields(page.text)
+    assert {"csrf_token", "token", "client_answer_id", "shown_at"} <= set(fields)
+    assert page.text.count('type="radio"') == len(shown_variant(app, page).choices)
+    assert "seed" not in page.text.lower().replace("?seed=", "")  # no internal ids shown
     assert attempts(app) == 0
 
 
-def test_answering_shows_feedback_with_the_pitfall_and_the_worked_solution(client, app, card):
-    page = practise(client, point=1, seed=2024)
-    variant = generate_for_point(card, 1, 2024)
-    wrong = wrong_choice(card, 1, 2024)
-    response = submit(client, page, wrong.id)
-    assert response.status_code == 200 and response.template.name == "feedback.html"
-    context = response.context
-    assert context["grade"].correct is False
-    assert context["chosen"].id == wrong.id and context["correct"].id == variant.correct_choice_id
-    text = html.unescape(response.text)
-    assert "Not quite" in text
-    assert wrong.pitfall.title.en.split("$")[0] in text
-    assert len(re.findall(r"<li>", response.text.split('class="solution"')[1])) == len(
-        variant.solution
-    )
-    assert f'href="/cards/{CARD_ID}/points/1/practice"' in response.text  # Next question
+def test_answering_redirects_to_feedback_with_every_choice_and_its_pitfall(client, app):
+    page = practise(client, seed=8)
+    variant = shown_variant(app, page)
+    wrong = wrong_of(app, page)
+    feedback = submit(client, page, wrong.id)
+    assert feedback.status_code == 200 and feedback.template.name == "feedback.html"
+    assert re.fullmatch(r"http://testserver/answers/\d+", str(feedback.url))
+    text = html.unescape(feedback.text)
+    assert "verdict wrong" in feedback.text and plain(wrong.pitfall.title.en) in text
+    assert text.count('<li class="is-') == len(variant.choices)
+    for choice in variant.choices:
+        if choice.pitfall is not None and choice.id != wrong.id:
+            assert plain(choice.pitfall.title.en) in text
+    # No repeated "Your choice B / Correct answer B" block.
+    assert "Your choice" not in text
+    for step in variant.solution:
+        assert step.en.split("$")[0].strip()[:20] in text
+
+
+def test_a_right_answer_says_so(client, app):
+    page = practise(client, seed=12)
+    feedback = submit(client, page, shown_variant(app, page).correct_choice_id)
+    assert "verdict right" in feedback.text
+
+
+def test_changing_language_on_the_feedback_page_keeps_the_same_feedback(client, app):
+    page = practise(client, seed=13)
+    wrong = wrong_of(app, page)
+    feedback = submit(client, page, wrong.id)
+    switch = html.unescape(re.search(r'class="lang" href="([^"]*)"', feedback.text).group(1))
+    zh = client.get(switch)
+    assert zh.status_code == 200 and str(zh.url).split("?")[0] == str(feedback.url).split("?")[0]
+    assert plain(wrong.pitfall.title.zh) in html.unescape(zh.text)
     assert attempts(app) == 1
 
 
-def test_a_right_answer_says_so(client, card):
-    last = card.points[-1].number
-    page = practise(client, point=last, seed=5)
-    response = submit(client, page, generate_for_point(card, last, 5).correct_choice_id)
-    assert response.context["grade"].correct is True
-    assert 'class="verdict right"' in response.text
+def test_submitting_the_same_form_twice_or_another_choice_after_back_shows_the_first(client, app):
+    page = practise(client, seed=21)
+    variant = shown_variant(app, page)
+    wrong = wrong_of(app, page)
+    first = submit(client, page, wrong.id)
+    again = submit(client, page, variant.correct_choice_id)  # Back, other choice, resubmit
+    assert again.status_code == 200 and str(again.url) == str(first.url)
+    assert "verdict wrong" in again.text
+    assert attempts(app) == 1
 
 
-def test_whole_card_practice_keeps_drawing_random_points(client, card):
-    response = client.get(f"/cards/{CARD_ID}/practice", params={"seed": 3})
-    assert response.status_code == 200
-    assert form_fields(response.text)["mode"] == "card"
-    feedback = submit(client, response, "a")
-    assert f'href="/cards/{CARD_ID}/practice"' in feedback.text
+def test_submitting_without_a_choice_shows_the_question_again(client, app):
+    page = practise(client, seed=2)
+    response = submit(client, page, None)
+    assert response.status_code == 422 and alert(response.text) == "Pick one of the choices."
+    assert attempts(app) == 0
 
 
-@pytest.mark.parametrize("csrf", [None, "", "wrong-token"])
-def test_a_post_without_the_right_csrf_token_is_403_and_stores_nothing(client, app, csrf):
+def test_a_post_without_the_right_csrf_token_is_403_and_stores_nothing(client, app):
     page = practise(client)
-    response = submit(client, page, "a", csrf_token=csrf)
-    assert response.status_code == 403
-    assert "security token" in alert(response.text)
+    for bad in ("", "forged"):
+        assert submit(client, page, "a", csrf_token=bad).status_code == 403
     assert attempts(app) == 0
 
 
@@ -244,125 +314,215 @@ def test_a_post_from_a_browser_without_the_session_cookie_is_403(client, app):
     assert attempts(app) == 0
 
 
-def test_submitting_without_a_choice_shows_the_question_again(client, app):
-    page = practise(client, seed=9)
-    response = submit(client, page, None)
-    assert response.status_code == 422 and response.template.name == "practice.html"
-    assert "Pick one" in alert(response.text)
-    assert form_fields(response.text)["token"] == form_fields(page.text)["token"]
-    assert attempts(app) == 0
+# --- sessions ---------------------------------------------------------------------------------
 
 
-def test_bad_answers_get_4xx_pages(client, app):
-    page = practise(client)
-    assert submit(client, page, "z").status_code == 422
-    assert submit(client, page, "a", token="tampered").status_code == 400
-    assert attempts(app) == 0
+def test_a_whole_card_session_interleaves_points_and_templates_and_ends_with_a_summary(
+    client, app, card
+):
+    page = start(client, "card", size=10)
+    seen_points, seen_templates = [], []
+    for number in range(1, 11):
+        assert f"Question {number} / 10" in page.text
+        assert re.search(rf'<progress max="10" value="{number - 1}"', page.text)
+        variant = shown_variant(app, page)
+        seen_points.append(variant.id.point)
+        seen_templates.append(variant.id.template_id)
+        feedback = submit(client, page, variant.choices[0].id)
+        assert feedback.template.name == "feedback.html"
+        next_url = re.search(r'class="button" href="([^"]+)"', feedback.text).group(1)
+        page = client.get(html.unescape(next_url))
+    # Five points: each round of five visits every point once.
+    slugs = {p.slug for p in card.points}
+    assert set(seen_points[:5]) == slugs and set(seen_points[5:]) == slugs
+    assert len(set(seen_templates)) == len(seen_templates)  # no template twice in ten
+    assert page.template.name == "summary.html"
+    summary = page.context["summary"]
+    assert summary.size == 10 and summary.right + summary.wrong == 10
+    assert sum(p.right + p.wrong for p in summary.points) == 10
+    assert "Practise these again" in page.text or summary.wrong == 0
 
 
-def test_submitting_the_same_form_twice_records_one_attempt(client, app):
-    page = practise(client, seed=10)
-    first, second = submit(client, page, "b"), submit(client, page, "b")
-    assert first.status_code == second.status_code == 200
-    assert attempts(app) == 1
+def test_a_point_session_shows_each_template_before_any_repeats(client, app, card):
+    point = card.points[0]
+    page = start(client, "point", point=point.slug, size=len(point.templates))
+    seen = []
+    for _ in point.templates:
+        variant = shown_variant(app, page)
+        assert variant.id.point == point.slug
+        seen.append(variant.id.template_id)
+        submit(client, page, variant.choices[0].id)
+        page = client.get(str(page.url))
+    assert sorted(seen) == sorted(t.id for t in point.templates)
 
 
-# --- the learner and their mistakes -----------------------------------------------------------
+def test_a_timed_exam_gives_no_feedback_until_the_end_then_a_score_per_point(client, app):
+    page = start(client, "exam", size=5)
+    assert 'id="countdown"' in page.text and "/static/countdown.js" in page.text
+    right = 0
+    for number in range(5):
+        variant = shown_variant(app, page)
+        choice = variant.correct_choice_id if number % 2 == 0 else wrong_of(app, page).id
+        right += number % 2 == 0
+        page = submit(client, page, choice)
+        assert "verdict" not in page.text  # no feedback in between
+    assert page.template.name == "summary.html"
+    summary = page.context["summary"]
+    assert (summary.right, summary.wrong, summary.size) == (right, 5 - right, 5)
+    assert page.text.count('class="point-score"') == len(summary.points)
+    assert summary.pitfalls  # the wrong ones name their pitfalls
 
 
-def test_the_cookie_keeps_the_learner_across_requests(client, app, card):
-    for seed in (1, 2):
-        submit(client, practise(client, seed=seed), wrong_choice(card, 1, seed).id)
+def test_exam_questions_do_not_reveal_their_seed_to_the_api_or_the_page(client, app):
+    page = start(client, "exam", size=3)
+    token = form_fields(page.text)["token"]
+    content = app.state.context.signer.verify(token)
+    assert content.question is None and content.position is not None  # no seed in the token
     with app.state.sessionmaker() as session:
-        assert session.scalar(select(func.count(func.distinct(Attempt.learner_id)))) == 1
-    mistakes = client.get("/mistakes")
-    assert len(mistakes.context["mistakes"]) == 2
+        row = session.get(PracticeSession, content.position.session_id)
+    seeds = {question_id_at(row, i, app.state.context.seed_secret).seed for i in range(3)}
+    assert len(seeds) == 3 and not any(str(s) in page.text for s in seeds)
 
 
-def test_my_mistakes_lists_wrong_attempts_and_counts_per_pitfall(client, card):
-    chosen = []
-    last = card.points[-1].number
-    for point, seed in ((1, 11), (1, 11), (last, 12)):
-        wrong = wrong_choice(card, point, seed)
-        submit(client, practise(client, point=point, seed=seed), wrong.id)
-        chosen.append(wrong)
-    submit(
-        client,
-        practise(client, point=last, seed=13),
-        generate_for_point(card, last, 13).correct_choice_id,
+def test_an_exam_past_its_deadline_refuses_answers_and_shows_the_summary(client, app, clock):
+    page = start(client, "exam", size=2)
+    clock.advance(minutes=10)
+    refused = submit(client, page, "a")
+    assert refused.status_code == 409 and "time is up" in alert(refused.text)
+    summary = client.get(str(page.url))
+    assert summary.template.name == "summary.html" and summary.context["summary"].unanswered == 2
+
+
+def test_mistakes_mode_practises_fresh_variants_of_the_templates_got_wrong(client, app):
+    page = practise(client, seed=40)
+    wrong = wrong_of(app, page)
+    template = shown_variant(app, page).id.template_id
+    submit(client, page, wrong.id)
+    session_page = start(client, "mistakes", size=3)
+    for _ in range(3):
+        variant = shown_variant(app, session_page)
+        assert variant.id.template_id == template and variant.id.seed != 40
+        submit(client, session_page, variant.correct_choice_id)
+        session_page = client.get(str(session_page.url))
+
+
+def test_mistakes_mode_without_mistakes_says_so(client):
+    page = client.get(f"/cards/{CARD_ID}")
+    response = client.post(
+        "/sessions", data={"csrf_token": csrf(page.text), "card_id": CARD_ID, "mode": "mistakes"}
     )
-
-    response = client.get("/mistakes")
-    assert response.status_code == 200 and response.template.name == "mistakes.html"
-    mistakes = response.context["mistakes"]
-    assert len(mistakes) == 3
-    assert mistakes[0].stem == generate_for_point(card, last, 12).stem
-    assert mistakes[0].pitfall_title == chosen[2].pitfall.title
-    counts = {(c.pitfall_id, c.count) for c in response.context["counts"]}
-    assert (chosen[0].pitfall.id, 2) in counts
-    text = html.unescape(response.text)
-    assert "Pitfalls you fell for" in text and "2×" in text
-    assert "UTC" in text
+    assert response.status_code == 409 and "No mistakes" in alert(response.text)
 
 
-def test_another_browser_has_its_own_mistakes(client, app, card):
-    submit(client, practise(client, seed=1), wrong_choice(card, 1, 1).id)
+def test_sessions_belong_to_their_browser(client, app):
+    page = start(client, "card", size=3)
     with TestClient(app) as stranger:
-        assert stranger.get("/mistakes").context["mistakes"] == []
+        assert stranger.get(str(page.url)).status_code == 404
 
 
-def test_mistakes_survive_a_restart(client, settings, cards, card):
-    submit(client, practise(client, seed=21), wrong_choice(card, 1, 21).id)
+# --- the mistake book and review ---------------------------------------------------------------
+
+
+def test_the_mistake_book_groups_by_pitfall_with_explanation_and_practise_again(client, app):
+    pages = [practise(client, seed=s) for s in (50, 51)]
+    falls = [wrong_of(app, p) for p in pages]
+    for page, wrong in zip(pages, falls, strict=True):
+        submit(client, page, wrong.id)
+    book = client.get("/mistakes")
+    text = articles(book.text)
+    for wrong in falls:
+        assert plain(wrong.pitfall.title.en) in text
+    assert book.text.count('class="mistake"') == len({w.pitfall.id for w in falls})
+    assert "Why this reasoning fails" in text and "Worked solution" in text
+    assert 'name="mode" value="mistakes"' in book.text  # practise again, fresh numbers
+    for wrong in falls:  # no internal ids as text
+        assert f">{wrong.pitfall.id}<" not in book.text
+
+
+def test_i_understand_this_now_hides_a_mistake_but_statistics_keep_it(client, app):
+    page = practise(client, seed=60)
+    wrong = wrong_of(app, page)
+    submit(client, page, wrong.id)
+    book = client.get("/mistakes")
+    fields = dict(
+        re.findall(
+            r'name="(\w+)" value="([^"]*)"',
+            book.text.split('action="/mistakes/dismiss"')[1].split("</form>")[0],
+        )
+    )
+    client.post("/mistakes/dismiss", data={k: html.unescape(v) for k, v in fields.items()})
+    assert 'class="mistake"' not in client.get("/mistakes").text
+    assert attempts(app) == 1
+    review = client.get("/review").text
+    assert re.search(r"0% \(0/1\)", review)  # still counted in progress
+
+
+def test_the_mistake_book_filters_by_point_and_pitfall(client, app, card):
+    first, second = (
+        practise(client, point=card.points[0].slug, seed=70),
+        practise(client, point=card.points[4].slug, seed=71),
+    )
+    a, b = wrong_of(app, first), wrong_of(app, second)
+    submit(client, first, a.id)
+    submit(client, second, b.id)
+    by_point = articles(client.get("/mistakes", params={"point": card.points[4].slug}).text)
+    assert plain(b.pitfall.title.en) in by_point and plain(a.pitfall.title.en) not in by_point
+    by_pitfall = articles(client.get("/mistakes", params={"pitfall": a.pitfall.id}).text)
+    assert plain(a.pitfall.title.en) in by_pitfall and plain(b.pitfall.title.en) not in by_pitfall
+
+
+def test_review_shows_what_is_due_with_a_count_in_the_header(client, app, clock):
+    page = practise(client, seed=80)
+    submit(client, page, wrong_of(app, page).id)
+    assert "badge" not in client.get("/review").text
+    clock.advance(minutes=3)
+    review = client.get("/review")
+    assert re.search(r'class="badge"[^>]*>1<', review.text)
+    assert re.search(r'due-count">1<', review.text)
+    session_page = start(client, "review")
+    variant = shown_variant(app, session_page)
+    assert variant.id.template_id == shown_variant(app, page).id.template_id
+    submit(client, session_page, variant.correct_choice_id)
+    assert "badge" not in client.get("/review").text
+
+
+def test_mistakes_survive_a_restart(client, settings, cards, app):
+    page = practise(client, seed=90)
+    submit(client, page, wrong_of(app, page).id)
     cookie = client.cookies.get(COOKIE_NAME)
-    client.close()
-
-    with TestClient(create_app(settings, cards=cards)) as restarted:
-        restarted.cookies.set(COOKIE_NAME, cookie)
-        mistakes = restarted.get("/mistakes").context["mistakes"]
-        assert [m.seed for m in mistakes] == [21]
+    with TestClient(create_app(settings, cards=cards)) as again:
+        again.cookies.set(COOKIE_NAME, cookie)
+        assert 'class="mistake"' in again.get("/mistakes").text
 
 
-def test_a_tampered_session_cookie_is_a_new_guest(client, card):
-    submit(client, practise(client, seed=1), wrong_choice(card, 1, 1).id)
-    client.cookies.set(COOKIE_NAME, "forged.value")
-    response = client.get("/mistakes")
-    assert response.status_code == 200 and response.context["mistakes"] == []
+# --- security: headers, links, markup, cookies, odd input -------------------------------------
 
 
-def test_the_session_cookie_is_httponly_lax_and_secure_when_configured(tmp_path, db_url, cards):
-    with TestClient(create_app(make_settings(tmp_path, db_url), cards=cards)) as plain:
-        cookie = plain.get(PRACTICE.format(point=1)).headers["set-cookie"]
-        assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" not in cookie
-    settings = make_settings(tmp_path, db_url, cookie_secure=True)
-    with TestClient(create_app(settings, cards=cards), base_url="https://testserver") as secure:
-        assert "Secure" in secure.get(PRACTICE.format(point=1)).headers["set-cookie"]
-
-
-def test_reading_pages_sets_no_cookie(client):
+def test_reading_pages_sets_no_cookie_and_writes_nothing(client, app):
     assert "set-cookie" not in client.get("/").headers
-    assert "set-cookie" not in client.get(f"/cards/{CARD_ID}").headers
+    assert "infracards_session" not in client.get("/").headers.get("set-cookie", "")
+    with app.state.sessionmaker() as session:
+        from app.models import Learner
 
-
-# --- security: headers, links, markup, cookies, ownership, odd input -------------------------
+        assert session.scalar(select(func.count()).select_from(Learner)) == 0
 
 
 def test_every_response_carries_the_security_headers(client):
-    practise(client)  # a guest session, so the POST below reaches the CSRF check
-    responses = [
+    practise(client)
+    for response in (
         client.get("/"),
         practise(client),
         client.get("/nowhere"),
-        client.post("/answers", data={}),  # 403, no CSRF token
+        client.post("/answers", data={}),
         client.get("/static/style.css"),
         client.get("/api/v1/cards"),
         client.get("/api/v1/nowhere"),
         client.get("/openapi.json"),
         client.get("/healthz"),
-    ]
-    for response in responses:
+    ):
         csp = response.headers["content-security-policy"]
         assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp, response.url
-        assert "script-src" not in csp and "unsafe" not in csp
+        assert "unsafe" not in csp
         assert response.headers["x-content-type-options"] == "nosniff"
         assert response.headers["referrer-policy"] == "same-origin"
 
@@ -372,17 +532,12 @@ def test_the_docs_page_may_run_only_its_local_bundle_and_its_own_inline_script(c
     import hashlib
 
     docs = client.get("/docs")
-    assert docs.status_code == 200
     csp = docs.headers["content-security-policy"]
     directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
-    inline = re.findall(r"<script>(.*?)</script>", docs.text, re.DOTALL)
-    assert inline
-    for script in inline:
+    for script in re.findall(r"<script>(.*?)</script>", docs.text, re.DOTALL):
         digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
         assert f"'sha256-{digest}'" in directives["script-src"]
-    assert "'self'" in directives["script-src"] and "unsafe" not in directives["script-src"]
-    assert directives["default-src"] == "'none'" and directives["frame-ancestors"] == "'none'"
-    assert directives["connect-src"] == "'self'"  # it fetches /openapi.json
+    assert directives["default-src"] == "'none'" and directives["connect-src"] == "'self'"
     for asset in re.findall(r'(?:src|href)="([^"]+)"', docs.text):
         assert asset.startswith("/docs-assets/") and client.get(asset).status_code == 200
 
@@ -390,10 +545,8 @@ def test_the_docs_page_may_run_only_its_local_bundle_and_its_own_inline_script(c
 @pytest.mark.parametrize("path", ["/%2F%2Fevil.example/x", "/%2Fevil.example", "/%5Cevil.example"])
 def test_the_language_switch_never_links_to_another_site(client, path):
     response = client.get(path)
-    assert response.status_code == 404
     switch = html.unescape(re.search(r'class="lang" href="([^"]*)"', response.text).group(1))
     assert switch.startswith("/") and not switch.startswith(("//", "/\\"))
-    assert "lang=zh" in switch
 
 
 def test_request_data_is_escaped_on_error_pages(client):
@@ -408,47 +561,41 @@ def test_request_data_is_escaped_on_error_pages(client):
 
 
 def test_mathml_from_latex_keeps_no_link_script_or_style_attributes():
-    from app.web.render import latex_to_mathml, render_inline
+    from app.rendering import latex_to_mathml, render_inline
 
     for latex in (r"\href{javascript:alert(1)}{x}", r"\style{color:red}{x}"):
         rendered = str(render_inline(f"${latex}$"))
-        assert rendered.startswith('<code class="latex">'), rendered
-        assert "href=" not in rendered and "style=" not in rendered
+        assert rendered.startswith('<code class="latex">') and "href=" not in rendered
     assert str(latex_to_mathml(r"\frac{16\Psi}{N_d}")).startswith("<math")
 
 
-def test_the_session_cookie_is_small_and_secure_in_production(tmp_path, db_url, cards):
+def test_the_session_cookie_is_secure_in_production(tmp_path, db_url, cards):
     settings = make_settings(tmp_path, db_url, environment="production")
     with TestClient(create_app(settings, cards=cards), base_url="https://testserver") as prod:
         cookie = prod.get(PRACTICE.format(point=1)).headers["set-cookie"]
     assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie
-    assert len(cookie) < 400  # far below the 4096 bytes browsers keep
 
 
-@pytest.mark.parametrize(
-    "value", [b"x" * 8000, b"\xc3\xa9" * 2000, b"e30.AAAA", b"..", b'"quoted"', b"a.b.c.d"]
-)
+@pytest.mark.parametrize("value", [b"x" * 8000, b"\xc3\xa9" * 2000, b"..", b'"quoted"', b"short"])
 def test_an_oversized_or_garbled_session_cookie_is_a_new_guest(client, app, value):
     cookie = [(b"cookie", COOKIE_NAME.encode() + b"=" + value)]
     page = client.get(PRACTICE.format(point=1), params={"seed": 1}, headers=cookie)
     assert page.status_code == 200 and COOKIE_NAME in page.headers["set-cookie"]
-    # The form of that page does not post for the old (garbled) cookie.
     fields = {**form_fields(page.text), "choice_id": "a"}
     assert client.post("/answers", data=fields, headers=cookie).status_code == 403
     assert attempts(app) == 0
 
 
-def test_another_browser_reusing_a_client_answer_id_learns_nothing(client, app, card):
+def test_another_browser_reusing_a_client_answer_id_learns_nothing(client, app):
     page = practise(client, seed=31)
-    wrong = wrong_choice(card, 1, 31).id
-    assert submit(client, page, wrong).status_code == 200
+    wrong = wrong_of(app, page).id
+    submit(client, page, wrong)
     with TestClient(app) as stranger:
         own = form_fields(practise(stranger, seed=31).text)
         reuse = {**own, "client_answer_id": form_fields(page.text)["client_answer_id"]}
         response = stranger.post("/answers", data={**reuse, "choice_id": wrong})
-        assert response.status_code == 409
-        assert "client_answer_id" in alert(response.text) and "Not quite" not in response.text
-        assert stranger.get("/mistakes").context["mistakes"] == []
+        assert response.status_code == 409 and "verdict" not in response.text
+        assert 'class="mistake"' not in stranger.get("/mistakes").text
     assert attempts(app) == 1
 
 
@@ -456,13 +603,13 @@ def test_another_browser_reusing_a_client_answer_id_learns_nothing(client, app, 
     "changes",
     [
         {"choice_id": "\u202ea"},
-        {"choice_id": "ａ"},  # fullwidth a
+        {"choice_id": "ａ"},
         {"choice_id": "a\x00"},
         {"choice_id": "a" * 100_000},
-        {"lang": "\u0000zh", "mode": "\U0001f600" * 1000},
         {"token": "\u202e" * 5000},
         {"client_answer_id": "\u00e9" * 100_000},
         {"csrf_token": "\U0001f600" * 100_000},
+        {"shown_at": "-1"},
     ],
 )
 def test_odd_form_fields_are_4xx_never_500(app, changes):

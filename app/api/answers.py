@@ -43,6 +43,7 @@ def _answer(body: AnswerCreate, session: SessionDep, ctx: ContextDep, learner: A
         client_answer_id=body.client_answer_id,
         duration_ms=body.duration_ms,
         answered_at=body.answered_at,
+        now=ctx.clock(),
     )
 
 

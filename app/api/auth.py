@@ -27,8 +27,10 @@ from app.schemas import (
 )
 
 router = APIRouter(tags=["accounts"])
-PROBLEMS = {
+PROBLEMS: dict[int | str, dict[str, object]] = {
+    400: {"model": ProblemPublic, "description": "An invalid email or a weak password."},
     401: {"model": ProblemPublic},
+    404: {"model": ProblemPublic, "description": "No such device token."},
     409: {"model": ProblemPublic},
     429: {"model": ProblemPublic},
 }
@@ -93,9 +95,7 @@ def read_my_tokens(session: SessionDep, learner: ApiLearner) -> list[DeviceToken
     ]
 
 
-@router.delete(
-    "/me/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=PROBLEMS
-)
+@router.delete("/me/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=PROBLEMS)
 def revoke_my_token(
     token_id: Annotated[int, Path(ge=1, le=2**62)], session: SessionDep, learner: ApiLearner
 ) -> Response:

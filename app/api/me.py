@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -25,7 +24,13 @@ from app.schemas import (
     ProgressPublic,
 )
 
-router = APIRouter(tags=["me"], responses={401: {"model": ProblemPublic}})
+router = APIRouter(
+    tags=["me"],
+    responses={
+        400: {"model": ProblemPublic, "description": "An invalid cursor."},
+        401: {"model": ProblemPublic},
+    },
+)
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
 Cursor = Annotated[str | None, Query(max_length=20, description="next_cursor of the last page")]
 
@@ -107,10 +112,10 @@ def read_my_pitfalls(
 
 
 @router.get("/me/progress", response_model=ProgressPublic)
-def read_my_progress(session: SessionDep, learner: ApiLearner) -> ProgressPublic:
+def read_my_progress(session: SessionDep, ctx: ContextDep, learner: ApiLearner) -> ProgressPublic:
     """Per card and exam point: first answers, share right, reviews due, FSRS retention."""
     cards: dict[str, list[PointProgressPublic]] = {}
-    for item in progress(session=session, learner_id=learner.id, now=datetime.now(UTC)):
+    for item in progress(session=session, learner_id=learner.id, now=ctx.clock()):
         cards.setdefault(item.card_id, []).append(
             PointProgressPublic(
                 point=item.point,
@@ -138,7 +143,7 @@ def read_my_due_reviews(
     items = due_items(
         session=session,
         learner_id=learner.id,
-        now=datetime.now(UTC),
+        now=ctx.clock(),
         limit=limit + 1,
         after_id=_cursor(cursor),
     )
@@ -150,7 +155,10 @@ def read_my_due_reviews(
         if card is None or card.template(item.template_id) is None:
             continue
         question = question_for_template(
-            catalog=ctx.catalog, signer=ctx.signer, card_id=item.card_id, template_id=item.template_id
+            catalog=ctx.catalog,
+            signer=ctx.signer,
+            card_id=item.card_id,
+            template_id=item.template_id,
         )
         point = card.point_by_slug(question.variant.id.point)
         out.append(

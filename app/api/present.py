@@ -110,7 +110,9 @@ def _pitfall(grade_: Grade, lang: str) -> PitfallPublic | None:
         return None
     explanation = grade_.pitfall_explanation or grade_.pitfall.explanation
     return PitfallPublic(
-        id=grade_.pitfall.id, title=grade_.pitfall.title.get(lang), explanation=explanation.get(lang)
+        id=grade_.pitfall.id,
+        title=grade_.pitfall.title.get(lang),
+        explanation=explanation.get(lang),
     )
 
 

@@ -137,7 +137,12 @@ def _ref(learner: Learner, token_id: int | None = None) -> LearnerRef:
 
 
 def register(
-    *, session: Session, email: str, password: str, guest_id: str | None = None, role: str = "learner"
+    *,
+    session: Session,
+    email: str,
+    password: str,
+    guest_id: str | None = None,
+    role: str = "learner",
 ) -> LearnerRef:
     """A new account; a guest's learner (``guest_id``) becomes it, keeping all its history."""
     email = normalise_email(email)
@@ -239,7 +244,9 @@ def set_role(*, session: Session, email: str, role: str) -> None:
     if role not in ROLES:
         raise InvalidInput(f"unknown role {role!r} (known: {', '.join(ROLES)})")
     with write_transaction(session):
-        learner = session.scalars(select(Learner).where(Learner.email == normalise_email(email))).first()
+        learner = session.scalars(
+            select(Learner).where(Learner.email == normalise_email(email))
+        ).first()
         if learner is None:
             raise NotFound(f"no account with email {email!r}")
         learner.role = role
@@ -248,7 +255,9 @@ def set_role(*, session: Session, email: str, role: str) -> None:
 # --- anonymous app installs and device tokens -------------------------------------------------
 
 
-def create_app_learner(*, session: Session, device_name: str | None = None) -> tuple[LearnerRef, str]:
+def create_app_learner(
+    *, session: Session, device_name: str | None = None
+) -> tuple[LearnerRef, str]:
     """A new anonymous learner with a bearer token (returned once, stored hashed)."""
     learner = Learner(id=new_id(), kind=APP, role="learner")
     token = new_secret()
@@ -336,7 +345,9 @@ def revoke_token(*, session: Session, learner_id: str, token_id: int) -> None:
 # --- web sessions -----------------------------------------------------------------------------
 
 
-def learner_for_web_session(*, session: Session, secret: str) -> tuple[LearnerRef, str | None] | None:
+def learner_for_web_session(
+    *, session: Session, secret: str
+) -> tuple[LearnerRef, str | None] | None:
     """The learner of a web session cookie and the session's language, or None."""
     now = now_utc()
     row = session.execute(
@@ -477,9 +488,13 @@ def merge_learner(*, session: Session, source_id: str, target_id: str) -> None:
                 continue
             mine_last = as_utc(item.last_review_at) if item.last_review_at else None
             other_last = as_utc(other.last_review_at) if other.last_review_at else None
-            keep, drop = (item, other) if (mine_last or _EPOCH) > (other_last or _EPOCH) else (
-                other,
-                item,
+            keep, drop = (
+                (item, other)
+                if (mine_last or _EPOCH) > (other_last or _EPOCH)
+                else (
+                    other,
+                    item,
+                )
             )
             session.execute(
                 update(ReviewLog)

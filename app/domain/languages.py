@@ -48,3 +48,11 @@ def from_accept_language(header: str | None) -> Lang | None:
         if best is None or candidate[:2] > best[:2]:
             best = candidate
     return best[2] if best is not None else None
+
+
+def choose_lang(asked: str | None, remembered: str | None, accept_language: str | None) -> Lang:
+    """A page's language: asked for (``?lang=``), else remembered (cookie), else the browser's."""
+    for value in (asked, remembered):
+        if value in LANGS:
+            return pick_lang(value)
+    return from_accept_language(accept_language) or DEFAULT_LANG

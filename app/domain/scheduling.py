@@ -2,7 +2,7 @@
 
 A wrong first answer rates ``Again`` (the item comes back within FSRS's learning steps, minutes
 away, so the learner meets it again in the same sitting with new numbers); a right one ``Good``,
-or ``Hard`` when it took long and ``Easy`` when it was quick. Fuzzing is off, so schedules are
+or ``Hard`` when it took long and ``Easy`` when it was quick (only when the time is known). Fuzzing is off, so schedules are
 reproducible for a given clock.
 
 With an exam date, an item whose next review would fall after the exam is pulled before it: FSRS
@@ -21,7 +21,9 @@ from typing import Any
 from fsrs import Card as FsrsCard
 from fsrs import Rating, Scheduler
 
-LEARNING_STEPS = (timedelta(minutes=1), timedelta(minutes=10))
+# One short step: a wrong answer comes back two minutes later, in the same sitting; a right one
+# graduates at once (FSRS's first interval for Good is its initial stability, about 2 days).
+LEARNING_STEPS = (timedelta(minutes=2),)
 RELEARNING_STEPS = (timedelta(minutes=2),)
 SLOW_ANSWER_S = 90  # a right answer slower than this rates Hard
 FAST_ANSWER_S = 8  # and faster than this, Easy (a statement can be read and known at once)

@@ -12,7 +12,8 @@ is stored (``first_answer`` false) but does not count as remembering.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -50,6 +51,8 @@ class Context:
     catalog: Catalog
     signer: QuestionSigner
     seed_secret: bytes
+    # The clock of reviews and sessions (tests and demos move it; the server uses real time).
+    clock: Callable[[], datetime] = field(default=now_utc)
 
 
 def answer_id_reused() -> Conflict:
@@ -88,7 +91,7 @@ def answer_question(
     now: datetime | None = None,
 ) -> AnswerOutcome:
     """Grade ``choice_id`` for the question in ``token`` and record the attempt (once)."""
-    now = now or now_utc()
+    now = now or ctx.clock()
     question, position = resolve_token(session=session, ctx=ctx, learner=learner, token=token)
     variant = regenerate(ctx.catalog, question)
     try:
@@ -119,8 +122,16 @@ def answer_question(
                 stored = _find(session, client_answer_id)
                 if stored is None:
                     attempt = _store(
-                        session, ctx, learner, variant, result, client_answer_id, position,
-                        duration_ms, answered_at, now,
+                        session,
+                        ctx,
+                        learner,
+                        variant,
+                        result,
+                        client_answer_id,
+                        position,
+                        duration_ms,
+                        answered_at,
+                        now,
                     )
                     return AnswerOutcome(attempt, variant, result, replayed=False)
         except IntegrityError:
@@ -147,13 +158,15 @@ def _store(
 ) -> Attempt:
     identity = variant.id
     earlier = session.scalar(
-        select(Attempt.id).where(
+        select(Attempt.id)
+        .where(
             Attempt.learner_id == learner.id,
             Attempt.card_id == identity.card_id,
             Attempt.template_id == identity.template_id,
             Attempt.template_version == identity.template_version,
             Attempt.seed == identity.seed,
-        ).limit(1)
+        )
+        .limit(1)
     )
     located = ctx.catalog.locate(identity)
     attempt = Attempt(

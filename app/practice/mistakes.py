@@ -149,10 +149,15 @@ def mistake_book(
 
 
 def dismiss(
-    *, session: Session, learner_id: str, card_id: str, point: str, pitfall_id: str | None,
+    *,
+    session: Session,
+    learner_id: str,
+    card_id: str,
+    point: str,
+    pitfall_id: str | None,
     template_id: str,
 ) -> int:
-    """"I understand this now": hide the group's attempts from the book (statistics keep them)."""
+    """ "I understand this now": hide the group's attempts from the book (statistics keep them)."""
     with write_transaction(session):
         query = update(Attempt).where(
             Attempt.learner_id == learner_id,

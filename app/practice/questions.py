@@ -127,7 +127,9 @@ class QuestionSigner:
     def _verify_legacy(self, token: str, catalog: Catalog | None) -> TokenContent:
         """Tokens issued before exam points had slugs: ``[card, number, template, version, seed]``."""
         try:
-            payload, issued = self._legacy.loads(token, max_age=self.max_age_s, return_timestamp=True)
+            payload, issued = self._legacy.loads(
+                token, max_age=self.max_age_s, return_timestamp=True
+            )
         except SignatureExpired:
             raise expired() from None
         except BadData:
@@ -149,7 +151,9 @@ class QuestionSigner:
         return TokenContent(question, None, issued_at)
 
 
-def _locate_any_point(catalog: Catalog, card_id: str, template_id: str, version: int) -> Located | None:
+def _locate_any_point(
+    catalog: Catalog, card_id: str, template_id: str, version: int
+) -> Located | None:
     for card_version in reversed(catalog.versions(card_id)):
         card = catalog.version(card_id, card_version)
         template = card.template(template_id) if card else None
@@ -228,7 +232,12 @@ def new_question(
 
 
 def question_for_template(
-    *, catalog: Catalog, signer: QuestionSigner, card_id: str, template_id: str, seed: int | None = None
+    *,
+    catalog: Catalog,
+    signer: QuestionSigner,
+    card_id: str,
+    template_id: str,
+    seed: int | None = None,
 ) -> Question:
     """A fresh variant of one template of the latest card (a review, "practise again")."""
     card = get_card(catalog, card_id)

@@ -90,7 +90,9 @@ def start_session(
     """A new session of ``mode`` on a card (``templates`` narrows mistakes mode to those)."""
     now = now or now_utc()
     if mode not in MODES:
-        raise InvalidInput(f"unknown mode {mode!r} (known: {', '.join(MODES)})", code="invalid_mode")
+        raise InvalidInput(
+            f"unknown mode {mode!r} (known: {', '.join(MODES)})", code="invalid_mode"
+        )
     card = get_card(catalog, card_id)
     size = DEFAULT_SIZE[mode] if size is None else size
     if not 1 <= size <= MAX_SIZE:
@@ -301,7 +303,9 @@ def summarise(*, catalog: Catalog, state: SessionState, now: datetime) -> Summar
     fallen = []
     for (template_id, pitfall_id), times in sorted(pitfalls.items(), key=lambda kv: -kv[1]):
         template = catalog.template_anywhere(state.row.card_id, template_id)
-        pitfall = next((p for p in template.pitfalls if p.id == pitfall_id), None) if template else None
+        pitfall = (
+            next((p for p in template.pitfalls if p.id == pitfall_id), None) if template else None
+        )
         title = pitfall.title if pitfall else Text(pitfall_id, pitfall_id)
         fallen.append(PitfallFallen(template_id, pitfall_id, title, times))
     card = catalog.latest(state.row.card_id)

@@ -136,7 +136,12 @@ def _bring_pitfall_forward(
 
 
 def due_items(
-    *, session: Session, learner_id: str, now: datetime, limit: int = 20, after_id: int | None = None
+    *,
+    session: Session,
+    learner_id: str,
+    now: datetime,
+    limit: int = 20,
+    after_id: int | None = None,
 ) -> list[DueItem]:
     """Items due now, most overdue first (``after_id`` continues a page)."""
     query = (
@@ -146,9 +151,7 @@ def due_items(
     )
     rows = session.scalars(query).all()
     session.commit()
-    items = [
-        DueItem(r.id, r.card_id, r.point, r.template_id, as_utc(r.due_at)) for r in rows
-    ]
+    items = [DueItem(r.id, r.card_id, r.point, r.template_id, as_utc(r.due_at)) for r in rows]
     if after_id is not None:
         ids = [i.id for i in items]
         items = items[ids.index(after_id) + 1 :] if after_id in ids else []

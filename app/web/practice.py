@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, Request
@@ -38,7 +38,9 @@ from app.web.templating import link, render_page
 router = APIRouter(include_in_schema=False)
 
 SeedParam = Annotated[int | None, Query(ge=0, le=MAX_SEED)]
-_CLIENT_ANSWER_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
+_CLIENT_ANSWER_ID_CHARS = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-"
+)
 
 
 def _see_other(url: str) -> RedirectResponse:
@@ -109,6 +111,7 @@ def start(
         point=point or None,
         size=size,
         templates=[t for t in templates.split(",") if t] if templates else None,
+        now=ctx.clock(),
     )
     return _see_other(link(f"/sessions/{row.id}", visitor.lang))
 
@@ -119,12 +122,16 @@ def session_page(
 ) -> Response:
     """The session's next question, or its summary when it is over."""
     state = _state(session, visitor, session_id)
-    now = datetime.now(UTC)
+    now = ctx.clock()
     position = state.next_position
     if position is None or state.over(now):
         return _see_other(link(f"/sessions/{session_id}/summary", visitor.lang))
     item = question_at(
-        catalog=ctx.catalog, signer=ctx.signer, secret=ctx.seed_secret, state=state, position=position
+        catalog=ctx.catalog,
+        signer=ctx.signer,
+        secret=ctx.seed_secret,
+        state=state,
+        position=position,
     )
     return _question_page(request, ctx, visitor, item, state)
 
@@ -133,13 +140,14 @@ def session_page(
 def finish(
     session_id: str,
     session: SessionDep,
+    ctx: ContextDep,
     visitor: VisitorDep,
     csrf_token: Annotated[str | None, Form()] = None,
 ) -> Response:
     """End a session now (the rest counts as unanswered) and show the summary."""
     check_csrf(visitor, csrf_token)
     _state(session, visitor, session_id)
-    finish_session(session=session, session_id=session_id)
+    finish_session(session=session, session_id=session_id, now=ctx.clock())
     return _see_other(link(f"/sessions/{session_id}/summary", visitor.lang))
 
 
@@ -149,7 +157,7 @@ def summary_page(
 ) -> Response:
     """Right and wrong per exam point, the pitfalls fallen for, time spent, practise again."""
     state = _state(session, visitor, session_id)
-    now = datetime.now(UTC)
+    now = ctx.clock()
     if state.row.finished_at is None and state.over(now):
         finish_session(session=session, session_id=session_id, now=now)
         state = _state(session, visitor, session_id)
@@ -211,9 +219,7 @@ def submit_answer(
             if position
             else None
         )
-        return _question_page(
-            request, ctx, visitor, item, state, error="pick_one", status_code=422
-        )
+        return _question_page(request, ctx, visitor, item, state, error="pick_one", status_code=422)
     if not client_answer_id or not set(client_answer_id) <= _CLIENT_ANSWER_ID_CHARS:
         client_answer_id = uuid.uuid4().hex
     duration_ms = int(time.time() * 1000) - shown_at if shown_at else None
@@ -254,13 +260,13 @@ def feedback_page(
         state = load_session(
             session=session, learner_id=attempt.learner_id, session_id=attempt.practice_session_id
         )
-        if state.row.mode == "exam" and not state.over(datetime.now(UTC)):
+        if state.row.mode == "exam" and not state.over(ctx.clock()):
             # No feedback before the exam ends.
             return _see_other(link(f"/sessions/{state.row.id}", visitor.lang))
     variant = regenerate(ctx.catalog, stored_question(attempt))
     card = ctx.catalog.locate(variant.id).card
     result = grade(variant, attempt.choice_id)
-    if state is not None and not state.over(datetime.now(UTC)):
+    if state is not None and not state.over(ctx.clock()):
         next_url = link(f"/sessions/{state.row.id}", visitor.lang)
     elif state is not None:
         next_url = link(f"/sessions/{state.row.id}/summary", visitor.lang)
@@ -307,7 +313,7 @@ def _question_page(
         "position": position,
         "error": error,
         "deadline": state.row.deadline_at if state else None,
-        "seconds_left": _seconds_left(state),
+        "seconds_left": _seconds_left(state, ctx.clock()),
     }
     switch = None
     if state is None:
@@ -327,7 +333,7 @@ def _question_page(
     )
 
 
-def _seconds_left(state: SessionState | None) -> int | None:
+def _seconds_left(state: SessionState | None, now: datetime) -> int | None:
     if state is None or state.row.deadline_at is None:
         return None
-    return max(0, int((as_utc(state.row.deadline_at) - datetime.now(UTC)).total_seconds()))
+    return max(0, int((as_utc(state.row.deadline_at) - now).total_seconds()))

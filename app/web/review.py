@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, Request
 from starlette.responses import RedirectResponse, Response
 
 from app.auth.service import exam_date_of, set_exam_date
-from app.deps import CatalogDep, SessionDep, VisitorDep
+from app.deps import CatalogDep, ContextDep, SessionDep, VisitorDep
 from app.domain.texts import Text
 from app.practice.mistakes import dismiss, mistake_book
 from app.problems import InvalidInput
@@ -74,7 +74,7 @@ def dismiss_mistake(
     template_id: Annotated[str, Form(max_length=100)] = "",
     pitfall_id: Annotated[str | None, Form(max_length=100)] = None,
 ) -> Response:
-    """"I understand this now": hide the group from the book (statistics keep it)."""
+    """ "I understand this now": hide the group from the book (statistics keep it)."""
     check_csrf(visitor, csrf_token)
     if visitor.learner is not None:
         dismiss(
@@ -90,13 +90,18 @@ def dismiss_mistake(
 
 @router.get("/review")
 def review_page(
-    request: Request, session: SessionDep, catalog: CatalogDep, visitor: VisitorDep
+    request: Request, session: SessionDep, ctx: ContextDep, visitor: VisitorDep
 ) -> Response:
     """What is due today, the exam date and days left, progress per exam point."""
-    now = datetime.now(UTC)
+    catalog = ctx.catalog
+    now = ctx.clock()
     learner_id = visitor.learner.id if visitor.learner else None
-    due_now, later = due_counts(session=session, learner_id=learner_id, now=now) if learner_id else (0, 0)
-    items = due_items(session=session, learner_id=learner_id, now=now, limit=100) if learner_id else []
+    due_now, later = (
+        due_counts(session=session, learner_id=learner_id, now=now) if learner_id else (0, 0)
+    )
+    items = (
+        due_items(session=session, learner_id=learner_id, now=now, limit=100) if learner_id else []
+    )
     exam = exam_date_of(session=session, learner_id=learner_id) if learner_id else None
     by_card: dict[str, int] = {}
     for item in items:
@@ -120,6 +125,7 @@ def review_page(
 @router.post("/review/exam-date")
 def save_exam_date(
     session: SessionDep,
+    ctx: ContextDep,
     visitor: VisitorDep,
     csrf_token: Annotated[str | None, Form()] = None,
     exam_date: Annotated[str, Form(max_length=10)] = "",
@@ -135,7 +141,7 @@ def save_exam_date(
                 Text("Enter the exam date as a date.", "请输入有效的考试日期。"),
                 code="invalid_date",
             ) from None
-        if value < datetime.now(UTC).date():
+        if value < ctx.clock().date():
             raise InvalidInput(
                 Text("The exam date has to be today or later.", "考试日期不能早于今天。"),
                 code="invalid_date",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 UI: dict[str, dict[str, str]] = {
     "en": {
         "site": "infracards",

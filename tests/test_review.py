@@ -1,0 +1,249 @@
+"""Spaced review with fresh numbers: FSRS schedules pinned with fixed clocks, what comes due,
+what counts as a review, pitfalls fallen for twice, the exam date.
+
+Golden schedules come from FSRS-6's published default parameters, not from the code: a new item
+rated Good starts with stability w2 = 2.3065 days and Easy with w3 = 8.2956 days; at the default
+90 % desired retention the next interval equals the stability (rounded to whole days); a wrong
+answer waits one learning step (2 minutes here).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select
+
+from app.auth.service import as_utc
+from app.domain.identity import QuestionId
+from app.domain.scheduling import new_state, review
+from app.models import PracticeSession, ReviewItem, ReviewLog
+from app.practice.sessions import question_id_at
+
+API = "/api/v1"
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+W2_GOOD_DAYS = 2  # round(2.3065)
+W3_EASY_DAYS = 8  # round(8.2956)
+LEARNING_STEP = timedelta(minutes=2)
+
+
+# --- the scheduler itself ---------------------------------------------------------------------
+
+
+def test_a_new_item_answered_wrong_is_due_after_one_learning_step():
+    outcome = review(new_state(1, T0), correct=False, duration_ms=None, now=T0)
+    assert outcome.due == T0 + LEARNING_STEP and outcome.rating == 1
+
+
+def test_a_new_item_answered_right_graduates_with_the_initial_stability():
+    good = review(new_state(1, T0), correct=True, duration_ms=30_000, now=T0)
+    assert good.due == T0 + timedelta(days=W2_GOOD_DAYS) and good.rating == 3
+    assert good.state["stability"] == pytest.approx(2.3065)
+    easy = review(new_state(1, T0), correct=True, duration_ms=3_000, now=T0)
+    assert easy.due == T0 + timedelta(days=W3_EASY_DAYS) and easy.rating == 4
+    hard = review(new_state(1, T0), correct=True, duration_ms=200_000, now=T0)
+    assert hard.rating == 2 and hard.due < good.due
+
+
+def test_schedules_are_reproducible_for_a_fixed_clock():
+    runs = []
+    for _ in range(2):
+        state, now, dues = new_state(7, T0), T0, []
+        for correct in (False, True, True, True, False, True):
+            outcome = review(state, correct=correct, duration_ms=None, now=now)
+            state, now = outcome.state, outcome.due
+            dues.append(outcome.due)
+        runs.append(dues)
+    assert runs[0] == runs[1]
+    # Right answers push the item further out each time; a lapse brings it back within minutes.
+    gaps = [b - a for a, b in zip([T0, *runs[0]], runs[0], strict=False)]
+    assert gaps[0] == LEARNING_STEP and gaps[2] > gaps[1] and gaps[3] > gaps[2]
+    assert gaps[4] == LEARNING_STEP
+
+
+def test_an_exam_date_pulls_a_late_review_before_the_exam():
+    exam = (T0 + timedelta(days=5)).date()
+    outcome = review(
+        new_state(1, T0), correct=True, duration_ms=3_000, now=T0, exam_date=exam, item_key="k"
+    )
+    eve = datetime.combine(exam, datetime.min.time(), tzinfo=UTC) - timedelta(hours=12)
+    assert T0 < outcome.due <= eve  # Easy would have been 8 days out, after the exam
+    near = review(new_state(1, T0), correct=False, duration_ms=None, now=T0, exam_date=exam)
+    assert near.due == T0 + LEARNING_STEP  # already before the exam: unchanged
+
+
+# --- through the API --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def auth(client):
+    token = client.post(f"{API}/learners").json()["token"]
+    return {"Authorization": f"Bearer {token}"}
+
+
+def ask(client, point="optimizer-memory", seed=1):
+    return client.get(f"{API}/cards/zero-memory-offload/points/{point}/question?seed={seed}").json()
+
+
+def variant(app, body):
+    return app.state.catalog.variant(
+        QuestionId(
+            body["card_id"],
+            body["point"],
+            body["template_id"],
+            body["template_version"],
+            body["seed"],
+        )
+    )
+
+
+def send(client, auth, body, choice, cid=None):
+    response = client.post(
+        f"{API}/answers",
+        json={
+            "token": body["token"],
+            "choice_id": choice,
+            "client_answer_id": cid or uuid.uuid4().hex,
+        },
+        headers=auth,
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def wrong(app, body):
+    return next(c for c in variant(app, body).choices if c.pitfall is not None)
+
+
+def due(client, auth, **params):
+    response = client.get(f"{API}/me/review/due", params=params, headers=auth)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_a_wrong_answer_comes_due_within_minutes_with_fresh_numbers(client, app, auth, clock):
+    body = ask(client, seed=5)
+    send(client, auth, body, wrong(app, body).id)
+    assert due(client, auth)["items"] == []
+    clock.advance(minutes=2, seconds=1)
+    items = due(client, auth)["items"]
+    assert [i["template_id"] for i in items] == [body["template_id"]]
+    fresh = items[0]["question"]
+    assert fresh["template_id"] == body["template_id"] and fresh["point"] == body["point"]
+    assert fresh["token"] != body["token"] and fresh["seed"] != body["seed"]
+    # Answering the review right schedules it days away (relearning graduates).
+    send(client, auth, fresh, variant(app, fresh).correct_choice_id)
+    assert due(client, auth)["items"] == []
+    clock.advance(days=1, minutes=1)
+    assert [i["template_id"] for i in due(client, auth)["items"]] == [body["template_id"]]
+
+
+def test_only_the_first_answer_to_a_question_rates_the_review(client, app, auth, clock, db):
+    body = ask(client, seed=6)
+    send(client, auth, body, wrong(app, body).id)
+    # A retry of the very same question after seeing the key: stored, not rated Good.
+    send(client, auth, body, variant(app, body).correct_choice_id)
+    logs = db.scalars(select(ReviewLog)).all()
+    assert [log.rating for log in logs] == [1]
+    item = db.scalars(select(ReviewItem)).one()
+    assert item.reviews == 1 and item.lapses == 1
+    clock.advance(minutes=3)
+    assert len(due(client, auth)["items"]) == 1
+
+
+def test_a_pitfall_fallen_for_twice_brings_its_templates_forward(client, app, auth, clock, card):
+    carriers: dict[str, list[str]] = {}
+    for template in card.templates():
+        for pitfall in template.pitfalls:
+            carriers.setdefault(pitfall.id, []).append(template.id)
+    shared = {p: ts for p, ts in carriers.items() if len(ts) >= 2}
+    if not shared:
+        pytest.skip("no pitfall is carried by two templates of this card")
+    # Find two questions (of any of the carrying templates) that offer the shared pitfall.
+    pitfall_id, templates = next(iter(shared.items()))
+    found = []
+    for seed in range(2000):
+        for point in card.points:
+            body = ask(client, point=point.slug, seed=seed)
+            if body["template_id"] not in templates:
+                continue
+            choice = next(
+                (c for c in variant(app, body).choices if c.pitfall_id == pitfall_id), None
+            )
+            if choice is not None:
+                found.append((body, choice.id))
+        if len(found) >= 2:
+            break
+    assert len(found) >= 2
+    for body, choice in found[:2]:
+        send(client, auth, body, choice)
+    # Right after the second fall, every template carrying the pitfall is due (not in 2 minutes).
+    ids = {i["template_id"] for i in due(client, auth, limit=50)["items"]}
+    assert set(templates) - {found[1][0]["template_id"]} <= ids
+
+
+def test_due_reviews_paginate_with_a_cursor(client, app, auth, clock, card):
+    for index, point in enumerate(card.points):
+        body = ask(client, point=point.slug, seed=100 + index)
+        send(client, auth, body, wrong(app, body).id)
+    clock.advance(minutes=5)
+    first = due(client, auth, limit=2)
+    assert len(first["items"]) == 2 and first["next_cursor"]
+    rest = due(client, auth, limit=50, cursor=first["next_cursor"])
+    seen = [i["template_id"] for i in first["items"] + rest["items"]]
+    assert len(seen) == len(set(seen)) == len(card.points)
+    assert rest["next_cursor"] is None
+
+
+def test_progress_counts_first_answers_share_right_due_and_retention(client, app, auth, clock):
+    one = ask(client, point="optimizer-memory", seed=1)
+    two = ask(client, point="optimizer-memory", seed=2)
+    send(client, auth, one, variant(app, one).correct_choice_id)
+    send(client, auth, two, wrong(app, two).id)
+    clock.advance(minutes=3)
+    cards = client.get(f"{API}/me/progress", headers=auth).json()["cards"]
+    point = next(p for p in cards[0]["points"] if p["point"] == "optimizer-memory")
+    assert point["attempts"] == 2 and point["share_right"] == 0.5
+    assert point["due"] == 1  # the wrong one, two minutes later
+    assert 0 < point["retention"] <= 1
+
+
+def test_the_exam_date_is_saved_and_spreads_reviews_before_it(client, app, clock, db):
+    page = client.get("/review")
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
+    exam = (clock.now + timedelta(days=4)).date()
+    response = client.post(
+        "/review/exam-date", data={"csrf_token": csrf, "exam_date": exam.isoformat()}
+    )
+    assert response.status_code == 200
+    assert re.search(r'days-left">(\d+)<', response.text).group(1) == "4"
+    # A quick right answer would be due in 8 days (Easy): with the exam in 4 it comes before.
+    session_page = client.post(
+        "/sessions",
+        data={
+            "csrf_token": csrf,
+            "card_id": "zero-memory-offload",
+            "mode": "point",
+            "point": "offload",
+        },
+    )
+    assert session_page.status_code == 200
+    row = db.scalars(select(PracticeSession)).one()
+    identity = question_id_at(row, 0, app.state.context.seed_secret)
+    fields = dict(
+        re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', session_page.text)
+    )
+    fields = {k: html.unescape(v) for k, v in fields.items()}
+    db.commit()  # end the test's read snapshot
+    client.post(
+        "/answers",
+        data={**fields, "choice_id": app.state.catalog.variant(identity).correct_choice_id},
+    )
+    item = db.scalars(select(ReviewItem)).one()
+    eve = datetime.combine(exam, datetime.min.time(), tzinfo=UTC) - timedelta(hours=12)
+    assert clock.now < as_utc(item.due_at) <= eve
+    refused = client.post("/review/exam-date", data={"csrf_token": csrf, "exam_date": "2001-01-01"})
+    assert refused.status_code == 400
