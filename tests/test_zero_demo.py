@@ -126,6 +126,8 @@ def test_every_stage_matches_the_card_and_single_process_adamw(world_size, tmp_p
         assert_comm_is_the_formula(r, psi, world_size)
         assert_trains_like_adamw(r, tolerance=2e-5)
         assert r["param_max_diff"] < 1e-4
+        # The storage walk after backward and after every step found nothing unexplained.
+        assert r["audit"] == {"checks": 2 * 5, "max_unexplained_bytes": 0}
 
     # ZeRO-3 moves 1.5x DDP's elements; only the padding keeps the ratio off 1.5.
     ratio = Fraction(
@@ -249,6 +251,9 @@ def a_file(tmp_path) -> Path:
         (["--seed", str(2**64)], "argument --seed: must be between 0 and 4294967295"),
         (["--chart", "{file}.txt"], "argument --chart: '{file}.txt' must end in .png or .svg"),
         (["--record", "{folder}"], "argument --record: cannot write '{folder}': it is a folder"),
+        (["--grad-accum", "0"], "argument --grad-accum: '0' is not a whole number of at least 1"),
+        (["--grad-accum", "1,x"], "argument --grad-accum: 'x' is not a whole number of at least 1"),
+        (["--sub-group-size", "0"], "argument --sub-group-size: must be at least 1, got 0"),
     ],
 )
 def test_bad_arguments_end_with_a_message_and_exit_2(args, message, a_file):
@@ -365,7 +370,20 @@ def test_the_command_prints_json_records_it_and_draws_the_chart(tmp_path):
         "python -m app.zero_demo --world-size 2"
     )
     assert {k: v for k, v in saved.items() if k not in ("command", "recorded_at")} == doc
-    assert chart.read_text().lstrip().startswith("<?xml")
+    assert chart.read_text().startswith("<svg xmlns=")
+    # The record's chart beside it, for the web page: the same SVG as charts.results_svg(record).
+    from app.zero_demo.charts import results_svg
+
+    assert record.with_suffix(".svg").read_text() == results_svg(saved)
+    for r in doc["results"]:
+        assert {
+            "phase_peak_bytes",
+            "time_breakdown_s",
+            "audit",
+            "grad_accum",
+            "overlap",
+        } <= r.keys()
+        assert {"forward", "backward", "optimizer", "comm_buffers"} <= r["phase_peak_bytes"].keys()
 
     from app.zero_demo.report import render_text
 
