@@ -167,3 +167,19 @@ def get_visitor(request: Request, session: SessionDep) -> Visitor:
 
 
 VisitorDep = Annotated[Visitor, Depends(get_visitor)]
+
+
+def get_instructor_visitor(visitor: VisitorDep) -> Visitor:
+    """A signed-in instructor (or admin) on a dashboard page; 403 for everyone else."""
+    if visitor.learner is None or visitor.learner.role not in ("instructor", "admin"):
+        raise Forbidden(
+            Text(
+                "This page is for instructors: log in with an instructor account.",
+                "这个页面仅供讲师使用，请用讲师账号登录。",
+            ),
+            code="instructor_only",
+        )
+    return visitor
+
+
+InstructorVisitor = Annotated[Visitor, Depends(get_instructor_visitor)]
