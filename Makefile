@@ -30,7 +30,13 @@ run: migrate
 	$(BIN)/python -m app.cli check-cards
 	$(BIN)/uvicorn app.main:create_app --factory --host $(HOST) --port $(PORT)
 
+# The browser tests (tests/browser) drive Debian's Chromium and need CJK fonts: installed when missing.
+BROWSER_DEBS := chromium fonts-noto-cjk fonts-noto-core
+
 test: install-test
+	@test -x /usr/bin/chromium && test -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc || \
+	  (DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(BROWSER_DEBS))
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
 lint: install-test
