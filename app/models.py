@@ -190,3 +190,42 @@ class ReviewLog(Base):
     reviewed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     due_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     due_after: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class CardDraft(Base):
+    """An instructor's unpublished edit of a card: the whole document, replaced on each save."""
+
+    __tablename__ = "card_drafts"
+
+    card_id: Mapped[str] = mapped_column(String(SLUG_MAX), primary_key=True)
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_by: Mapped[str | None] = mapped_column(ForeignKey("learners.id", ondelete="SET NULL"))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class CardState(Base):
+    """Whether learners are offered a card; an unpublished card still grades its old questions."""
+
+    __tablename__ = "card_states"
+
+    card_id: Mapped[str] = mapped_column(String(SLUG_MAX), primary_key=True)
+    unpublished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class AuditEntry(Base):
+    """Who did what to which card, when, with the document before and after."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_card_id_at", "card_id", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    actor_id: Mapped[str | None] = mapped_column(ForeignKey("learners.id", ondelete="SET NULL"))
+    actor_email: Mapped[str | None] = mapped_column(String(EMAIL_MAX))
+    action: Mapped[str] = mapped_column(String(32))
+    card_id: Mapped[str] = mapped_column(String(SLUG_MAX))
+    template_id: Mapped[str | None] = mapped_column(String(SLUG_MAX))
+    version: Mapped[int | None] = mapped_column(Integer)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

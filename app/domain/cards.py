@@ -26,7 +26,24 @@ Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$", max
 
 
 class CardError(ValueError):
-    """A card file that cannot be served; the message says where and why."""
+    """A card that cannot be served; the message says where and why.
+
+    ``template_id``, ``field`` (e.g. ``answer``, ``pitfalls.x.formula``, ``stem.zh``) and
+    ``position`` (the column in a formula) locate the problem for the authoring dashboard.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        template_id: str | None = None,
+        field: str | None = None,
+        position: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.template_id = template_id
+        self.field = field
+        self.position = position
 
 
 # --- the file's shape -------------------------------------------------------------------------
@@ -84,9 +101,16 @@ class _FormulaIn(_Strict):
     unit: str = "B"
 
 
+Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")]
+
+
 class _CardIn(_Strict):
     id: Slug
     version: Annotated[int, Field(ge=1)]
+    # The parameters the card's named formulas are written in (``psi``, ``n_d`` ...).
+    params: Annotated[list[Identifier], Field(max_length=20)] = Field(default_factory=list)
+    # Attachments shown beside the card: "demo" links the reference demo's page.
+    attachments: Annotated[list[Literal["demo"]], Field(max_length=5)] = Field(default_factory=list)
     title: _TextIn
     definition: _TextIn
     use_cases: _TextIn
@@ -96,8 +120,6 @@ class _CardIn(_Strict):
 
 
 # --- the loaded card --------------------------------------------------------------------------
-
-CARD_PARAMS = frozenset({"psi", "n_d"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -185,6 +207,8 @@ class Card:
     problems_solved: Text
     formulas: dict[str, NamedFormula]
     points: tuple[ExamPoint, ...]
+    params: tuple[str, ...] = ()
+    attachments: tuple[str, ...] = ()
     source: Path | None = field(default=None)
     # The card file's data as loaded (plain JSON types): what the catalog stores per version.
     document: Mapping[str, object] = field(default_factory=dict, repr=False)
@@ -245,15 +269,21 @@ def read_card(path: Path) -> Card:
     return card
 
 
-def parse_card(raw: object, *, source: Path | None = None) -> Card:
-    """Build a :class:`Card` from already-parsed YAML data (no domain validation)."""
+def parse_card(
+    raw: object, *, source: Path | None = None, problems: list[CardError] | None = None
+) -> Card:
+    """Build a :class:`Card` from already-parsed YAML data (no domain validation).
+
+    With ``problems``, a template that does not compile is left out and its error appended
+    (the dashboard lists every problem); without it the first problem raises.
+    """
     label = source.name if source is not None else "card"
     try:
         data = _CardIn.model_validate(raw)
     except ValidationError as exc:
         raise CardError(f"{label}: {_pydantic_message(exc)}") from None
     where = f"card {data.id!r}"
-    formulas = _compile_formulas(data.formulas, where)
+    formulas = _compile_formulas(data.formulas, frozenset(data.params), where)
     definitions = {name: f.formula for name, f in formulas.items()}
 
     numbers = [p.number for p in data.points]
@@ -270,14 +300,18 @@ def parse_card(raw: object, *, source: Path | None = None) -> Card:
             if raw_template.id in seen:
                 raise CardError(f"{where}: template id {raw_template.id!r} is used twice")
             seen.add(raw_template.id)
-            templates.append(
-                _compile_template(
-                    raw_template,
-                    point.slug,
-                    definitions,
-                    f"{where}, template {raw_template.id!r}",
+            try:
+                compiled = _compile_template(
+                    raw_template, point.slug, definitions, f"{where}, template {raw_template.id!r}"
                 )
-            )
+            except CardError as exc:
+                if exc.template_id is None:
+                    exc.template_id = raw_template.id
+                if problems is None:
+                    raise
+                problems.append(exc)
+                continue
+            templates.append(compiled)
         points.append(
             ExamPoint(
                 point.slug,
@@ -297,23 +331,31 @@ def parse_card(raw: object, *, source: Path | None = None) -> Card:
         problems_solved=_text(data.problems_solved),
         formulas=formulas,
         points=tuple(points),
+        params=tuple(data.params),
+        attachments=tuple(data.attachments),
         source=source,
     )
 
 
-def _compile_formulas(raw: list[_FormulaIn], where: str) -> dict[str, NamedFormula]:
+def _compile_formulas(
+    raw: list[_FormulaIn], params: frozenset[str], where: str
+) -> dict[str, NamedFormula]:
     formulas: dict[str, NamedFormula] = {}
     for item in raw:
-        if not is_identifier(item.id) or item.id in CARD_PARAMS:
+        if not is_identifier(item.id) or item.id in params:
             raise CardError(f"{where}: formula id {item.id!r} is not a valid name")
         if item.id in formulas:
             raise CardError(f"{where}: formula {item.id!r} is declared twice")
         _check_unit(item.unit, f"{where}, formula {item.id!r}")
         definitions = {name: f.formula for name, f in formulas.items()}
         try:
-            formula = parse_formula(item.expr, CARD_PARAMS, definitions)
+            formula = parse_formula(item.expr, params, definitions)
         except FormulaError as exc:
-            raise CardError(f"{where}, formula {item.id!r}: {exc}") from None
+            raise CardError(
+                f"{where}, formula {item.id!r}: {exc}",
+                field=f"formulas.{item.id}.expr",
+                position=exc.column,
+            ) from None
         formulas[item.id] = NamedFormula(item.id, _text(item.title), item.latex, item.unit, formula)
     return formulas
 
@@ -340,17 +382,29 @@ def _compile_template(
     names = frozenset(params)
     named = names | {"answer"}
 
-    def formula(text: str, what: str) -> Formula:
+    def formula(text: str, what: str, field: str) -> Formula:
         try:
             return parse_formula(text, names, definitions)
         except FormulaError as exc:
-            raise CardError(f"{where}, {what}: {exc}") from None
+            raise CardError(
+                f"{where}, {what}: {exc}", template_id=raw.id, field=field, position=exc.column
+            ) from None
 
-    def text(value: _TextIn, what: str, extra: frozenset[str] = frozenset()) -> TextTemplate:
-        try:
-            return compile_text(_text(value), names, named | extra, definitions)
-        except (FormulaError, UnitError) as exc:
-            raise CardError(f"{where}, {what}: {exc}") from None
+    def text(
+        value: _TextIn, what: str, field: str, extra: frozenset[str] = frozenset()
+    ) -> TextTemplate:
+        for lang in ("en", "zh"):
+            try:
+                compile_text(Text(getattr(value, lang), getattr(value, lang)), names, named | extra, definitions)
+            except (FormulaError, UnitError) as exc:
+                column = getattr(exc, "column", None)
+                raise CardError(
+                    f"{where}, {what}: {exc}",
+                    template_id=raw.id,
+                    field=f"{field}.{lang}",
+                    position=column,
+                ) from None
+        return compile_text(_text(value), names, named | extra, definitions)
 
     answer_formula: Formula | None = None
     answer_statement: Text | None = None
@@ -360,7 +414,7 @@ def _compile_template(
         if raw.unit is None or raw.precision is None:
             raise CardError(f"{where}: a numeric template needs 'unit' and 'precision'")
         _check_unit(raw.unit, where)
-        answer_formula = formula(raw.answer, "answer")
+        answer_formula = formula(raw.answer, "answer", "answer")
     else:
         if isinstance(raw.answer, str):
             raise CardError(f"{where}: a statement template's answer must be a text {{en, zh}}")
@@ -385,9 +439,14 @@ def _compile_template(
                 title=_text(item.title),
                 explanation=_text(item.explanation),
                 explanation_template=text(
-                    item.explanation, f"{what} explanation", frozenset({"value"})
+                    item.explanation,
+                    f"{what} explanation",
+                    f"pitfalls.{item.id}.explanation",
+                    frozenset({"value"}),
                 ),
-                formula=formula(item.formula, what) if item.formula is not None else None,
+                formula=formula(item.formula, what, f"pitfalls.{item.id}.formula")
+                if item.formula is not None
+                else None,
                 statement=_text(item.statement) if item.statement is not None else None,
             )
         )
@@ -398,8 +457,11 @@ def _compile_template(
         kind=raw.kind,
         point=point,
         params=params,
-        stem=text(raw.stem, "stem"),
-        solution=tuple(text(step, f"solution step {i + 1}") for i, step in enumerate(raw.solution)),
+        stem=text(raw.stem, "stem", "stem"),
+        solution=tuple(
+            text(step, f"solution step {i + 1}", f"solution.{i + 1}")
+            for i, step in enumerate(raw.solution)
+        ),
         pitfalls=tuple(pitfalls),
         choices=raw.choices,
         answer_formula=answer_formula,

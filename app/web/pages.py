@@ -8,7 +8,9 @@ from starlette.responses import Response
 from app.catalog.demo import DEMO_COMMANDS, load_demo_results
 from app.deps import CatalogDep, SettingsDep, VisitorDep
 from app.domain.practice import DEFAULT_SIZE
+from app.domain.texts import Text
 from app.practice.questions import get_card
+from app.problems import NotFound
 from app.web.templating import render_page
 
 router = APIRouter(include_in_schema=False)
@@ -30,7 +32,6 @@ def card_page(
         "card": card,
         "csrf_token": visitor.csrf_token,
         "sizes": DEFAULT_SIZE,
-        "has_demo": load_demo_results(cards_dir=settings.cards_dir, card=card) is not None,
     }
     return render_page(request, "card.html", context, lang=visitor.lang)
 
@@ -41,6 +42,10 @@ def run_it_yourself(
 ) -> Response:
     """The reference demo: its commands and the recorded results beside the card's formulas."""
     card = get_card(catalog, card_id)
+    if "demo" not in card.attachments:
+        raise NotFound(
+            Text("This card has no reference demo.", "这张卡片没有参考演示。"), code="no_demo"
+        )
     context = {
         "card": card,
         "demo_commands": DEMO_COMMANDS,

@@ -1,0 +1,200 @@
+"""Checking a card document as an instructor edits it: every problem, located, at once.
+
+:func:`check_document` reports the document's shape errors (every one, with its field), then the
+templates that do not compile (each with the field and the column in its formula), then each
+compiled template's validation over its whole domain (with the parameter values that trigger
+it), and warnings that do not block publishing. :func:`next_version` decides the version numbers
+of a publication, so instructors never manage versions by hand: a template whose content changed
+since the last publication gets a new version, an unchanged one keeps its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from .cards import Card, CardError, _CardIn, parse_card
+from .validation import validate_template
+
+Severity = Literal["error", "warning"]
+_PLACEHOLDER = re.compile(r"\{(=[^{}]*|[a-z][a-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class CardProblem:
+    severity: Severity
+    template_id: str | None
+    field: str | None
+    message: str
+    position: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "severity": self.severity,
+            "template_id": self.template_id,
+            "field": self.field,
+            "message": self.message,
+            "position": self.position,
+        }
+
+
+@dataclass(frozen=True)
+class Checked:
+    card: Card | None  # None when the document's shape is wrong
+    problems: tuple[CardProblem, ...]
+
+    @property
+    def errors(self) -> list[CardProblem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def publishable(self) -> bool:
+        return self.card is not None and not self.errors
+
+
+def check_document(raw: object, *, validate: bool = True) -> Checked:
+    """Every problem of a card document (the structure of ``cards/*.yaml``, as JSON data)."""
+    try:
+        _CardIn.model_validate(raw)
+    except ValidationError as exc:
+        return Checked(None, tuple(_shape_problem(raw, error) for error in exc.errors()))
+    compile_errors: list[CardError] = []
+    try:
+        card = parse_card(raw, problems=compile_errors)
+    except CardError as exc:  # a card-level problem (formulas, numbering, duplicate ids)
+        return Checked(None, (_from_error(exc),))
+    problems = [_from_error(exc) for exc in compile_errors]
+    failed = {p.template_id for p in problems}
+    if validate:
+        for template in card.templates():
+            if template.id in failed:
+                continue
+            try:
+                validate_template(card, template)
+            except CardError as exc:
+                problems.append(_from_error(exc, template.id))
+    problems.extend(_warnings(card))
+    return Checked(card, tuple(problems))
+
+
+def _shape_problem(raw: object, error: Mapping[str, Any]) -> CardProblem:
+    location = [part for part in error.get("loc", ())]
+    template_id = None
+    # points.<i>.templates.<j>.rest → the template's id when the document has one there.
+    if len(location) >= 4 and location[0] == "points" and location[2] == "templates":
+        try:
+            template = raw["points"][location[1]]["templates"][location[3]]  # type: ignore[index]
+            template_id = str(template.get("id")) if isinstance(template, dict) else None
+        except (KeyError, IndexError, TypeError):
+            template_id = None
+        location = location[4:]
+    field = ".".join(str(part) for part in location) or None
+    return CardProblem("error", template_id, field, str(error.get("msg", "invalid")), None)
+
+
+def _from_error(exc: CardError, template_id: str | None = None) -> CardProblem:
+    return CardProblem(
+        "error", exc.template_id or template_id, exc.field, str(exc), exc.position
+    )
+
+
+def _warnings(card: Card) -> list[CardProblem]:
+    found = []
+    for template in card.templates():
+        for pitfall in template.pitfalls:
+            source = pitfall.explanation.en
+            if not _PLACEHOLDER.search(source):
+                found.append(
+                    CardProblem(
+                        "warning",
+                        template.id,
+                        f"pitfalls.{pitfall.id}.explanation",
+                        "the explanation shows none of this variant's numbers "
+                        "({value}, {answer} or a parameter): learners read it with their numbers",
+                    )
+                )
+        if template.kind == "numeric" and not template.params:
+            found.append(
+                CardProblem(
+                    "warning",
+                    template.id,
+                    "params",
+                    "the template has no parameters: every variant asks the same numbers",
+                )
+            )
+    return found
+
+
+def template_documents(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for point in document.get("points", []) or []:
+        for template in point.get("templates", []) or []:
+            if isinstance(template, dict) and "id" in template:
+                out[str(template["id"])] = template
+    return out
+
+
+def _content(template: Mapping[str, Any]) -> str:
+    body = {k: v for k, v in template.items() if k != "version"}
+    return json.dumps(body, sort_keys=True, ensure_ascii=False)
+
+
+def next_version(
+    draft: Mapping[str, Any], published: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The draft as the next publication: card version = newest + 1, and every template whose
+    content differs from its newest published form gets a version above any it had."""
+    document = json.loads(json.dumps(draft))
+    newest = max((int(p.get("version", 0)) for p in published), default=0)
+    document["version"] = newest + 1
+    history: dict[str, list[dict[str, Any]]] = {}
+    for old in sorted(published, key=lambda p: int(p.get("version", 0))):
+        for template_id, template in template_documents(old).items():
+            history.setdefault(template_id, []).append(template)
+    for point in document.get("points", []):
+        for template in point.get("templates", []):
+            versions = history.get(template["id"], [])
+            if not versions:
+                template["version"] = max(1, int(template.get("version", 1)))
+                continue
+            latest = versions[-1]
+            highest = max(int(v.get("version", 1)) for v in versions)
+            same_content = _content(latest) == _content(template)
+            template["version"] = int(latest["version"]) if same_content else highest + 1
+    return document
+
+
+def diff_documents(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What changed between two versions: templates added, removed, changed (with the fields)."""
+    before, after = template_documents(old), template_documents(new)
+    changes: list[dict[str, Any]] = []
+    for template_id in sorted(set(before) | set(after)):
+        a, b = before.get(template_id), after.get(template_id)
+        if a is None:
+            changes.append({"template_id": template_id, "change": "added", "fields": []})
+        elif b is None:
+            changes.append({"template_id": template_id, "change": "removed", "fields": []})
+        elif _content(a) != _content(b):
+            fields = sorted(
+                key
+                for key in set(a) | set(b)
+                if key != "version" and json.dumps(a.get(key), sort_keys=True) != json.dumps(b.get(key), sort_keys=True)
+            )
+            changes.append(
+                {
+                    "template_id": template_id,
+                    "change": "changed",
+                    "fields": fields,
+                    "from_version": a.get("version"),
+                    "to_version": b.get("version"),
+                }
+            )
+    for key in ("title", "definition", "use_cases", "problems_solved", "formulas"):
+        if json.dumps(old.get(key), sort_keys=True) != json.dumps(new.get(key), sort_keys=True):
+            changes.append({"template_id": None, "change": "changed", "fields": [key]})
+    return changes
