@@ -106,6 +106,45 @@ def create_user(database_url: str, email: str, password: str, role: str) -> str:
     return f"created {learner.role} {learner.email} ({learner.id})"
 
 
+def export_questions(
+    cards_dir: Path, card_id: str, fmt: str, out: Path, lang: str, variants: str
+) -> str:
+    """Write one card's fixed variants as an Anki package or Moodle XML; a one-line summary."""
+    from app.domain.cards import CardError
+    from app.domain.catalog import load_cards
+    from app.domain.export_plan import ExportError
+    from app.domain.languages import LANGS
+
+    if lang not in LANGS:
+        raise CliError(f"unknown language {lang!r} (known: {', '.join(LANGS)})")
+    if not variants.isdigit():
+        raise CliError(f"--variants must be a whole number, got {variants!r}")
+    try:
+        from app.authoring.exports import FORMATS, export_card
+    except ModuleNotFoundError as exc:
+        raise CliError(f"exports need the package {exc.name!r} (pip install genanki)") from None
+    if fmt not in FORMATS:
+        raise CliError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
+    try:
+        cards = load_cards(cards_dir)
+    except CardError as exc:
+        raise CliError(str(exc)) from None
+    card = cards.get(card_id)
+    if card is None:
+        raise CliError(f"unknown card {card_id!r} (known: {', '.join(sorted(cards))})")
+    try:
+        export = export_card(card, fmt, "zh" if lang == "zh" else "en", int(variants))
+    except ExportError as exc:
+        raise CliError(str(exc)) from None
+    except ModuleNotFoundError as exc:
+        raise CliError(f"exports need the package {exc.name!r} (pip install genanki)") from None
+    try:
+        out.write_bytes(export.content)
+    except OSError as exc:
+        raise CliError(f"cannot write {str(out)!r}: {exc.strerror or exc}") from None
+    return f"wrote {out} ({fmt}, {lang}, {card.id} v{card.version}, {len(export.content)} bytes)"
+
+
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
@@ -133,6 +172,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     user.add_argument("--role", choices=("learner", "instructor", "admin"), default="learner")
     user.add_argument("--database-url", help="default: DATABASE_URL or SQLite in data/")
+    export = commands.add_parser(
+        "export-questions", help="write a card's questions as an Anki package or Moodle XML"
+    )
+    export.add_argument("--card", required=True, help="the card's id")
+    export.add_argument("--format", required=True, metavar="apkg|moodle", dest="export_format")
+    export.add_argument("--out", required=True, type=Path, help="the file to write")
+    export.add_argument("--lang", default="en", metavar="en|zh", help="default: en")
+    export.add_argument(
+        "--variants", default="5", metavar="N", help="fixed variants per template (default: 5)"
+    )
+    export.add_argument("--cards-dir", type=Path, help="default: CARDS_DIR or cards/")
     return parser
 
 
@@ -156,6 +206,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(create_user(url, args.email, password, args.role))
         elif args.command == "check-cards":
             print(check_cards(args.cards_dir or settings.cards_dir, args.report))
+        elif args.command == "export-questions":
+            print(
+                export_questions(
+                    args.cards_dir or settings.cards_dir,
+                    args.card,
+                    args.export_format,
+                    args.out,
+                    args.lang,
+                    args.variants,
+                )
+            )
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api import answers, auth, cards, me
+from app.api import answers, auth, cards, exports, me
 
 api_router = APIRouter(prefix="/api/v1")
 api_router.include_router(cards.router)
 api_router.include_router(answers.router)
 api_router.include_router(auth.router)
 api_router.include_router(me.router)
+api_router.include_router(exports.router)

@@ -1,0 +1,63 @@
+"""Instructor exports: a card's fixed variants as an Anki package or a Moodle XML question file."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response
+
+from app.authoring.exports import ExportFormat, export_card
+from app.deps import ApiInstructor, ApiLang, CatalogDep
+from app.domain.export_plan import DEFAULT_VARIANTS, MAX_VARIANTS, ExportError
+from app.practice.questions import get_card
+from app.problems import InvalidInput
+from app.schemas import ProblemPublic
+
+router = APIRouter(tags=["instructor"])
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The export file, sent as an attachment.",
+        "content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            "application/xml": {"schema": {"type": "string"}},
+        },
+    },
+    403: {"model": ProblemPublic, "description": "The token is not an instructor's."},
+    404: {"model": ProblemPublic, "description": "Unknown card."},
+}
+
+
+@router.get("/instructor/cards/{card_id}/export", response_class=Response, responses=RESPONSES)
+def export_card_file(
+    card_id: Annotated[str, Path(max_length=100, description="The card's id.")],
+    instructor: ApiInstructor,
+    catalog: CatalogDep,
+    lang: ApiLang,
+    fmt: Annotated[
+        ExportFormat,
+        Query(
+            alias="format",
+            description="apkg: an Anki package; moodle: Moodle XML (multichoice questions).",
+        ),
+    ],
+    variants: Annotated[
+        int, Query(ge=1, le=MAX_VARIANTS, description="Fixed variants per template.")
+    ] = DEFAULT_VARIANTS,
+) -> Response:
+    """The latest version of a card, ``variants`` fixed variants of each template, in one
+    language: the question, its choices, the key, every shown pitfall's explanation with the
+    variant's numbers and the worked solution. Anki notes keep their guid across re-exports."""
+    card = get_card(catalog, card_id)
+    try:
+        export = export_card(card, fmt, lang, variants)
+    except ExportError as exc:
+        raise InvalidInput(str(exc), code="invalid_export") from None
+    return Response(
+        content=export.content,
+        media_type=export.media_type,
+        headers={
+            "Content-Disposition": f'attachment; filename="{export.filename}"',
+            "Cache-Control": "no-store",
+        },
+    )

@@ -1,0 +1,1 @@
+"""Authoring: what instructors make from the cards (exports ...)."""
