@@ -6,6 +6,7 @@ browser session (:mod:`app.auth.cookies`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated
@@ -38,19 +39,23 @@ def get_settings_dep(request: Request) -> Settings:
     return settings
 
 
-def get_catalog(request: Request) -> Catalog:
-    catalog: Catalog = request.app.state.catalog
-    return catalog
-
-
 def get_context(request: Request) -> Context:
-    ctx: Context = request.app.state.context
+    """The use-case context, with the catalog reloaded when another process published."""
+    state = request.app.state
+    catalog, changed = state.live_catalog.current()
+    if changed or state.context.catalog is not catalog:
+        state.catalog = catalog
+        state.context = dataclasses.replace(state.context, catalog=catalog)
+    ctx: Context = state.context
     return ctx
 
 
+def get_catalog(request: Request) -> Catalog:
+    return get_context(request).catalog
+
+
 def get_signer(request: Request) -> QuestionSigner:
-    signer: QuestionSigner = request.app.state.context.signer
-    return signer
+    return get_context(request).signer
 
 
 def get_limiter(request: Request) -> LoginLimiter:

@@ -111,7 +111,12 @@ def _problem(request: Request, exc: Problem) -> Response:
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(exc, TooManyRequests):
         headers["Retry-After"] = str(exc.retry_after_s)
-    return error_response(request, exc.status_code, exc.text, code=exc.code, headers=headers)
+    extra = None
+    if getattr(exc, "problems", None) is not None:  # a card that cannot be published
+        extra = {"problems": [p.to_json() for p in exc.problems]}  # type: ignore[attr-defined]
+    return error_response(
+        request, exc.status_code, exc.text, code=exc.code, headers=headers, extra=extra
+    )
 
 
 def _http_error(request: Request, exc: StarletteHTTPException) -> Response:

@@ -17,14 +17,13 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, ProgrammingError
-from sqlalchemy.orm import Session, sessionmaker
 from swagger_ui_bundle import swagger_ui_path
 
 from app.api.openapi import install_openapi
 from app.api.router import api_router
 from app.auth.cookies import BrowserSessionMiddleware, CsrfSigner
 from app.auth.ratelimit import LoginLimiter
-from app.catalog.service import publish_cards
+from app.catalog.service import LiveCatalog
 from app.config import Settings, get_settings, resolve_secret_key
 from app.db import ensure_sqlite_folder, make_engine, make_sessionmaker
 from app.domain.cards import Card
@@ -79,20 +78,19 @@ def warn_if_not_migrated(engine: Engine) -> None:
         )
 
 
-def build_catalog(sessions: sessionmaker[Session], cards: dict[str, Card]) -> Catalog:
+def load_catalog(live: LiveCatalog) -> Catalog:
     """Publish the card files' new versions and load every stored one.
 
     A database that is not migrated yet (the app still starts and says so) serves the files only.
     """
     try:
-        with sessions() as session:
-            return publish_cards(session=session, cards=cards)
+        return live.load()
     except (OperationalError, ProgrammingError) as exc:
         log.error(
             "could not read or store card versions (%s): serving the card files only",
             str(exc).splitlines()[0],
         )
-        return Catalog(cards.values())
+        return live.catalog
 
 
 def create_app(
@@ -122,7 +120,8 @@ def create_app(
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessionmaker = sessions
-    app.state.catalog = build_catalog(sessions, cards)
+    app.state.live_catalog = LiveCatalog(sessions, cards)
+    app.state.catalog = load_catalog(app.state.live_catalog)
     app.state.context = Context(
         catalog=app.state.catalog,
         signer=QuestionSigner(secret_key, max_age_s=settings.question_max_age_s),

@@ -98,9 +98,7 @@ def _shape_problem(raw: object, error: Mapping[str, Any]) -> CardProblem:
 
 
 def _from_error(exc: CardError, template_id: str | None = None) -> CardProblem:
-    return CardProblem(
-        "error", exc.template_id or template_id, exc.field, str(exc), exc.position
-    )
+    return CardProblem("error", exc.template_id or template_id, exc.field, str(exc), exc.position)
 
 
 def _warnings(card: Card) -> list[CardProblem]:
@@ -144,12 +142,21 @@ def _content(template: Mapping[str, Any]) -> str:
     return json.dumps(body, sort_keys=True, ensure_ascii=False)
 
 
+def canonical(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A document with every field spelled out as stored (defaults included), when it is valid."""
+    try:
+        return _CardIn.model_validate(document).model_dump(mode="json")
+    except ValidationError:
+        return json.loads(json.dumps(document))
+
+
 def next_version(
     draft: Mapping[str, Any], published: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
     """The draft as the next publication: card version = newest + 1, and every template whose
     content differs from its newest published form gets a version above any it had."""
-    document = json.loads(json.dumps(draft))
+    document = canonical(draft)
+    published = [canonical(p) for p in published]
     newest = max((int(p.get("version", 0)) for p in published), default=0)
     document["version"] = newest + 1
     history: dict[str, list[dict[str, Any]]] = {}
@@ -183,7 +190,8 @@ def diff_documents(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[
             fields = sorted(
                 key
                 for key in set(a) | set(b)
-                if key != "version" and json.dumps(a.get(key), sort_keys=True) != json.dumps(b.get(key), sort_keys=True)
+                if key != "version"
+                and json.dumps(a.get(key), sort_keys=True) != json.dumps(b.get(key), sort_keys=True)
             )
             changes.append(
                 {

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cards import Card, CardError, ExamPoint, Template, parse_card, read_cards
+from .cards import Card, CardError, ExamPoint, Template, read_cards
 from .generation import Variant, generate
 from .identity import QuestionId
 from .validation import validate_card
@@ -95,7 +95,8 @@ class Located:
 class Catalog:
     """Cards by id and version; :meth:`latest` is what learners practise."""
 
-    def __init__(self, cards: Iterable[Card]) -> None:
+    def __init__(self, cards: Iterable[Card], *, withdrawn: Iterable[str] = ()) -> None:
+        self.withdrawn = frozenset(withdrawn)  # unpublished: no new questions, old ones grade
         self._versions: dict[str, dict[int, Card]] = {}
         for card in cards:
             self._versions.setdefault(card.id, {})[card.version] = card
@@ -112,20 +113,20 @@ class Catalog:
                         key = (card_id, template.id, template.version)
                         self._templates[key] = Located(card, point, template)
 
-    @classmethod
-    def from_documents(cls, documents: Iterable[Mapping[str, object]], current: Iterable[Card]):
-        """Stored documents (older versions) compiled without re-validation, plus ``current``."""
-        cards = {(c.id, c.version): c for c in current}
-        for document in documents:
-            card = parse_card(dict(document))
-            cards.setdefault((card.id, card.version), card)
-        return cls(cards.values())
-
     def latest(self, card_id: str) -> Card | None:
+        """The newest version of a card (withdrawn or not: old questions still need it)."""
         return self._latest.get(card_id)
 
+    def offered(self, card_id: str) -> Card | None:
+        """The newest version of a card learners may practise, or None."""
+        return None if card_id in self.withdrawn else self._latest.get(card_id)
+
     def cards(self) -> list[Card]:
-        """The latest version of every card, in id order."""
+        """The latest version of every card offered to learners, in id order."""
+        return [self._latest[c] for c in sorted(self._latest) if c not in self.withdrawn]
+
+    def all_cards(self) -> list[Card]:
+        """The latest version of every card, withdrawn ones included (the dashboard's list)."""
         return [self._latest[card_id] for card_id in sorted(self._latest)]
 
     def version(self, card_id: str, version: int) -> Card | None:

@@ -187,8 +187,9 @@ def random_seed() -> int:
     return secrets.randbelow(MAX_SEED + 1)
 
 
-def get_card(catalog: Catalog, card_id: str) -> Card:
-    card = catalog.latest(card_id)
+def get_card(catalog: Catalog, card_id: str, *, offered: bool = True) -> Card:
+    """The card learners practise (``offered=False``: also a withdrawn one, for history)."""
+    card = catalog.offered(card_id) if offered else catalog.latest(card_id)
     if card is None:
         raise NotFound(
             Text(f"There is no card {card_id[:100]!r}.", f"没有卡片 {card_id[:100]!r}。"),

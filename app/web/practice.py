@@ -161,7 +161,7 @@ def summary_page(
     if state.row.finished_at is None and state.over(now):
         finish_session(session=session, session_id=session_id, now=now)
         state = _state(session, visitor, session_id)
-    card = get_card(ctx.catalog, state.row.card_id)
+    card = get_card(ctx.catalog, state.row.card_id, offered=False)
     context = {
         "card": card,
         "summary": summarise(catalog=ctx.catalog, state=state, now=now),

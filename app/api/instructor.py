@@ -1,0 +1,300 @@
+"""The instructor's API: validate, draft, publish, withdraw, retire, preview, versions, audit.
+
+Every route needs an instructor (or admin) bearer token: learners get 403.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Query, Request, Response, status
+from pydantic import BaseModel, Field
+
+from app.authoring import service
+from app.deps import ApiInstructor, ApiLang, ContextDep, SessionDep
+from app.domain.identity import MAX_SEED
+from app.schemas import ProblemPublic
+
+router = APIRouter(
+    prefix="/instructor",
+    tags=["instructor"],
+    responses={
+        401: {"model": ProblemPublic},
+        403: {"model": ProblemPublic, "description": "Not an instructor."},
+        404: {"model": ProblemPublic},
+    },
+)
+CardId = Annotated[str, Path(max_length=100)]
+Document = Annotated[
+    dict[str, Any], Body(description="A card document: the structure of cards/*.yaml, as JSON.")
+]
+
+
+class CardProblemPublic(BaseModel):
+    severity: str = Field(description="error | warning")
+    template_id: str | None
+    field: str | None
+    message: str
+    position: int | None = Field(description="The column in the formula or text, where known.")
+
+
+class ProblemsPublic(BaseModel):
+    problems: list[CardProblemPublic]
+
+
+class DraftCreatedPublic(BaseModel):
+    card_id: str
+    problems: list[CardProblemPublic]
+
+
+class DraftPublic(BaseModel):
+    card_id: str
+    is_draft: bool = Field(description="False: no draft yet, this is the latest published version.")
+    document: dict[str, Any]
+    updated_at: datetime | None
+
+
+class PublishedPublic(BaseModel):
+    version: int
+
+
+class VersionPublic(BaseModel):
+    version: int
+    created_at: datetime
+    templates: int
+
+
+class InstructorCardPublic(BaseModel):
+    id: str
+    title: str
+    version: int
+    offered: bool
+
+
+class AuditPublic(BaseModel):
+    at: datetime
+    actor: str | None
+    action: str
+    template_id: str | None
+    version: int | None
+
+
+class PreviewChoicePublic(BaseModel):
+    id: str
+    text: str
+    correct: bool
+    pitfall_id: str | None
+    pitfall_title: str | None
+    explanation: str | None
+
+
+class PreviewPublic(BaseModel):
+    template_id: str
+    template_version: int
+    seed: int
+    params: dict[str, str]
+    stem: str
+    choices: list[PreviewChoicePublic]
+    correct_choice_id: str
+    solution: list[str]
+
+
+def _problems(checked: Any) -> list[CardProblemPublic]:
+    return [CardProblemPublic(**p.to_json()) for p in checked.problems]
+
+
+@router.get("/cards", response_model=list[InstructorCardPublic])
+def list_cards(
+    ctx: ContextDep, instructor: ApiInstructor, lang: ApiLang
+) -> list[InstructorCardPublic]:
+    """Every card, offered to learners or withdrawn."""
+    return [
+        InstructorCardPublic(
+            id=c.id,
+            title=c.title.get(lang),
+            version=c.version,
+            offered=c.id not in ctx.catalog.withdrawn,
+        )
+        for c in ctx.catalog.all_cards()
+    ]
+
+
+@router.post("/cards/validate", response_model=ProblemsPublic)
+def validate_card(document: Document, instructor: ApiInstructor) -> ProblemsPublic:
+    """Every problem of a card document (errors block publishing, warnings do not)."""
+    return ProblemsPublic(problems=_problems(service.validate(document)))
+
+
+@router.post("/cards", response_model=DraftCreatedPublic, status_code=status.HTTP_201_CREATED)
+def create_card(
+    document: Document, session: SessionDep, instructor: ApiInstructor
+) -> DraftCreatedPublic:
+    """A new card, as a draft (409 when the id exists)."""
+    card_id = service.create_draft(session=session, actor=instructor, document=document)
+    return DraftCreatedPublic(card_id=card_id, problems=_problems(service.validate(document)))
+
+
+@router.get("/cards/{card_id}/draft", response_model=DraftPublic)
+def read_draft(card_id: CardId, session: SessionDep, instructor: ApiInstructor) -> DraftPublic:
+    """The card's draft, or its latest version when there is no draft."""
+    draft = service.get_draft(session=session, card_id=card_id)
+    return DraftPublic(
+        card_id=card_id,
+        is_draft=draft.is_draft,
+        document=draft.document,
+        updated_at=draft.updated_at,
+    )
+
+
+@router.put("/cards/{card_id}/draft", response_model=ProblemsPublic)
+def save_draft(
+    card_id: CardId, document: Document, session: SessionDep, instructor: ApiInstructor
+) -> ProblemsPublic:
+    """Replace the draft; the answer lists its problems."""
+    service.save_draft(session=session, actor=instructor, card_id=card_id, document=document)
+    return ProblemsPublic(problems=_problems(service.validate(document)))
+
+
+@router.delete("/cards/{card_id}/draft", status_code=status.HTTP_204_NO_CONTENT)
+def discard_draft(card_id: CardId, session: SessionDep, instructor: ApiInstructor) -> Response:
+    service.discard_draft(session=session, actor=instructor, card_id=card_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/cards/{card_id}/publish",
+    response_model=PublishedPublic,
+    responses={422: {"model": ProblemPublic, "description": "card_has_errors, with `problems`."}},
+)
+def publish(
+    card_id: CardId, request: Request, session: SessionDep, instructor: ApiInstructor
+) -> PublishedPublic:
+    """Publish the draft as the next version (blocked while errors remain)."""
+    version = service.publish(
+        session=session, actor=instructor, live=request.app.state.live_catalog, card_id=card_id
+    )
+    return PublishedPublic(version=version)
+
+
+@router.post("/cards/{card_id}/withdraw", status_code=status.HTTP_204_NO_CONTENT)
+def withdraw(
+    card_id: CardId, request: Request, session: SessionDep, instructor: ApiInstructor
+) -> Response:
+    """Stop offering the card to learners (old questions and mistakes still work)."""
+    service.set_offered(
+        session=session,
+        actor=instructor,
+        live=request.app.state.live_catalog,
+        card_id=card_id,
+        offered=False,
+    )
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/cards/{card_id}/offer", status_code=status.HTTP_204_NO_CONTENT)
+def offer(
+    card_id: CardId, request: Request, session: SessionDep, instructor: ApiInstructor
+) -> Response:
+    """Offer a withdrawn card again."""
+    service.set_offered(
+        session=session,
+        actor=instructor,
+        live=request.app.state.live_catalog,
+        card_id=card_id,
+        offered=True,
+    )
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/cards/{card_id}/templates/{template_id}/retire", response_model=PublishedPublic)
+def retire(
+    card_id: CardId,
+    template_id: Annotated[str, Path(max_length=100)],
+    request: Request,
+    session: SessionDep,
+    instructor: ApiInstructor,
+) -> PublishedPublic:
+    """Publish a version without this template; its old questions keep grading."""
+    version = service.retire_template(
+        session=session,
+        actor=instructor,
+        live=request.app.state.live_catalog,
+        card_id=card_id,
+        template_id=template_id,
+    )
+    return PublishedPublic(version=version)
+
+
+@router.get("/cards/{card_id}/versions", response_model=list[VersionPublic])
+def list_versions(
+    card_id: CardId, session: SessionDep, instructor: ApiInstructor
+) -> list[VersionPublic]:
+    return [
+        VersionPublic(version=v.version, created_at=v.created_at, templates=v.templates)
+        for v in service.versions(session=session, card_id=card_id)
+    ]
+
+
+@router.get("/cards/{card_id}/diff")
+def diff(
+    card_id: CardId,
+    session: SessionDep,
+    instructor: ApiInstructor,
+    from_version: Annotated[int, Query(alias="from", ge=1, le=10**9)],
+    to_version: Annotated[int, Query(alias="to", ge=1, le=10**9)],
+) -> dict[str, Any]:
+    """What changed between two versions, template by template."""
+    return {
+        "changes": service.diff(session=session, card_id=card_id, old=from_version, new=to_version)
+    }
+
+
+@router.get("/cards/{card_id}/audit", response_model=list[AuditPublic])
+def read_audit(
+    card_id: CardId, session: SessionDep, instructor: ApiInstructor
+) -> list[AuditPublic]:
+    return [
+        AuditPublic(
+            at=e.at,
+            actor=e.actor_email,
+            action=e.action,
+            template_id=e.template_id,
+            version=e.version,
+        )
+        for e in service.audit_log(session=session, card_id=card_id)
+    ]
+
+
+@router.get("/cards/{card_id}/preview", response_model=PreviewPublic)
+def preview(
+    card_id: CardId,
+    session: SessionDep,
+    instructor: ApiInstructor,
+    lang: ApiLang,
+    template_id: Annotated[str, Query(max_length=100)],
+    seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
+) -> PreviewPublic:
+    """A variant of the draft (or latest version) with its key and every pitfall's explanation."""
+    card = service.preview_card(session=session, card_id=card_id)
+    variant = service.preview(card=card, template_id=template_id, seed=seed)
+    return PreviewPublic(
+        template_id=variant.id.template_id,
+        template_version=variant.id.template_version,
+        seed=variant.id.seed,
+        params=dict(variant.params_display),
+        stem=variant.stem.get(lang),
+        choices=[
+            PreviewChoicePublic(
+                id=c.id,
+                text=c.text.get(lang),
+                correct=c.correct,
+                pitfall_id=c.pitfall_id,
+                pitfall_title=c.pitfall.title.get(lang) if c.pitfall else None,
+                explanation=c.explanation.get(lang) if c.explanation else None,
+            )
+            for c in variant.choices
+        ],
+        correct_choice_id=variant.correct_choice_id,
+        solution=[s.get(lang) for s in variant.solution],
+    )

@@ -1,0 +1,372 @@
+"""Authoring use cases: drafts, validation, preview, publication, withdrawal, retirement, diffs.
+
+Every change is written to the audit log (who, when, what, the document before and after) in the
+same transaction as the change itself. Publishing decides the version numbers
+(:func:`app.domain.authoring.next_version`), stores the new version, and makes the process's live
+catalog reload; other processes see it within their refresh interval.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.auth.service import LearnerRef, now_utc
+from app.catalog.service import LiveCatalog, store_version, stored_cards, stored_documents
+from app.db import write_transaction
+from app.domain.authoring import CardProblem, Checked, check_document, diff_documents, next_version
+from app.domain.cards import Card, CardError, parse_card
+from app.domain.catalog import check_versions
+from app.domain.generation import Variant, draw_params, generate, question_id, variant_rng
+from app.domain.identity import MAX_SEED
+from app.domain.texts import Text
+from app.models import AuditEntry, CardDraft, CardState
+from app.problems import Conflict, InvalidInput, NotFound, Problem
+
+MAX_DOCUMENT_BYTES = 2_000_000
+PARAMETER_SEARCH_SEEDS = 20_000
+
+
+class NotPublishable(Problem):
+    """A draft with errors: publishing is blocked until they are fixed."""
+
+    status_code = 422
+    code = "card_has_errors"
+    title = "Unprocessable Content"
+
+    def __init__(self, problems: list[CardProblem]) -> None:
+        count = len([p for p in problems if p.severity == "error"])
+        super().__init__(
+            Text(
+                f"The card has {count} error(s): fix them before publishing.",
+                f"卡片有 {count} 个错误，修正后才能发布。",
+            )
+        )
+        self.problems = problems
+
+
+def _unknown_card(card_id: str) -> NotFound:
+    return NotFound(
+        Text(f"There is no card {card_id[:100]!r}.", f"没有卡片 {card_id[:100]!r}。"),
+        code="card_not_found",
+    )
+
+
+def _audit(
+    session: Session,
+    actor: LearnerRef,
+    action: str,
+    card_id: str,
+    *,
+    before: Any = None,
+    after: Any = None,
+    template_id: str | None = None,
+    version: int | None = None,
+) -> None:
+    session.add(
+        AuditEntry(
+            actor_id=actor.id,
+            actor_email=actor.email,
+            action=action,
+            card_id=card_id,
+            template_id=template_id,
+            version=version,
+            before=before,
+            after=after,
+            at=now_utc(),
+        )
+    )
+
+
+def _check_size(document: object) -> dict[str, Any]:
+    if not isinstance(document, dict):
+        raise InvalidInput("a card document is a JSON object", code="invalid_document")
+    if len(json.dumps(document, ensure_ascii=False)) > MAX_DOCUMENT_BYTES:
+        raise InvalidInput("the card document is too large", code="document_too_large")
+    return document
+
+
+def validate(document: object) -> Checked:
+    return check_document(_check_size(document))
+
+
+# --- drafts -----------------------------------------------------------------------------------
+
+
+def create_draft(*, session: Session, actor: LearnerRef, document: object) -> str:
+    """A new card as a draft; its id must be new."""
+    doc = _check_size(document)
+    card_id = doc.get("id")
+    if not isinstance(card_id, str) or not card_id:
+        raise InvalidInput("the card document needs an 'id'", code="invalid_document")
+    with write_transaction(session):
+        if session.get(CardDraft, card_id) is not None or stored_documents_exist(session, card_id):
+            raise Conflict(
+                Text(f"A card {card_id!r} already exists.", f"卡片 {card_id!r} 已存在。"),
+                code="card_exists",
+            )
+        session.add(
+            CardDraft(card_id=card_id, document=doc, updated_by=actor.id, updated_at=now_utc())
+        )
+        _audit(session, actor, "create_draft", card_id, after=doc)
+    return card_id
+
+
+def stored_documents_exist(session: Session, card_id: str) -> bool:
+    from app.models import CardVersion
+
+    return (
+        session.scalar(select(CardVersion.version).where(CardVersion.card_id == card_id).limit(1))
+        is not None
+    )
+
+
+def save_draft(*, session: Session, actor: LearnerRef, card_id: str, document: object) -> None:
+    doc = _check_size(document)
+    if doc.get("id") != card_id:
+        raise InvalidInput(f"the document's id must be {card_id!r}", code="invalid_document")
+    with write_transaction(session):
+        draft = session.get(CardDraft, card_id)
+        if draft is None and not stored_documents_exist(session, card_id):
+            raise _unknown_card(card_id)
+        before = dict(draft.document) if draft is not None else None
+        if draft is None:
+            session.add(
+                CardDraft(card_id=card_id, document=doc, updated_by=actor.id, updated_at=now_utc())
+            )
+        else:
+            draft.document = doc
+            draft.updated_by = actor.id
+            draft.updated_at = now_utc()
+        _audit(session, actor, "save_draft", card_id, before=before, after=doc)
+
+
+@dataclass(frozen=True)
+class Draft:
+    card_id: str
+    document: dict[str, Any]
+    is_draft: bool  # False: the latest published version, shown as the starting point
+    updated_at: datetime | None
+
+
+def get_draft(*, session: Session, card_id: str) -> Draft:
+    draft = session.get(CardDraft, card_id)
+    session.commit()
+    if draft is not None:
+        return Draft(card_id, dict(draft.document), True, draft.updated_at)
+    documents = stored_documents(session, card_id)
+    if not documents:
+        raise _unknown_card(card_id)
+    return Draft(card_id, _editable(documents[-1]), False, None)
+
+
+def _editable(document: dict[str, Any]) -> dict[str, Any]:
+    """A stored document without the noise of unset optional fields."""
+    return _strip_none(document)
+
+
+def _strip_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_strip_none(v) for v in value]
+    return value
+
+
+def discard_draft(*, session: Session, actor: LearnerRef, card_id: str) -> None:
+    with write_transaction(session):
+        draft = session.get(CardDraft, card_id)
+        if draft is None:
+            raise NotFound("this card has no draft", code="no_draft")
+        _audit(session, actor, "discard_draft", card_id, before=dict(draft.document))
+        session.delete(draft)
+
+
+# --- publishing -------------------------------------------------------------------------------
+
+
+def publish(*, session: Session, actor: LearnerRef, live: LiveCatalog, card_id: str) -> int:
+    """Publish the card's draft as its next version; the new version number."""
+    draft = session.get(CardDraft, card_id)
+    session.commit()
+    if draft is None:
+        raise NotFound(
+            Text("This card has no draft to publish.", "这张卡片没有可发布的草稿。"),
+            code="no_draft",
+        )
+    published = stored_documents(session, card_id)
+    document = next_version(draft.document, published)
+    checked = check_document(document)
+    if not checked.publishable:
+        raise NotPublishable(list(checked.problems))
+    card = checked.card
+    assert card is not None
+    try:
+        check_versions(card, stored_cards(session, card_id).get(card_id, []))
+    except CardError as exc:  # pragma: no cover - next_version makes the versions consistent
+        raise InvalidInput(str(exc), code="version_conflict") from None
+    with write_transaction(session):
+        store_version(session, card)
+        stale = session.get(CardDraft, card_id)
+        if stale is not None:
+            session.delete(stale)
+        _audit(
+            session,
+            actor,
+            "publish",
+            card_id,
+            before=published[-1] if published else None,
+            after=dict(card.document),
+            version=card.version,
+        )
+    live.reload()
+    return card.version
+
+
+def set_offered(
+    *, session: Session, actor: LearnerRef, live: LiveCatalog, card_id: str, offered: bool
+) -> None:
+    """Withdraw a card from learners (its old questions still grade) or offer it again."""
+    if not stored_documents_exist(session, card_id):
+        session.commit()
+        raise _unknown_card(card_id)
+    with write_transaction(session):
+        state = session.get(CardState, card_id)
+        if state is None:
+            state = CardState(card_id=card_id)
+            session.add(state)
+        state.unpublished_at = None if offered else now_utc()
+        state.changed_at = now_utc()
+        _audit(session, actor, "offer" if offered else "withdraw", card_id)
+    live.reload()
+
+
+def retire_template(
+    *, session: Session, actor: LearnerRef, live: LiveCatalog, card_id: str, template_id: str
+) -> int:
+    """Publish a new version without ``template_id``; its old questions keep grading."""
+    documents = stored_documents(session, card_id)
+    if not documents:
+        raise _unknown_card(card_id)
+    document = json.loads(json.dumps(documents[-1]))
+    found = False
+    for point in document.get("points", []):
+        kept = [t for t in point.get("templates", []) if t.get("id") != template_id]
+        found = found or len(kept) != len(point.get("templates", []))
+        point["templates"] = kept
+    if not found:
+        raise NotFound(f"the card has no template {template_id!r}", code="template_not_found")
+    if any(not point["templates"] for point in document["points"]):
+        raise Conflict(
+            "retiring it would leave an exam point without templates", code="point_would_be_empty"
+        )
+    save_draft(session=session, actor=actor, card_id=card_id, document=document)
+    version = publish(session=session, actor=actor, live=live, card_id=card_id)
+    with write_transaction(session):
+        _audit(session, actor, "retire_template", card_id, template_id=template_id, version=version)
+    return version
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    version: int
+    created_at: datetime
+    templates: int
+
+
+def versions(*, session: Session, card_id: str) -> list[VersionInfo]:
+    from app.models import CardVersion
+
+    rows = session.scalars(
+        select(CardVersion).where(CardVersion.card_id == card_id).order_by(CardVersion.version)
+    ).all()
+    session.commit()
+    if not rows:
+        raise _unknown_card(card_id)
+    return [
+        VersionInfo(
+            r.version,
+            r.created_at,
+            sum(len(p.get("templates", [])) for p in r.document.get("points", [])),
+        )
+        for r in rows
+    ]
+
+
+def diff(*, session: Session, card_id: str, old: int, new: int) -> list[dict[str, Any]]:
+    documents = {int(d["version"]): d for d in stored_documents(session, card_id)}
+    if old not in documents or new not in documents:
+        raise NotFound("no such version", code="version_not_found")
+    return diff_documents(documents[old], documents[new])
+
+
+def audit_log(*, session: Session, card_id: str, limit: int = 100) -> list[AuditEntry]:
+    rows = session.scalars(
+        select(AuditEntry)
+        .where(AuditEntry.card_id == card_id)
+        .order_by(AuditEntry.at.desc(), AuditEntry.id.desc())
+        .limit(limit)
+    ).all()
+    session.commit()
+    return list(rows)
+
+
+# --- preview ----------------------------------------------------------------------------------
+
+
+def preview_card(*, session: Session, card_id: str) -> Card:
+    """The card as its draft stands (or its latest version), compiled; errors as a 422."""
+    draft = get_draft(session=session, card_id=card_id)
+    problems: list[CardError] = []
+    try:
+        card = parse_card(draft.document, problems=problems)
+    except CardError as exc:
+        raise InvalidInput(str(exc), code="card_has_errors") from None
+    return card
+
+
+def preview(
+    *,
+    card: Card,
+    template_id: str,
+    seed: int | None = None,
+    params: dict[str, str] | None = None,
+) -> Variant:
+    """A variant exactly as learners see it, for a seed or for chosen parameter values.
+
+    For chosen values the first seed that draws them is used, so the preview is a real,
+    reproducible variant (and its seed a permalink).
+    """
+    template = card.template(template_id)
+    if template is None:
+        raise NotFound(f"the card has no template {template_id!r}", code="template_not_found")
+    if params:
+        wanted = {}
+        for name, text in params.items():
+            param = template.params.get(name)
+            if param is None:
+                raise InvalidInput(f"the template has no parameter {name!r}", code="invalid_param")
+            match = next(
+                (v for v in param.values if param.display(v) == text or str(v) == text), None
+            )
+            if match is None:
+                raise InvalidInput(
+                    f"{text!r} is not among the values of {name!r}", code="invalid_param"
+                )
+            wanted[name] = match
+        for candidate in range(PARAMETER_SEARCH_SEEDS):
+            drawn = draw_params(template, variant_rng(question_id(card, template, candidate)))
+            if all(drawn[n] == v for n, v in wanted.items()):
+                seed = candidate
+                break
+        else:
+            raise InvalidInput("no variant with these values was found", code="invalid_param")
+    seed = 0 if seed is None else seed
+    if not 0 <= seed <= MAX_SEED:
+        raise InvalidInput(f"seed must be between 0 and {MAX_SEED}", code="invalid_seed")
+    return generate(card, template, seed)

@@ -1,0 +1,310 @@
+"""Authoring through the API: an instructor writes a small card unrelated to ZeRO (its own
+parameters), sees every problem located, fixes it, publishes, and learners practise it; edits
+make new versions while old attempts and tokens keep working; learners get 403 everywhere."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from app.auth.service import register
+from app.domain.identity import QuestionId
+from app.models import AuditEntry
+
+API = "/api/v1"
+CARD = json.loads((Path(__file__).parent / "cards_fixtures" / "kv_cache_card.json").read_text())
+PASSWORD = "instructor password"
+
+
+def instructor_headers(client, app, email="prof@example.com"):
+    with app.state.sessionmaker() as session:
+        register(session=session, email=email, password=PASSWORD, role="instructor")
+    token = client.post(
+        f"{API}/auth/token", json={"email": email, "password": PASSWORD, "device_name": "laptop"}
+    ).json()["access_token"]
+    return {"Authorization": f"Bearer {token}"}
+
+
+def learner_headers(client):
+    return {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['token']}"}
+
+
+@pytest.fixture
+def prof(client, app):
+    return instructor_headers(client, app)
+
+
+def broken_card():
+    card = copy.deepcopy(CARD)
+    template = card["points"][0]["templates"][0]
+    template["answer"] = "kv * (layers +"
+    template["pitfalls"][1]["formula"] = "kv / batchh"
+    template["stem"]["zh"] = "KV 缓存有多少 {=kv:parsecs} ？"
+    return card
+
+
+def kv_bytes(p):
+    """The KV cache in bytes, computed here: K and V, 2 bytes each, per layer, head, token."""
+    return 2 * 2 * p["layers"] * p["heads"] * p["head_dim"] * p["seq"] * p["batch"]
+
+
+def test_validation_lists_every_problem_with_its_template_field_and_position(client, prof):
+    problems = client.post(f"{API}/instructor/cards/validate", json=broken_card(), headers=prof)
+    assert problems.status_code == 200, problems.text
+    found = problems.json()["problems"]
+    errors = [p for p in found if p["severity"] == "error"]
+    assert all(p["template_id"] == "kv-total" for p in errors)
+    # The first compile error of the template is located in its formula, column included.
+    answer = next(p for p in errors if p["field"] == "answer")
+    assert answer["position"] is not None and answer["position"] >= 0
+    shape = client.post(
+        f"{API}/instructor/cards/validate",
+        json={**CARD, "points": [{"number": 1, "slug": "x", "templates": []}]},
+        headers=prof,
+    ).json()["problems"]
+    assert len(shape) >= 3  # title, explanation missing, templates too short: all listed
+    assert {p["field"] for p in shape} >= {"points.0.title", "points.0.explanation"}
+
+
+def test_an_instructor_authors_fixes_publishes_and_a_learner_practises(client, app, prof):
+    created = client.post(f"{API}/instructor/cards", json=broken_card(), headers=prof)
+    assert created.status_code == 201 and created.json()["card_id"] == "kv-cache"
+    assert any(p["severity"] == "error" for p in created.json()["problems"])
+    blocked = client.post(f"{API}/instructor/cards/kv-cache/publish", headers=prof)
+    assert blocked.status_code == 422 and blocked.json()["code"] == "card_has_errors"
+    assert blocked.json()["problems"]
+    # Learners do not see a draft.
+    assert "kv-cache" not in [c["id"] for c in client.get(f"{API}/cards").json()]
+
+    fixed = client.put(f"{API}/instructor/cards/kv-cache/draft", json=CARD, headers=prof)
+    assert fixed.status_code == 200
+    assert [p for p in fixed.json()["problems"] if p["severity"] == "error"] == []
+    preview = client.get(
+        f"{API}/instructor/cards/kv-cache/preview",
+        params={"template_id": "kv-total", "seed": 3},
+        headers=prof,
+    ).json()
+    assert sum(c["correct"] for c in preview["choices"]) == 1
+    assert all(c["explanation"] for c in preview["choices"] if not c["correct"])
+    published = client.post(f"{API}/instructor/cards/kv-cache/publish", headers=prof)
+    assert published.status_code == 200 and published.json() == {"version": 1}
+
+    learner = learner_headers(client)
+    card = next(c for c in client.get(f"{API}/cards").json() if c["id"] == "kv-cache")
+    assert card["points"][0]["slug"] == "kv-bytes"
+    question = client.get(
+        f"{API}/cards/kv-cache/points/kv-bytes/question", params={"seed": 11}
+    ).json()
+    params = {k: int(v) for k, v in question["params"].items()}
+    expected_gb = kv_bytes(params) / 1e9
+    assert all(c["unit"] == "GB" for c in question["choices"])
+    # Choices are at least 5 % apart; the displayed value is rounded to a few figures.
+    key = next(c for c in question["choices"] if abs(c["value"] / expected_gb - 1) < 0.03)
+    graded = client.post(
+        f"{API}/answers",
+        json={"token": question["token"], "choice_id": key["id"], "client_answer_id": "kv-1"},
+        headers=learner,
+    ).json()
+    assert graded["correct"] is True
+
+
+def publish(client, headers, document):
+    assert (
+        client.put(
+            f"{API}/instructor/cards/{document['id']}/draft", json=document, headers=headers
+        ).status_code
+        == 200
+    )
+    response = client.post(f"{API}/instructor/cards/{document['id']}/publish", headers=headers)
+    assert response.status_code == 200, response.text
+    return response.json()["version"]
+
+
+def test_an_edit_makes_version_2_while_version_1_attempts_and_tokens_still_work(client, app, prof):
+    client.post(f"{API}/instructor/cards", json=CARD, headers=prof)
+    assert publish(client, prof, CARD) == 1
+    learner = learner_headers(client)
+    old = client.get(f"{API}/cards/kv-cache/points/kv-bytes/question", params={"seed": 5}).json()
+    outstanding = client.get(
+        f"{API}/cards/kv-cache/points/kv-bytes/question", params={"seed": 6}
+    ).json()
+    client.post(
+        f"{API}/answers",
+        headers=learner,
+        json={"token": old["token"], "choice_id": "a", "client_answer_id": "v1-answer"},
+    )
+
+    edited = copy.deepcopy(CARD)
+    edited["points"][0]["templates"][0]["stem"]["en"] = (
+        "How many GB does the KV cache of {batch} sequences take?"
+    )
+    assert publish(client, prof, edited) == 2
+    versions = client.get(f"{API}/instructor/cards/kv-cache/versions", headers=prof).json()
+    assert [v["version"] for v in versions] == [1, 2]
+    diff = client.get(
+        f"{API}/instructor/cards/kv-cache/diff", params={"from": 1, "to": 2}, headers=prof
+    ).json()
+    assert diff["changes"] == [
+        {
+            "template_id": "kv-total",
+            "change": "changed",
+            "fields": ["stem"],
+            "from_version": 1,
+            "to_version": 2,
+        }
+    ]
+    fresh = client.get(f"{API}/cards/kv-cache/points/kv-bytes/question", params={"seed": 5}).json()
+    assert fresh["template_version"] == 2 and fresh["stem"].startswith("How many GB")
+    # The version-1 attempt still displays, with its own stem.
+    history = client.get(f"{API}/me/attempts", headers=learner).json()["items"]
+    assert history[0]["template_version"] == 1 and history[0]["stem"] == old["stem"]
+    # And a token handed out before the edit still grades, as version 1.
+    variant = app.state.catalog.variant(
+        QuestionId("kv-cache", "kv-bytes", "kv-total", 1, outstanding["seed"])
+    )
+    graded = client.post(
+        f"{API}/answers",
+        headers=learner,
+        json={
+            "token": outstanding["token"],
+            "choice_id": variant.correct_choice_id,
+            "client_answer_id": "v1-late",
+        },
+    )
+    assert graded.status_code == 200 and graded.json()["correct"] is True
+    # Republishing unchanged content keeps the template's version.
+    assert publish(client, prof, edited) == 3
+    assert (
+        client.get(f"{API}/cards/kv-cache/points/kv-bytes/question?seed=1").json()[
+            "template_version"
+        ]
+        == 2
+    )
+
+
+def test_withdrawing_a_card_hides_it_from_learners_but_keeps_its_history(client, app, prof):
+    client.post(f"{API}/instructor/cards", json=CARD, headers=prof)
+    publish(client, prof, CARD)
+    learner = learner_headers(client)
+    q = client.get(f"{API}/cards/kv-cache/points/kv-bytes/question?seed=2").json()
+    client.post(
+        f"{API}/answers",
+        headers=learner,
+        json={"token": q["token"], "choice_id": "b", "client_answer_id": "w-1"},
+    )
+    assert client.post(f"{API}/instructor/cards/kv-cache/withdraw", headers=prof).status_code == 204
+    assert "kv-cache" not in [c["id"] for c in client.get(f"{API}/cards").json()]
+    assert client.get(f"{API}/cards/kv-cache/points/kv-bytes/question").status_code == 404
+    assert client.get(f"{API}/me/attempts", headers=learner).json()["items"][0]["stem"] == q["stem"]
+    assert client.post(f"{API}/instructor/cards/kv-cache/offer", headers=prof).status_code == 204
+    assert "kv-cache" in [c["id"] for c in client.get(f"{API}/cards").json()]
+
+
+def test_retiring_a_template_publishes_a_version_without_it(client, app, prof):
+    card = copy.deepcopy(CARD)
+    second = copy.deepcopy(card["points"][0]["templates"][0])
+    second["id"] = "kv-total-long"
+    second["stem"]["en"] = "Long prompts: " + second["stem"]["en"]
+    card["points"][0]["templates"].append(second)
+    client.post(f"{API}/instructor/cards", json=card, headers=prof)
+    publish(client, prof, card)
+    retired = client.post(
+        f"{API}/instructor/cards/kv-cache/templates/kv-total-long/retire", headers=prof
+    )
+    assert retired.status_code == 200 and retired.json() == {"version": 2}
+    seen = {
+        client.get(f"{API}/cards/kv-cache/points/kv-bytes/question?seed={s}").json()["template_id"]
+        for s in range(20)
+    }
+    assert seen == {"kv-total"}
+    last = client.post(f"{API}/instructor/cards/kv-cache/templates/kv-total/retire", headers=prof)
+    assert last.status_code == 409 and last.json()["code"] == "point_would_be_empty"
+
+
+def test_every_authoring_action_is_in_the_audit_log(client, app, prof, db):
+    client.post(f"{API}/instructor/cards", json=CARD, headers=prof)
+    publish(client, prof, CARD)
+    client.post(f"{API}/instructor/cards/kv-cache/withdraw", headers=prof)
+    db.commit()
+    entries = db.scalars(select(AuditEntry).order_by(AuditEntry.id)).all()
+    assert [e.action for e in entries] == ["create_draft", "save_draft", "publish", "withdraw"]
+    assert all(e.actor_email == "prof@example.com" and e.at is not None for e in entries)
+    assert entries[1].before is not None and entries[1].after["id"] == "kv-cache"
+    assert entries[2].version == 1 and entries[2].after["version"] == 1
+    listed = client.get(f"{API}/instructor/cards/kv-cache/audit", headers=prof).json()
+    assert [e["action"] for e in listed] == ["withdraw", "publish", "save_draft", "create_draft"]
+
+
+def test_a_card_id_is_taken_once(client, prof):
+    assert client.post(f"{API}/instructor/cards", json=CARD, headers=prof).status_code == 201
+    again = client.post(f"{API}/instructor/cards", json=CARD, headers=prof)
+    assert again.status_code == 409 and again.json()["code"] == "card_exists"
+    zero = client.post(f"{API}/instructor/cards", json={"id": "zero-memory-offload"}, headers=prof)
+    assert zero.status_code == 409
+
+
+def instructor_routes(app):
+    """Every instructor operation the API describes (the OpenAPI document lists them all)."""
+    for path, operations in app.openapi()["paths"].items():
+        if path.startswith(f"{API}/instructor"):
+            for method in operations:
+                yield method.upper(), path
+
+
+def test_learners_and_anonymous_callers_get_403_or_401_on_every_instructor_route(client, app):
+    learner = learner_headers(client)
+    routes = sorted(set(instructor_routes(app)))
+    assert len(routes) >= 12
+    for method, path in routes:
+        url = path.replace("{card_id}", "kv-cache").replace("{template_id}", "kv-total")
+        response = client.request(
+            method,
+            url,
+            headers=learner,
+            json=CARD,
+            params={"template_id": "kv-total", "from": 1, "to": 2, "format": "apkg"},
+        )
+        assert response.status_code == 403, (method, path, response.status_code)
+        assert response.json()["code"] == "instructor_only"
+        assert client.request(method, url, json=CARD).status_code == 401, (method, path)
+
+
+def test_another_server_process_sees_a_publication_without_a_restart(
+    client, app, prof, settings, cards
+):
+    from app.main import create_app
+
+    other = create_app(settings, cards=cards)
+    other.state.live_catalog._every = 0  # check the database on every request
+    with TestClient(other) as second:
+        assert "kv-cache" not in [c["id"] for c in second.get(f"{API}/cards").json()]
+        client.post(f"{API}/instructor/cards", json=CARD, headers=prof)
+        publish(client, prof, CARD)
+        assert "kv-cache" in [c["id"] for c in second.get(f"{API}/cards").json()]
+        assert second.get(f"{API}/cards/kv-cache/points/kv-bytes/question").status_code == 200
+
+
+def test_bad_documents_are_4xx_never_500(app):
+    with TestClient(app, raise_server_exceptions=False) as client:
+        prof = instructor_headers(client, app, email=f"p{uuid.uuid4().hex[:6]}@example.com")
+        for body in (
+            [],
+            "text",
+            {"id": 5},
+            {"id": "x" * 500},
+            {"points": "nope"},
+            {**CARD, "version": "two"},
+        ):
+            for method, url in (
+                ("POST", f"{API}/instructor/cards/validate"),
+                ("POST", f"{API}/instructor/cards"),
+                ("PUT", f"{API}/instructor/cards/kv-cache/draft"),
+            ):
+                response = client.request(method, url, json=body, headers=prof)
+                assert 200 <= response.status_code < 500, (method, url, body, response.status_code)
