@@ -46,6 +46,8 @@ def run_demo(**overrides) -> dict:
         "compare": False,
         "timeout_s": 120,
         "threads": 1,
+        # The per-phase profiler costs time; test_zero_demo_phases measures the phases.
+        "phase_memory": False,
     }
     cfg = DemoConfig(**{**settings, **overrides})
     return build_document(launch(cfg), cfg, CARD)
