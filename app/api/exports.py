@@ -45,10 +45,10 @@ def export_card_file(
         int, Query(ge=1, le=MAX_VARIANTS, description="Fixed variants per template.")
     ] = DEFAULT_VARIANTS,
 ) -> Response:
-    """The latest version of a card, ``variants`` fixed variants of each template, in one
+    """The latest published version of a card (withdrawn or not), ``variants`` fixed variants of each template, in one
     language: the question, its choices, the key, every shown pitfall's explanation with the
     variant's numbers and the worked solution. Anki notes keep their guid across re-exports."""
-    card = get_card(catalog, card_id)
+    card = get_card(catalog, card_id, offered=False)  # a withdrawn card exports too
     try:
         export = export_card(card, fmt, lang, variants)
     except ExportError as exc:
