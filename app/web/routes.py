@@ -5,9 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.web import account, pages, practice, review
+from app.web.calculator import router as calculator_router
 
 router = APIRouter(include_in_schema=False)
 router.include_router(pages.router)
 router.include_router(practice.router)
 router.include_router(review.router)
 router.include_router(account.router)
+router.include_router(calculator_router)
