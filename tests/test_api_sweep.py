@@ -12,8 +12,32 @@ import pytest
 
 SEEDS = range(1_000)
 
-# Display units, restated here rather than imported.
-SCALE = {"GB": F(10**9), "GiB": F(2**30), "s": F(1), "ms": F(1, 1000), "x": F(1), "GPUs": F(1)}
+# Display units, restated here rather than imported. A question shows its choices in one unit
+# of the template unit's family (MB, GB or TB; µs, ms or s), read from every choice's `unit`.
+SCALE = {
+    "B": F(1),
+    "KB": F(10**3),
+    "MB": F(10**6),
+    "GB": F(10**9),
+    "TB": F(10**12),
+    "PB": F(10**15),
+    "KiB": F(2**10),
+    "MiB": F(2**20),
+    "GiB": F(2**30),
+    "TiB": F(2**40),
+    "s": F(1),
+    "ms": F(1, 1000),
+    "us": F(1, 10**6),
+    "x": F(1),
+    "%": F(1, 100),
+    "GPUs": F(1),
+    "1": F(1),
+}
+FAMILY = {
+    **{u: "bytes" for u in ("B", "KB", "MB", "GB", "TB", "PB")},
+    **{u: "binary" for u in ("KiB", "MiB", "GiB", "TiB")},
+    **{u: "seconds" for u in ("us", "ms", "s")},
+}
 
 
 def zero1(psi, n_d):
@@ -54,8 +78,16 @@ ORACLE = {
 }
 
 
-def shown(value, unit, decimals):
-    return float(round(F(value) / SCALE[unit], decimals))
+def decimals_of(text):
+    number = text.split(" ")[0].rstrip("×%")
+    return len(number.partition(".")[2])
+
+
+def matches(exact, choice):
+    """The displayed number is the exact value in the choice's unit, to half its last digit."""
+    expected = F(exact) / SCALE[choice["unit"]]
+    half = F(1, 2) / 10 ** decimals_of(choice["text"])
+    return abs(F(choice["value"]).limit_denominator(10**12) - expected) <= half * F(1001, 1000)
 
 
 @pytest.mark.parametrize("point", [1, 2, 3, 4, 5])
@@ -97,11 +129,14 @@ def test_every_point_over_a_thousand_seeds(client, card, point):
             continue
         assert template.id in ORACLE, f"no independent oracle for numeric template {template.id}"
         params = {name: F(value) for name, value in question["params"].items()}
-        expected = shown(ORACLE[template.id](params), template.unit, template.precision)
+        exact = ORACLE[template.id](params)
+        units = {c["unit"] for c in choices}
+        assert len(units) == 1, choices  # one unit per question
+        unit = units.pop()
+        assert unit == template.unit or FAMILY.get(unit, unit) == FAMILY.get(template.unit)
         values = [c["value"] for c in choices]
-        assert all(c["unit"] == template.unit for c in choices)
         correct = next(c for c in choices if c["id"] == correct_id)
-        assert correct["value"] == expected, (template.id, params, correct, expected)
-        assert values.count(expected) == 1
+        assert matches(exact, correct), (template.id, params, correct, float(exact))
+        assert sum(matches(exact, c) for c in choices) == 1
         assert len(set(values)) == len(values)
     assert seen_templates == set(templates)

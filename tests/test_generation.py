@@ -35,8 +35,8 @@ TEMPLATE = {
     "stem": t("ZeRO-1, {psi} parameters, {n_d} ranks: memory per rank?"),
     "answer": "zero1",
     "unit": "GB",
-    "precision": 2,
-    "solution": [t("$2\\Psi + 2\\Psi + 12\\Psi/N_d$ = {=zero1:GB}"), t("answer {answer}")],
+    "precision": 4,
+    "solution": [t("$2\\Psi + 2\\Psi + 12\\Psi/N_d$ = {=zero1:GB:4}"), t("answer {answer}")],
     # Three pitfalls below the answer and three above it for every parameter combination, so
     # that every rank of the answer can be drawn.
     "pitfalls": [
@@ -57,6 +57,7 @@ def statement(pid, text):
 CARD = {
     "id": "mini",
     "version": 1,
+    "params": ["psi", "n_d"],
     "title": t("Mini"),
     "definition": t("d"),
     "use_cases": t("u"),
@@ -318,9 +319,76 @@ def test_the_rank_of_the_key_is_uniform(card):
             assert 0.21 < count / 2000 < 0.29, (template.id, rank, count)
 
 
-def test_choices_share_one_number_of_decimals(card):
+def test_choices_share_one_unit_and_one_number_of_significant_figures(card):
+    from fractions import Fraction
+
+    from app.domain.units import format_in
+
     template = card.points[0].templates[0]
     for seed in range(300):
         variant = generate(card, template, seed)
-        decimals = {len(c.text.en.split(" ")[0].partition(".")[2]) for c in variant.choices}
-        assert len(decimals) == 1, [c.text.en for c in variant.choices]
+        units = {c.unit for c in variant.choices}
+        assert len(units) == 1
+        unit = units.pop()
+        exact = {}
+        for choice in variant.choices:
+            formula = choice.pitfall.formula if choice.pitfall else template.answer_formula
+            params = {k: Fraction(v) for k, v in variant.params.items()}
+            exact[choice.id] = formula.evaluate(params)
+        # one number of significant figures (at most the template's 4) shows every choice
+        figures = [
+            f
+            for f in range(1, 5)
+            if all(format_in(exact[c.id], unit, f) == c.text.en for c in variant.choices)
+        ]
+        assert figures, [c.text.en for c in variant.choices]
+
+
+def test_choices_are_shown_in_a_readable_unit():
+    # 1.3B on 64 ranks: ZeRO-3's 2Ψ/N_d is 40.6 MB, not 0.0406 GB
+    data = copy.deepcopy(CARD)
+    template = data["points"][0]["templates"][0]
+    template.update(
+        {
+            "answer": "2*psi/n_d",
+            "precision": 3,
+            "solution": [t("{=2*psi/n_d:GB:4} + {=2*psi/n_d:GB:4} = {=4*psi/n_d:GB}")],
+            "pitfalls": [
+                pitfall("a", "psi/n_d"),
+                pitfall("b", "psi/n_d/2"),
+                pitfall("c", "psi/n_d/4"),
+                pitfall("d", "4*psi/n_d"),
+                pitfall("e", "8*psi/n_d"),
+                pitfall("f", "16*psi/n_d"),
+            ],
+        }
+    )
+    card = card_with(data=data)
+    variant = next(
+        v
+        for v in (generate(card, card.points[0].templates[0], s) for s in range(400))
+        if v.params == {"psi": "1300000000", "n_d": "64"}
+    )
+    correct = variant.choice(variant.correct_choice_id)
+    assert correct.text.en == "40.6 MB" and correct.unit == "MB" and correct.value == 40.6
+    # 40.625 MB to 4 figures is 40.62 (half to even); 40.62 + 40.62 = 81.24 shows as 81.2
+    assert variant.solution[0].en == "40.62 MB + 40.62 MB = 81.2 MB"
+
+
+def test_validation_refuses_a_worked_solution_that_does_not_add_up():
+    # 0.040625 GB shown to 2 figures: 0.041 + 0.041 is not 0.081
+    data = copy.deepcopy(CARD)
+    template = data["points"][0]["templates"][0]
+    template["solution"] = [t("{=2*psi/n_d:GB:2} + {=2*psi/n_d:GB:2} = {=4*psi/n_d:GB:2}")]
+    with pytest.raises(CardError, match=r"solution step 1 \(en\): the displayed arithmetic gives"):
+        card_with(data=data)
+
+
+def test_validation_refuses_a_doubled_word():
+    data = copy.deepcopy(CARD)
+    data["points"][0]["templates"][0]["stem"] = {
+        "en": "ZeRO-1, {psi} parameters, {n_d} ranks: memory per rank?",
+        "zh": "ZeRO-1，{psi} 参数，{n_d} 个 rank：每个 rank 的的内存？",
+    }
+    with pytest.raises(CardError, match=r"stem \(zh\): doubled word '的的'"):
+        card_with(data=data)

@@ -94,6 +94,15 @@ class Formula:
     text: str
     expr: sympy.Expr
     names: frozenset[str] = field(default_factory=frozenset)
+    # The same expression as a closure over exact Fractions (no sympy per evaluation), when every
+    # node is rational arithmetic or one of the whitelisted functions; None otherwise (sqrt, log).
+    rational: Callable[[Mapping[str, Fraction]], Fraction] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.rational is None:
+            object.__setattr__(self, "rational", _compile_rational(self.expr))
 
     def evaluate(self, values: Mapping[str, Number]) -> Fraction:
         """The exact value for these parameters (a decimal approximation to 30 digits when the
@@ -308,11 +317,85 @@ def _describe(node: ast.AST) -> str:
     return _DESCRIPTIONS.get(type(node), type(node).__name__)
 
 
+class _Undefined(ArithmeticError):
+    """A rational evaluation met a value sympy calls undefined (pow2ceil of a non-positive)."""
+
+
+def _compile_rational(expr: sympy.Expr) -> Callable[[Mapping[str, Fraction]], Fraction] | None:
+    """A closure computing ``expr`` exactly with Fractions, or None when some node is not plain
+    rational arithmetic. It is built from the already-whitelisted sympy tree, never from text."""
+    if expr.is_Rational:
+        constant = Fraction(int(expr.p), int(expr.q))
+        return lambda values: constant
+    if expr.is_Symbol:
+        name = str(expr)
+        return lambda values: Fraction(values[name])
+    args = [_compile_rational(arg) for arg in expr.args]
+    if any(arg is None for arg in args):
+        return None
+    parts: list[Callable[[Mapping[str, Fraction]], Fraction]] = args  # type: ignore[assignment]
+    if isinstance(expr, sympy.Add):
+
+        def add(values: Mapping[str, Fraction]) -> Fraction:
+            return sum((part(values) for part in parts), Fraction(0))
+
+        return add
+    if isinstance(expr, sympy.Mul):
+
+        def mul(values: Mapping[str, Fraction]) -> Fraction:
+            result = Fraction(1)
+            for part in parts:
+                result *= part(values)
+            return result
+
+        return mul
+    if isinstance(expr, sympy.Pow):
+        exponent = expr.args[1]
+        if not exponent.is_Integer:
+            return None
+        base, power = parts[0], int(exponent)
+        return lambda values: base(values) ** power
+    if isinstance(expr, sympy.ceiling):
+        inner = parts[0]
+        return lambda values: Fraction(math.ceil(inner(values)))
+    if isinstance(expr, sympy.floor):
+        inner = parts[0]
+        return lambda values: Fraction(math.floor(inner(values)))
+    if isinstance(expr, sympy.Min):
+        return lambda values: min(part(values) for part in parts)
+    if isinstance(expr, sympy.Max):
+        return lambda values: max(part(values) for part in parts)
+    if isinstance(expr, sympy.Abs):
+        inner = parts[0]
+        return lambda values: abs(inner(values))
+    if isinstance(expr, pow2ceil):
+        inner = parts[0]
+
+        def power_of_two(values: Mapping[str, Fraction]) -> Fraction:
+            x = inner(values)
+            if x <= 0:
+                raise _Undefined
+            return Fraction(1 << (math.ceil(x) - 1).bit_length())
+
+        return power_of_two
+    return None
+
+
 def evaluate(formula: Formula, values: Mapping[str, Number]) -> Fraction:
     """Exact value of ``formula`` for the given parameter values."""
     missing = formula.names - set(values)
     if missing:
         raise FormulaError(f"no value for {', '.join(sorted(missing))}", text=formula.text)
+    if formula.rational is not None and all(
+        isinstance(values[name], Fraction | int) and not isinstance(values[name], bool)
+        for name in formula.names
+    ):
+        try:
+            return formula.rational(values)  # type: ignore[arg-type]
+        except (ZeroDivisionError, _Undefined):
+            raise FormulaError(
+                "the value is undefined (division by zero?)", text=formula.text
+            ) from None
     substitution = {sympy.Symbol(name): _to_rational(values[name]) for name in formula.names}
     result = formula.expr.xreplace(substitution)
     if result.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo) or not result.is_number:

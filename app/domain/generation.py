@@ -19,6 +19,12 @@ clash when their displayed texts are equal or their exact values are less than
 :data:`MIN_RELATIVE_GAP` apart; two statements clash when their texts are equal. Card validation
 guarantees that no pitfall ever clashes with the answer and that every rank can be realised in
 every seeded order (see :mod:`app.domain.validation`).
+
+Numeric choices are shown together (:func:`displayed`): in one unit of the template unit's family
+chosen from all the shown values (``40.6 MB`` rather than ``0.0406 GB``), each with the template's
+number of significant figures (its ``precision``; 0 for whole counts), fewer when every choice
+would only lose zeros (``6.0×, 12×, 1.5×, 48×``). The unit and the figures depend on the shown
+set only, never on which choice is the key.
 """
 
 from __future__ import annotations
@@ -32,7 +38,17 @@ from .cards import Card, Pitfall, Template
 from .identity import QuestionId
 from .languages import LANGS
 from .texts import Text
-from .units import decimals_used, format_quantity, relative_gap, round_decimal, scaled
+from .units import (
+    format_in,
+    format_readable,
+    get_unit,
+    readable_unit,
+    relative_gap,
+    round_decimal,
+    scaled,
+    significant_decimals,
+    unit_score,
+)
 
 # Choices closer than this test rounding, not understanding (14.766 GB beside 15 GB).
 MIN_RELATIVE_GAP = Fraction(1, 20)
@@ -65,7 +81,7 @@ class Choice:
     id: str
     text: Text
     value: float | None  # the displayed number, in ``unit``; None for statements
-    unit: str | None
+    unit: str | None  # the question's display unit (the same for all its choices)
     pitfall: Pitfall | None  # None for the correct choice
     explanation: Text | None  # the pitfall's explanation with this variant's numbers
 
@@ -129,17 +145,18 @@ def named_values(template: Template, values: Mapping[str, Fraction]) -> dict[str
 
 def text_values(
     template: Template, values: Mapping[str, Fraction], answer: Candidate
-) -> dict[str, str]:
-    """What ``{name}`` placeholders show: the parameters in their display formats and ``{answer}``."""
-    return {**named_values(template, values), "answer": answer.text.en}
+) -> dict[str, str | Text]:
+    """What ``{name}`` placeholders show: the parameters in their display formats and ``{answer}``
+    (in each language's form)."""
+    return {**named_values(template, values), "answer": answer.text}
 
 
-def explain(candidate: Candidate, values: Mapping[str, Fraction], named: Mapping[str, str]) -> Text:
+def explain(
+    candidate: Candidate, values: Mapping[str, Fraction], named: Mapping[str, str | Text]
+) -> Text:
     """A pitfall's explanation with this variant's numbers (``{value}`` is the pitfall's own)."""
     assert candidate.pitfall is not None
-    return candidate.pitfall.explanation_template.render(
-        values, {**named, "value": candidate.text.en}
-    )
+    return candidate.pitfall.explanation_template.render(values, {**named, "value": candidate.text})
 
 
 def candidates(
@@ -160,10 +177,18 @@ def candidates(
 
 
 def _numeric(template: Template, pitfall: Pitfall | None, value: Fraction) -> Candidate:
+    """A numeric candidate, shown on its own in its readable unit (messages, clash of texts);
+    :func:`displayed` shows the chosen ones together."""
     assert template.unit is not None
-    shown = format_quantity(value, template.unit, template.precision)
-    whole = template.precision == 0 and scaled(value, template.unit).denominator == 1
-    return Candidate(pitfall, Text(shown, shown), value, whole, float(value))
+    figures = template.precision
+    text = Text(
+        format_readable(value, template.unit, figures, "en"),
+        format_readable(value, template.unit, figures, "zh"),
+    )
+    whole = (figures == 0 or get_unit(template.unit).whole) and scaled(
+        value, template.unit
+    ).denominator == 1
+    return Candidate(pitfall, text, value, whole, float(value))
 
 
 def clash(a: Candidate, b: Candidate) -> bool:
@@ -201,13 +226,15 @@ def side(answer: Candidate, candidate: Candidate) -> int:
 
 
 class Memo:
-    """Clash verdicts and aligned texts of one parameter combination's candidates, for callers
+    """Clash verdicts and display texts of one parameter combination's candidates, for callers
     that arrange the same candidates many times (the giveaway measurement)."""
 
     def __init__(self) -> None:
         self.clashes: dict[tuple[int, int], bool] = {}
-        self.decimals: dict[int, int] = {}
-        self.texts: dict[tuple[int, int], Text] = {}
+        self.units: dict[frozenset[int], str] = {}
+        self.scores: dict[tuple[int, str], tuple[int, int]] = {}
+        self.rounded: dict[tuple[int, str, int], object] = {}
+        self.texts: dict[tuple[int, str, int], Text] = {}
 
     def clash(self, a: Candidate, b: Candidate) -> bool:
         key = (id(a), id(b))
@@ -263,27 +290,75 @@ def arrange(
 def aligned(
     template: Template, shown: Sequence[Candidate], memo: Memo | None = None
 ) -> list[Candidate]:
-    """Numeric choices shown with one number of decimals, the most any of them needs (at most
-    the template's precision): '20.800 GB' beside '17.062 GB', not '20.8 GB'. The values do not
-    change; only a choice's trailing zeros do, so its length says nothing about the key."""
+    """The numeric choices of one question shown together (see the module docstring): one
+    readable unit for all, the template's significant figures (fewer when all would only lose
+    zeros), trailing zeros kept so that a text's length says nothing about the key."""
     if template.kind != "numeric" or template.unit is None:
         return list(shown)
-    unit = template.unit
     memo = memo if memo is not None else Memo()
-    for c in shown:
-        if id(c) not in memo.decimals:
-            assert c.value is not None
-            memo.decimals[id(c)] = decimals_used(scaled(c.value, unit), template.precision)
-    decimals = max(memo.decimals[id(c)] for c in shown)
+    unit = question_unit(template, shown, memo)
+    figures = question_figures(template, shown, unit, memo)
     out = []
     for c in shown:
-        assert c.value is not None
-        text = memo.texts.get((id(c), decimals))
+        key = (id(c), unit, figures)
+        text = memo.texts.get(key)
         if text is None:
-            shown_text = format_quantity(c.value, unit, decimals, keep_zeros=True)
-            text = memo.texts[(id(c), decimals)] = Text(shown_text, shown_text)
+            assert c.value is not None
+            text = memo.texts[key] = Text(
+                format_in(c.value, unit, figures, "en"), format_in(c.value, unit, figures, "zh")
+            )
         out.append(Candidate(c.pitfall, text, c.value, c.whole, c.approx))
     return out
+
+
+def question_unit(template: Template, shown: Sequence[Candidate], memo: Memo | None = None) -> str:
+    """The one unit the question's choices are shown in, read from all of them alike."""
+    assert template.unit is not None
+    key = frozenset(id(c) for c in shown)
+    if memo is not None and key in memo.units:
+        return memo.units[key]
+    values = [c.value for c in shown if c.value is not None]
+    if memo is None:
+        return readable_unit(values, template.unit, template.precision)
+    cache = memo.scores
+
+    def score(i: int, unit: str) -> tuple[int, int]:
+        found = cache.get((id(shown[i]), unit))
+        if found is None:
+            found = cache[(id(shown[i]), unit)] = unit_score(values[i], unit, template.precision)
+        return found
+
+    unit = memo.units[key] = readable_unit(values, template.unit, template.precision, score)
+    return unit
+
+
+def _rounded(c: Candidate, unit: str, figures: int, memo: Memo) -> object:
+    key = (id(c), unit, figures)
+    found = memo.rounded.get(key)
+    if found is None:
+        assert c.value is not None
+        value = scaled(c.value, unit)
+        found = memo.rounded[key] = round_decimal(value, significant_decimals(value, figures))
+    return found
+
+
+def question_figures(
+    template: Template, shown: Sequence[Candidate], unit: str, memo: Memo | None = None
+) -> int:
+    """The template's significant figures, or fewer when every shown value would only lose
+    trailing zeros (6.0×, 12×, 1.5×, 48× rather than 6.00×, 12.0×, 1.50×, 48.0×)."""
+    figures = template.precision
+    if figures <= 1 or get_unit(unit).whole:
+        return figures
+    memo = memo if memo is not None else Memo()
+    exact = [_rounded(c, unit, figures, memo) for c in shown]
+    best = figures
+    for fewer in range(figures - 1, 0, -1):
+        if all(_rounded(c, unit, fewer, memo) == e for c, e in zip(shown, exact, strict=True)):
+            best = fewer
+        else:
+            break
+    return best
 
 
 # --- the public API ---------------------------------------------------------------------------
@@ -299,6 +374,7 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
     answer = next(c for c in shown if c.pitfall is None)
 
     named = text_values(template, values, answer)
+    unit = question_unit(template, shown) if template.kind == "numeric" else None
     choices = []
     for choice_id, candidate in zip(CHOICE_IDS, shown, strict=False):
         explanation = explain(candidate, values, named) if candidate.pitfall is not None else None
@@ -306,8 +382,8 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
             Choice(
                 id=choice_id,
                 text=candidate.text,
-                value=_display_number(template, candidate.value),
-                unit=template.unit if candidate.value is not None else None,
+                value=_display_number(candidate, unit),
+                unit=unit if candidate.value is not None else None,
                 pitfall=candidate.pitfall,
                 explanation=explanation,
             )
@@ -370,10 +446,15 @@ def grade(variant: Variant, choice_id: str) -> Grade:
     )
 
 
-def _display_number(template: Template, value: Fraction | None) -> float | None:
-    if value is None or template.unit is None:
+def _display_number(candidate: Candidate, unit: str | None) -> float | None:
+    """The number a choice shows, in the question's unit (read back from its text)."""
+    if candidate.value is None or unit is None:
         return None
-    return float(round_decimal(scaled(value, template.unit), template.precision))
+    number = candidate.text.en.split(" ")[0]
+    suffix = get_unit(unit).suffix
+    if suffix and not get_unit(unit).spaced and number.endswith(suffix):
+        number = number[: -len(suffix)]
+    return float(number)
 
 
 def _exact(value: Fraction) -> str:

@@ -55,7 +55,7 @@ class ShownChoice:
     """What a content-blind guesser sees of one choice, and whether it is the key."""
 
     text: Text
-    value: Fraction | None  # numeric choices: the exact value; statements: None
+    value: Fraction | float | None  # numeric choices: the value (exact or float); statements: None
     correct: bool
 
 
@@ -183,7 +183,11 @@ def _arrangements(
         rng = random.Random(f"giveaways:{template.id}:{index}")
         for _ in range(per_combo):
             shown = arrange(template, answer, pitfalls, rng, memo)
-            yield [ShownChoice(c.text, c.value, c.pitfall is None) for c in shown]
+            # floats order the values exactly as Fractions here: shown values are >= 5% apart
+            yield [
+                ShownChoice(c.text, None if c.value is None else c.approx, c.pitfall is None)
+                for c in shown
+            ]
 
 
 def template_giveaways(

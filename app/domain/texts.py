@@ -1,8 +1,12 @@
 """Bilingual texts and the placeholders that put a variant's numbers into them.
 
 Placeholders: ``{name}`` is a parameter in its display format (or ``{answer}``, the correct
-value as displayed); ``{=formula}``, ``{=formula:UNIT}`` and ``{=formula:UNIT:DECIMALS}`` are
-computed values. Braces that are not placeholders (LaTeX's ``\\frac{a}{b}``) are left alone.
+value as displayed); ``{=formula}``, ``{=formula:UNIT}`` and ``{=formula:UNIT:FIGURES}`` are
+computed values, shown with FIGURES significant figures (3 unless given; digits before the
+decimal point are never rounded away) and, with a UNIT, in the readable unit of that unit's
+family (``{=2*psi/n_d:GB}`` shows ``40.6 MB`` for 1.3B on 64 ranks). ``{=formula:count}`` is a
+large count in words: ``210 billion`` in English, ``2100 亿`` in Chinese. Braces that are not
+placeholders (LaTeX's ``\\frac{a}{b}``) are left alone.
 """
 
 from __future__ import annotations
@@ -14,7 +18,17 @@ from fractions import Fraction
 
 from .formulas import Formula, FormulaError, parse_formula
 from .languages import LANGS
-from .units import format_number, format_quantity, get_unit
+from .units import (
+    DEFAULT_FIGURES,
+    format_count_words,
+    format_number,
+    format_readable,
+    get_unit,
+    significant_decimals,
+)
+
+# The pseudo-unit of ``{=formula:count}``: a count in words, per language.
+COUNT = "count"
 
 LANGUAGES = LANGS
 
@@ -56,8 +70,10 @@ class TextTemplate:
     def has_placeholders(self) -> bool:
         return any(not isinstance(s, str) for s in self.en + self.zh)
 
-    def render(self, values: Mapping[str, Fraction], named: Mapping[str, str]) -> Text:
-        return Text(_render(self.en, values, named), _render(self.zh, values, named))
+    def render(self, values: Mapping[str, Fraction], named: Mapping[str, str | Text]) -> Text:
+        """This variant's text; a ``named`` value that is a :class:`Text` is shown in each
+        language's own form (``14 GPUs`` / ``14 张 GPU``)."""
+        return Text(_render(self.en, values, named, "en"), _render(self.zh, values, named, "zh"))
 
 
 def compile_text(
@@ -99,7 +115,7 @@ def _compile(
         if len(parts) > 3:
             raise FormulaError(f"placeholder {match.group(0)!r} has too many ':' parts")
         unit = parts[1].strip() if len(parts) > 1 and parts[1].strip() else None
-        if unit is not None:
+        if unit is not None and unit != COUNT:
             get_unit(unit)
         decimals: int | None = None
         if len(parts) == 3:
@@ -107,10 +123,12 @@ def _compile(
                 decimals = int(parts[2])
             except ValueError:
                 raise FormulaError(
-                    f"placeholder {match.group(0)!r}: decimals must be a whole number"
+                    f"placeholder {match.group(0)!r}: significant figures must be a whole number"
                 ) from None
-            if not 0 <= decimals <= 12:
-                raise FormulaError(f"placeholder {match.group(0)!r}: decimals must be 0..12")
+            if not 1 <= decimals <= 12:
+                raise FormulaError(
+                    f"placeholder {match.group(0)!r}: significant figures must be 1..12"
+                )
         try:
             formula = parse_formula(parts[0], names, definitions)
         except FormulaError as exc:
@@ -121,23 +139,30 @@ def _compile(
 
 
 def _render(
-    segments: tuple[Segment, ...], values: Mapping[str, Fraction], named: Mapping[str, str]
+    segments: tuple[Segment, ...],
+    values: Mapping[str, Fraction],
+    named: Mapping[str, str | Text],
+    lang: str,
 ) -> str:
     out: list[str] = []
     for segment in segments:
         if isinstance(segment, str):
             out.append(segment)
         elif isinstance(segment, tuple):
-            out.append(named[segment[0]])
+            shown = named[segment[0]]
+            out.append(shown.get(lang) if isinstance(shown, Text) else shown)
         else:
-            value = segment.formula.evaluate(values)
-            if segment.unit is not None:
-                out.append(format_quantity(value, segment.unit, _decimals(segment.decimals, 2)))
-            else:
-                default = 0 if value.denominator == 1 else 4
-                out.append(format_number(value, _decimals(segment.decimals, default)))
+            out.append(format_computed(segment, segment.formula.evaluate(values), lang))
     return "".join(out)
 
 
-def _decimals(explicit: int | None, default: int) -> int:
-    return default if explicit is None else explicit
+def format_computed(segment: _Computed, value: Fraction, lang: str) -> str:
+    """A computed placeholder's text: trailing zeros dropped, since a text shows one value."""
+    if segment.unit == COUNT:
+        return format_count_words(value, lang, segment.decimals or 4)
+    figures = segment.decimals if segment.decimals is not None else DEFAULT_FIGURES
+    if segment.unit is not None:
+        return format_readable(value, segment.unit, figures, lang)
+    if value.denominator == 1:
+        return format_number(value, 0)
+    return format_number(value, significant_decimals(value, figures))

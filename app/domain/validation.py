@@ -17,13 +17,19 @@ than that) the answer, every pitfall and every text are evaluated, and the card 
 - a statement is not of comparable length to the correct one (see :data:`STATEMENT_LENGTH_RATIO`);
 - a content-blind guesser (longest, shortest, k-th smallest, the odd register out ...) wins more
   than ``1/choices`` + :data:`~app.domain.giveaways.GIVEAWAY_MARGIN` of the variants, measured
-  over the domain and :data:`~app.domain.giveaways.LOAD_SAMPLES` seeded arrangements.
+  over the domain and :data:`~app.domain.giveaways.LOAD_SAMPLES` seeded arrangements;
+- a rendered text (stem, worked solution, pitfall explanation) shows arithmetic whose displayed
+  numbers do not give its displayed result (``0.041 GB + 0.041 GB = 0.081 GB``), see
+  :func:`check_arithmetic`;
+- a rendered text doubles a word (``the the``, ``的的``, ``张 张 GPU``).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
 from .cards import Card, CardError, Template
@@ -39,6 +45,8 @@ from .generation import (
 )
 from .languages import LANGS
 from .sampling import parameter_combinations
+from .texts import Text
+from .units import UNITS
 
 # Every wrong statement is at most this many times longer or shorter than the correct one, in
 # every language: test takers learn that "the longest, most qualified choice is right".
@@ -58,13 +66,23 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
     own_value_somewhere: set[str] = set()
     answers_shown: set[str] = set()
     evaluated: list[tuple[Candidate, list[Candidate]]] = []
+    checked: set[str] = set()
     for values in parameter_combinations(template):
         where = f"card {card.id!r}, template {template.id!r}, parameters {_show(template, values)}"
         try:
             answer, pitfalls = candidates(template, values)
-            _render_texts(template, values, answer, pitfalls)
+            rendered = _render_texts(template, values, answer, pitfalls)
         except FormulaError as exc:
             raise CardError(f"{where}: {exc}") from None
+        for what, text in rendered:
+            for lang in LANGS:
+                shown = text.get(lang)
+                if shown in checked:
+                    continue
+                checked.add(shown)
+                problem = check_arithmetic(shown) or doubled_word(shown, lang)
+                if problem:
+                    raise CardError(f"{where}, {what} ({lang}): {problem}: {text.get(lang)!r}")
         answers_shown.add(answer.text.en)
         evaluated.append((answer, pitfalls))
         for candidate in pitfalls:
@@ -152,13 +170,195 @@ def _check_statement_lengths(card: Card, template: Template) -> None:
 
 def _render_texts(
     template: Template, values: dict[str, Fraction], answer: Candidate, pitfalls: list[Candidate]
-) -> None:
+) -> list[tuple[str, Text]]:
     named = text_values(template, values, answer)
-    template.stem.render(values, named)
-    for step in template.solution:
-        step.render(values, named)
+    rendered = [("stem", template.stem.render(values, named))]
+    for i, step in enumerate(template.solution):
+        rendered.append((f"solution step {i + 1}", step.render(values, named)))
     for candidate in pitfalls:
-        explain(candidate, values, named)
+        assert candidate.pitfall is not None
+        rendered.append(
+            (f"pitfall {candidate.pitfall.id!r} explanation", explain(candidate, values, named))
+        )
+    return rendered
+
+
+# --- arithmetic a learner can check -----------------------------------------------------------
+
+# Unit words after a number, longest first: their scale to base units (bytes, seconds, ratios).
+_UNIT_WORDS: dict[str, Fraction] = {
+    **{u.suffix: u.scale for u in UNITS.values() if u.suffix and u.spaced},
+    "bytes": Fraction(1),
+    "byte": Fraction(1),
+    "字节": Fraction(1),
+    "GPU": Fraction(1),
+    "张 GPU": Fraction(1),
+    "elements": Fraction(1),
+    "个元素": Fraction(1),
+}
+_UNIT_PATTERN = "|".join(
+    re.escape(w) for w in sorted(_UNIT_WORDS, key=len, reverse=True) if w.strip()
+)
+_COUNT_WORDS = {
+    "trillion": Fraction(10**12),
+    "billion": Fraction(10**9),
+    "million": Fraction(10**6),
+    "万亿": Fraction(10**12),
+    "亿": Fraction(10**8),
+    "万": Fraction(10**4),
+}
+_COUNT_SUFFIX = {
+    "K": Fraction(10**3),
+    "M": Fraction(10**6),
+    "B": Fraction(10**9),
+    "T": Fraction(10**12),
+}
+_TOKEN = re.compile(
+    r"""
+    (?P<space>\s+)
+  | (?P<number>(?<![\w.\-])\d+(?:\.\d+)?)
+        (?P<suffix>[KMBT](?![A-Za-z]))?
+        (?P<attached>[×%](?!\s*\d))?
+        (?:\s?(?P<count>万亿|亿|万|trillion\b|billion\b|million\b))?
+        (?:\s(?P<unit>(?:"""
+    + _UNIT_PATTERN
+    + r""")(?![A-Za-z])))?
+  | (?P<op>[+\-−×·*/])
+  | (?P<eq>=)
+  | (?P<other>[^\s\d+\-−×·*/=]+|.)
+    """,
+    re.VERBOSE,
+)
+
+
+@dataclass
+class _Quantity:
+    value: Fraction
+    tolerance: Fraction  # half a unit in the last displayed place, in base units
+    unit_scale: Fraction  # the scale of the unit written after it
+    has_unit: bool
+
+
+def _quantity(match: re.Match[str]) -> _Quantity:
+    number = match.group("number")
+    decimals = len(number.partition(".")[2])
+    scale = Fraction(1)
+    if match.group("suffix"):
+        scale *= _COUNT_SUFFIX[match.group("suffix")]
+    if match.group("attached") == "%":
+        scale /= 100
+    if match.group("count"):
+        scale *= _COUNT_WORDS[match.group("count")]
+    unit_scale = Fraction(1)
+    if match.group("unit"):
+        unit_scale = _UNIT_WORDS[match.group("unit")]
+        scale *= unit_scale
+    whole, _, fraction = number.partition(".")
+    value = Fraction(int(whole + fraction), 10**decimals) * scale
+    return _Quantity(
+        value,
+        Fraction(1, 2) * Fraction(1, 10**decimals) * scale,
+        unit_scale,
+        bool(match.group("unit") or match.group("attached")),
+    )
+
+
+def _chains(text: str) -> Iterator[list[list[object]]]:
+    """Runs of ``expression = expression = ...`` made only of displayed numbers and operators;
+    LaTeX, code and words end a run."""
+    plain = re.sub(r"\$[^$]*\$|`[^`]*`", "\x00", text)
+    chain: list[list[object]] = [[]]
+    for match in _TOKEN.finditer(plain):
+        kind = match.lastgroup if match.group("number") is None else "number"
+        if kind == "space":
+            continue
+        if kind == "number":
+            chain[-1].append(_quantity(match))
+        elif kind == "op":
+            chain[-1].append(match.group("op"))
+        elif kind == "eq":
+            chain.append([])
+        else:
+            if len(chain) > 1:
+                yield chain
+            chain = [[]]
+    if len(chain) > 1:
+        yield chain
+
+
+def _evaluate(expression: list[object]) -> Fraction | None:
+    """An expression of quantities and + - × / (usual precedence), or None if not one."""
+    if not expression or len(expression) % 2 == 0:
+        return None
+    total = Fraction(0)
+    sign = 1
+    term: Fraction | None = None
+    operator = "+"
+    for i, item in enumerate(expression):
+        if i % 2 == 1:
+            if not isinstance(item, str):
+                return None
+            if item in "+-−":
+                assert term is not None
+                total += sign * term
+                sign, term = (-1 if item in "-−" else 1), None
+            operator = item
+            continue
+        if not isinstance(item, _Quantity):
+            return None
+        if term is None:
+            term = item.value
+        elif operator in "×·*":
+            term *= item.value
+        elif operator == "/":
+            if item.value == 0:
+                return None
+            term /= item.value
+    assert term is not None
+    return total + sign * term
+
+
+def check_arithmetic(text: str) -> str | None:
+    """Why the displayed arithmetic of ``text`` does not add up, or None.
+
+    Every ``a op b ... = c`` whose sides are displayed numbers (with their units, counts such as
+    70B or 2031 万, and the operators + − × · /) is recomputed from the numbers as shown; the
+    result must be within half a unit of its last displayed digit (so ``40.6 MB + 40.6 MB =
+    81.2 MB`` passes, ``0.041 GB + 0.041 GB = 0.081 GB`` does not). A left side written without
+    units (``140 + 140 + 840 = 1120 GB``) is read in the result's unit."""
+    if "=" not in text:
+        return None
+    for chain in _chains(text):
+        for left, right in zip(chain, chain[1:], strict=False):
+            if len(right) != 1 or len(left) < 3:
+                continue
+            computed = _evaluate(left)
+            shown = right[0]
+            if computed is None or not isinstance(shown, _Quantity):
+                continue
+            if shown.has_unit and not any(isinstance(q, _Quantity) and q.has_unit for q in left):
+                computed *= shown.unit_scale
+            if abs(computed - shown.value) > shown.tolerance:
+                return (
+                    f"the displayed arithmetic gives {float(computed):.6g}, not the displayed "
+                    f"{float(shown.value):.6g} (base units)"
+                )
+    return None
+
+
+_DOUBLED = {
+    "en": re.compile(r"\b([A-Za-z]{2,})\s+\1\b|\b(GPUs?)\s+GPUs?\b", re.IGNORECASE),
+    "zh": re.compile(
+        r"([的了是在和与为把被将从向对每张个])\1|([\u4e00-\u9fff]{2,})\2|张\s*张|GPU\s*GPU"
+    ),
+}
+
+
+def doubled_word(text: str, lang: str) -> str | None:
+    """A word written twice in a row ('the the', '的的', '张 张 GPU'), or None."""
+    plain = re.sub(r"\$[^$]*\$|`[^`]*`", " ", text)
+    found = _DOUBLED.get(lang, _DOUBLED["en"]).search(plain)
+    return f"doubled word {found.group(0)!r}" if found else None
 
 
 def _smallest_maximal_distinct_set(pitfalls: Sequence[Candidate]) -> int:
