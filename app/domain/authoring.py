@@ -206,3 +206,88 @@ def diff_documents(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[
         if json.dumps(old.get(key), sort_keys=True) != json.dumps(new.get(key), sort_keys=True):
             changes.append({"template_id": None, "change": "changed", "fields": [key]})
     return changes
+
+
+# --- editing a document piece by piece (the dashboard's forms) --------------------------------
+
+
+def find_template_document(
+    document: Mapping[str, Any], template_id: str
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The (exam point, template) documents of ``template_id``."""
+    for point in document.get("points", []) or []:
+        for template in point.get("templates", []) or []:
+            if isinstance(template, dict) and template.get("id") == template_id:
+                return point, template
+    return None
+
+
+def put_template(
+    document: Mapping[str, Any], point_slug: str, template: Mapping[str, Any], *, replaces: str | None
+) -> dict[str, Any]:
+    """A copy of ``document`` with ``template`` in exam point ``point_slug`` (replacing the
+    template ``replaces`` where it was, or appended)."""
+    out = json.loads(json.dumps(document))
+    new = json.loads(json.dumps(template))
+    if replaces is not None:
+        for point in out.get("points", []):
+            templates = point.get("templates", [])
+            for index, existing in enumerate(templates):
+                if existing.get("id") == replaces:
+                    if point.get("slug") == point_slug:
+                        new.setdefault("version", existing.get("version", 1))
+                        templates[index] = new
+                        return out
+                    templates.pop(index)
+                    break
+    for point in out.get("points", []):
+        if point.get("slug") == point_slug:
+            new.setdefault("version", 1)
+            point.setdefault("templates", []).append(new)
+            return out
+    raise KeyError(point_slug)
+
+
+def remove_template(document: Mapping[str, Any], template_id: str) -> dict[str, Any]:
+    out = json.loads(json.dumps(document))
+    for point in out.get("points", []):
+        point["templates"] = [t for t in point.get("templates", []) if t.get("id") != template_id]
+    return out
+
+
+def add_point(document: Mapping[str, Any], slug: str, title: Mapping[str, str]) -> dict[str, Any]:
+    out = json.loads(json.dumps(document))
+    points = out.setdefault("points", [])
+    points.append(
+        {
+            "number": len(points) + 1,
+            "slug": slug,
+            "title": dict(title),
+            "explanation": dict(title),
+            "templates": [],
+        }
+    )
+    return out
+
+
+def new_card_document(card_id: str, title: Mapping[str, str]) -> dict[str, Any]:
+    """A card to start from: its texts to be written, one exam point, no template yet."""
+    return {
+        "id": card_id,
+        "version": 1,
+        "params": [],
+        "title": dict(title),
+        "definition": dict(title),
+        "use_cases": dict(title),
+        "problems_solved": dict(title),
+        "formulas": [],
+        "points": [
+            {
+                "number": 1,
+                "slug": "point-1",
+                "title": dict(title),
+                "explanation": dict(title),
+                "templates": [],
+            }
+        ],
+    }

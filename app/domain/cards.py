@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from .formulas import Formula, FormulaError, is_identifier, parse_formula, parse_number
+from .languages import LANGS
 from .texts import Text, TextTemplate, compile_text
 from .units import FORMATS, UNITS, UnitError, format_value
 
@@ -393,7 +394,7 @@ def _compile_template(
     def text(
         value: _TextIn, what: str, field: str, extra: frozenset[str] = frozenset()
     ) -> TextTemplate:
-        for lang in ("en", "zh"):
+        for lang in LANGS:
             try:
                 compile_text(Text(getattr(value, lang), getattr(value, lang)), names, named | extra, definitions)
             except (FormulaError, UnitError) as exc:
@@ -488,3 +489,20 @@ def _pydantic_message(exc: ValidationError) -> str:
         problems.append(f"{location}: {error['msg']}")
     more = len(exc.errors()) - len(problems)
     return "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
+
+
+def card_definitions(document: Mapping[str, object]) -> dict[str, Formula]:
+    """The named formulas of a card document, compiled (for checking one formula as it is typed).
+
+    Raises :class:`CardError` when the card's own formulas do not compile.
+    """
+    raw_formulas = document.get("formulas") or []
+    params = document.get("params") or []
+    if not isinstance(raw_formulas, list) or not isinstance(params, list):
+        raise CardError("the card's formulas or params are malformed")
+    try:
+        formulas = [_FormulaIn.model_validate(item) for item in raw_formulas]
+    except ValidationError as exc:
+        raise CardError(_pydantic_message(exc)) from None
+    names = frozenset(str(p) for p in params)
+    return {n: f.formula for n, f in _compile_formulas(formulas, names, "card").items()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.web import account, pages, practice, review
+from app.web import account, authoring, pages, practice, review
 from app.web.calculator import router as calculator_router
 
 router = APIRouter(include_in_schema=False)
@@ -12,4 +12,5 @@ router.include_router(pages.router)
 router.include_router(practice.router)
 router.include_router(review.router)
 router.include_router(account.router)
+router.include_router(authoring.router)
 router.include_router(calculator_router)

@@ -1,0 +1,97 @@
+"""The authoring page in a real browser: an inline parser error at its column as the instructor
+types, the preview exactly as learners see it, and publishing."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+from sqlalchemy import select
+
+from app.auth.service import LearnerRef, register
+from app.authoring import service
+from app.models import Learner
+
+from .helpers import new_email, shot
+
+pytestmark = pytest.mark.browser
+CARD = json.loads((Path(__file__).parents[1] / "cards_fixtures" / "kv_cache_card.json").read_text())
+PASSWORD = "instructor password"
+
+
+def log_in_as_instructor(page: Page, live_server) -> None:
+    email = new_email()
+    with live_server.app.state.sessionmaker() as session:
+        register(session=session, email=email, password=PASSWORD, role="instructor")
+    page.goto(f"{live_server.url}/login")
+    page.fill("#email", email)
+    page.fill("#password", PASSWORD)
+    page.click("form.account-form button[type=submit]")
+    expect(page.locator("header.site")).to_contain_text("Instructor dashboard")
+
+
+def test_an_instructor_sees_a_parse_error_at_its_column_previews_and_publishes(
+    page: Page, live_server
+):
+    log_in_as_instructor(page, live_server)
+    card_id = "kv-" + re.sub(r"[^a-z0-9]", "", new_email().split("@")[0])[:10]
+    page.goto(f"{live_server.url}/instructor")
+    page.fill("#card-id", card_id)
+    page.fill("#title-en", "KV cache size")
+    page.fill("#title-zh", "KV 缓存大小")
+    page.click("text=Create")
+    expect(page).to_have_url(re.compile(f"/instructor/cards/{card_id}$"))
+    # Give the draft the fixture card's texts and exam point; the template is written below.
+    template = CARD["points"][0]["templates"][0]
+    with live_server.app.state.sessionmaker() as session:
+        actor = session.scalars(select(Learner).where(Learner.role == "instructor")).first()
+        ref = LearnerRef(actor.id, actor.kind, actor.role, actor.email)
+        document = {**CARD, "id": card_id, "points": [{**CARD["points"][0], "templates": []}]}
+        service.save_draft(session=session, actor=ref, card_id=card_id, document=document)
+    page.goto(f"{live_server.url}/instructor/cards/{card_id}/templates/new?point=kv-bytes")
+    page.fill("#f-id", "kv-total")
+    params = "\n".join(
+        f"{k} = {', '.join(str(v) for v in spec['values'])}"
+        for k, spec in template["params"].items()
+    )
+    page.fill("#f-params", params)
+    page.fill("#f-stem-en", template["stem"]["en"])
+    page.fill("#f-stem-zh", template["stem"]["zh"])
+    answer = page.locator("#f-answer")
+    answer.fill("kv * (layers +")
+    error = page.locator("#e-answer")
+    expect(error).to_contain_text("column")
+    expect(error.locator("mark")).to_have_count(1)
+    shot(page, "authoring-inline-error")
+    answer.fill("kv")
+    expect(error).to_have_text("")
+    page.fill("#f-unit", "GB")
+    page.fill("#f-sol-en", template["solution"][0]["en"])
+    page.fill("#f-sol-zh", template["solution"][0]["zh"])
+    page.click("button:has-text('Save template')")
+    # Saved with one empty pitfall slot: validation lists what is missing, publishing is blocked.
+    expect(page.locator(".problem-list")).to_be_visible()
+    for index, pitfall in enumerate(template["pitfalls"]):
+        page.goto(f"{live_server.url}/instructor/cards/{card_id}/templates/kv-total")
+        page.fill(f"#p{index}-id", pitfall["id"])
+        page.fill(f"#p{index}-ten", pitfall["title"]["en"])
+        page.fill(f"#p{index}-tzh", pitfall["title"]["zh"])
+        page.fill(f"#f-pitfall{index}_formula", pitfall["formula"])
+        page.fill(f"#p{index}-een", pitfall["explanation"]["en"])
+        page.fill(f"#p{index}-ezh", pitfall["explanation"]["zh"])
+        page.click("button:has-text('Save template')")
+    expect(page.locator("p.ok", has_text="No problems")).to_be_visible()
+    page.click("text=Preview")
+    expect(page.locator(".tag.right")).to_have_count(1)
+    expect(page.locator(".choice-review li")).to_have_count(4)
+    shot(page, "authoring-preview")
+    page.goto(f"{live_server.url}/instructor/cards/{card_id}")
+    page.click("button:has-text('Publish')")
+    expect(page.locator("body")).to_contain_text("Version 1")
+    shot(page, "authoring-published")
+    # Learners can practise it now.
+    page.goto(f"{live_server.url}/cards/{card_id}")
+    expect(page.locator("h1")).to_contain_text("KV cache size")

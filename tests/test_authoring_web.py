@@ -1,0 +1,167 @@
+"""The instructor dashboard's pages: instructor only, every problem shown at its field, the
+template form round-trips a template, preview by seed or by parameter values, publishing."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from app.auth.service import LearnerRef, register
+from app.authoring import service
+from app.models import Learner
+
+CARD = json.loads((Path(__file__).parent / "cards_fixtures" / "kv_cache_card.json").read_text())
+PASSWORD = "instructor password"
+
+
+def csrf(text: str) -> str:
+    return html.unescape(re.search(r'name="csrf_token" value="([^"]+)"', text).group(1))
+
+
+def log_in(client, app, email="prof@example.com", role="instructor"):
+    with app.state.sessionmaker() as session:
+        register(session=session, email=email, password=PASSWORD, role=role)
+    page = client.get("/login")
+    client.post(
+        "/login", data={"csrf_token": csrf(page.text), "email": email, "password": PASSWORD}
+    )
+
+
+PAGES = [
+    "/instructor",
+    "/instructor/cards/zero-memory-offload",
+    "/instructor/cards/zero-memory-offload/templates/p1-total-16psi",
+    "/instructor/cards/zero-memory-offload/preview?template_id=p1-total-16psi",
+    "/instructor/cards/zero-memory-offload/diff?from=1&to=2",
+    "/instructor/check-formula?card_id=zero-memory-offload&text=psi",
+]
+
+
+@pytest.mark.parametrize("role", [None, "learner"])
+def test_dashboard_pages_are_for_instructors_only(client, app, role):
+    if role:
+        log_in(client, app, role=role)
+    for path in PAGES:
+        response = client.get(path)
+        assert response.status_code == 403, path
+    page = client.get("/")
+    assert (
+        client.post(
+            "/instructor/cards",
+            data={"csrf_token": csrf(page.text) if "csrf" in page.text else "x", "card_id": "x"},
+        ).status_code
+        == 403
+    )
+
+
+def test_the_dashboard_lists_cards_and_the_template_editor_shows_the_template(client, app):
+    log_in(client, app)
+    assert "zero-memory-offload" in client.get("/instructor").text
+    editor = client.get("/instructor/cards/zero-memory-offload/templates/p1-total-16psi").text
+    assert (
+        'name="answer"' in editor and "data-formula" in editor and "/static/authoring.js" in editor
+    )
+    preview = client.get(
+        "/instructor/cards/zero-memory-offload/preview",
+        params={"template_id": "p1-total-16psi", "seed": 4},
+    ).text
+    assert preview.count('class="tag right"') == 1
+    by_value = client.get(
+        "/instructor/cards/zero-memory-offload/preview",
+        params={"template_id": "p1-total-16psi", "param.psi": "70B"},
+    )
+    assert by_value.status_code == 200 and "70B" in html.unescape(by_value.text)
+
+
+def test_a_formula_is_checked_as_typed_with_its_column(client, app):
+    log_in(client, app)
+    bad = client.get(
+        "/instructor/check-formula",
+        params={"card_id": "zero-memory-offload", "names": "psi,n_d", "text": "16*psi + nope"},
+    ).json()
+    # Columns count from 1: "nope" starts at the 10th character.
+    assert bad["ok"] is False and bad["position"] == 10 and "nope" in bad["message"]
+    good = client.get(
+        "/instructor/check-formula",
+        params={"card_id": "zero-memory-offload", "names": "psi,n_d", "text": "zero3 + psi"},
+    ).json()
+    assert good == {"ok": True, "message": None, "position": None}
+
+
+def test_saving_a_broken_template_shows_each_problem_at_its_field_then_it_publishes(client, app):
+    log_in(client, app)
+    page = client.get("/instructor")
+    created = client.post(
+        "/instructor/cards",
+        data={
+            "csrf_token": csrf(page.text),
+            "card_id": "kv-cache",
+            "title_en": "KV cache",
+            "title_zh": "KV 缓存",
+        },
+    )
+    assert created.status_code == 200 and "kv-cache" in created.text
+
+    with app.state.sessionmaker() as session:
+        me = LearnerRef(
+            session.scalars(select(Learner.id).where(Learner.email == "prof@example.com")).one(),
+            "account",
+            "instructor",
+            "prof@example.com",
+        )
+        service.save_draft(
+            session=session,
+            actor=me,
+            card_id="kv-cache",
+            document={**CARD, "points": [{**CARD["points"][0], "templates": []}]},
+        )
+    template = CARD["points"][0]["templates"][0]
+    form = {
+        "csrf_token": csrf(created.text),
+        "point": "kv-bytes",
+        "id": "kv-total",
+        "kind": "numeric",
+        "params": "\n".join(
+            f"{k} = {', '.join(map(str, v['values']))}" for k, v in template["params"].items()
+        ),
+        "stem_en": template["stem"]["en"],
+        "stem_zh": template["stem"]["zh"],
+        "answer": "kv * (",
+        "unit": "GB",
+        "precision": "2",
+        "choices": "4",
+        "solution_en": template["solution"][0]["en"],
+        "solution_zh": template["solution"][0]["zh"],
+    }
+    for index, pitfall in enumerate(template["pitfalls"]):
+        form |= {
+            f"pitfall{index}_id": pitfall["id"],
+            f"pitfall{index}_title_en": pitfall["title"]["en"],
+            f"pitfall{index}_title_zh": pitfall["title"]["zh"],
+            f"pitfall{index}_formula": pitfall["formula"],
+            f"pitfall{index}_explanation_en": pitfall["explanation"]["en"],
+            f"pitfall{index}_explanation_zh": pitfall["explanation"]["zh"],
+        }
+    saved = client.post("/instructor/cards/kv-cache/templates/new", data=form)
+    editor = client.get("/instructor/cards/kv-cache/templates/kv-total")
+    assert saved.status_code == 200 and 'class="field-problem error"' in editor.text
+    overview = client.get("/instructor/cards/kv-cache").text
+    assert "<code>answer</code>" in overview and "disabled" in overview
+    fixed = client.post(
+        "/instructor/cards/kv-cache/templates/kv-total", data={**form, "answer": "kv"}
+    )
+    assert fixed.status_code == 200 and "No problems" in fixed.text
+    published = client.post(
+        "/instructor/cards/kv-cache/publish", data={"csrf_token": csrf(fixed.text)}
+    )
+    assert published.status_code == 200 and "Version 1" in published.text
+    with TestClient(app) as learner:
+        assert learner.get("/cards/kv-cache").status_code == 200
+        question = learner.get("/cards/kv-cache/points/kv-bytes/practice")
+        assert question.status_code == 200 and "KV cache" in html.unescape(question.text)
