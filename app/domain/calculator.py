@@ -51,8 +51,8 @@ Where the figures come from:
 
   where 18 = 2 fp16 gradients + 4 fp32 gradients + 4 fp32 parameters + 8 Adam moments (DeepSpeed's
   comment; versions before 2024 used 4Ψ + 16Ψ/N), L is the largest layer's parameter count and N
-  the number of GPUs. DeepSpeed truncates each figure with ``int()``; so does this (exactly, where
-  DeepSpeed computes in floats: the same below 2⁵³ bytes).
+  the number of GPUs. These are computed as DeepSpeed computes them, in floats truncated with
+  ``int()``, so that they match its figures to the byte (everything else here is exact).
 
 Everything is exact (:class:`~fractions.Fraction` bytes). Bad input raises :class:`CalculatorError`
 with a message per field in both languages; nothing else is raised for any text input.
@@ -60,7 +60,6 @@ with a message per field in both languages; nothing else is raised for any text 
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -507,58 +506,49 @@ class DeepSpeedEstimate:
 
 
 def deepspeed_estimate(inputs: Inputs) -> DeepSpeedEstimate | None:
-    """DeepSpeed's own figures for this configuration (None for plain DDP: it has none)."""
-    psi, n, per_node, nodes = inputs.psi, inputs.n_d, inputs.gpus_per_node, inputs.nodes
-    factor = BUFFER_FACTOR
+    """DeepSpeed's own figures for this configuration (None for plain DDP: it has none).
+
+    Computed the way DeepSpeed computes them, term by term in the same order, in floats and
+    truncated with ``int()``, so that they are DeepSpeed's to the byte (its ``1 / num_nodes`` is
+    a float: 16 × 1,000,001 × (1/3) × 1.5 gives 8,000,007, not 8,000,008).
+    """
+    total_params, per_node, num_nodes = inputs.psi, inputs.gpus_per_node, inputs.nodes
+    total_gpus = num_nodes * per_node
+    factor = float(BUFFER_FACTOR)
     if inputs.stage == 0:
         return None
     if inputs.stage in (1, 2):
         function = "estimate_zero2_model_states_mem_needs"
         if inputs.offload == "optimizer":
+            cpu_mem = total_params * max(4 * total_gpus, 16) * factor
             return DeepSpeedEstimate(
-                function,
-                "offload_optimizer=cpu",
-                "2Ψ",
-                2 * psi,
-                0,
-                math.floor(psi * max(4 * n, 16) * factor),
+                function, "offload_optimizer=cpu", "2Ψ", 2 * total_params, 0, int(cpu_mem)
             )
+        gpu_mem = 2 * total_params + int(18 * total_params / total_gpus)
+        cpu_mem = total_params * 4 * per_node * factor
         return DeepSpeedEstimate(
-            function,
-            "offload_optimizer=none",
-            "2Ψ + 18Ψ/N",
-            2 * psi + math.floor(Fraction(18 * psi, n)),
-            0,
-            math.floor(psi * 4 * per_node * factor),
+            function, "offload_optimizer=none", "2Ψ + 18Ψ/N", gpu_mem, 0, int(cpu_mem)
         )
     function = "estimate_zero3_model_states_mem_needs"
-    layer = inputs.largest_layer_used
-    four_l = 4 * layer
+    largest = inputs.largest_layer_used
+    largest_layer_memory = 4 * largest
+    gpus_factor = 1 / num_nodes
     if inputs.offload == "optimizer_params":
-        return DeepSpeedEstimate(
-            function,
-            "offload_param=cpu, offload_optimizer=cpu, zero_init=1",
-            "4L",
-            0,
-            four_l,
-            math.floor(Fraction(psi * 18, nodes) * factor),
-        )
+        cpu_mem = total_params * 18 * gpus_factor * factor
+        options = "offload_param=cpu, offload_optimizer=cpu, zero_init=1"
+        return DeepSpeedEstimate(function, options, "4L", 0, largest_layer_memory, int(cpu_mem))
     if inputs.offload == "optimizer":
+        cpu_mem = total_params * 16 * gpus_factor * factor
+        options = "offload_param=none, offload_optimizer=cpu, zero_init=1"
+        states = int(2 * total_params / total_gpus)
         return DeepSpeedEstimate(
-            function,
-            "offload_param=none, offload_optimizer=cpu, zero_init=1",
-            "4L + 2Ψ/N",
-            math.floor(Fraction(2 * psi, n)),
-            four_l,
-            math.floor(Fraction(psi * 16, nodes) * factor),
+            function, options, "4L + 2Ψ/N", states, largest_layer_memory, int(cpu_mem)
         )
+    cpu_mem = largest * 4 * per_node * factor
+    options = "offload_param=none, offload_optimizer=none, zero_init=1"
+    states = int(18 * total_params / total_gpus)
     return DeepSpeedEstimate(
-        function,
-        "offload_param=none, offload_optimizer=none, zero_init=1",
-        "4L + 18Ψ/N",
-        math.floor(Fraction(18 * psi, n)),
-        four_l,
-        math.floor(layer * 4 * per_node * factor),
+        function, options, "4L + 18Ψ/N", states, largest_layer_memory, int(cpu_mem)
     )
 
 
