@@ -145,6 +145,40 @@ def export_questions(
     return f"wrote {out} ({fmt}, {lang}, {card.id} v{card.version}, {len(export.content)} bytes)"
 
 
+def export_card(database_url: str, card_id: str, out: Path | None) -> str:
+    """The latest published version of a card, from the database, as card-file YAML."""
+    from sqlalchemy import select
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.db import make_engine, make_sessionmaker
+    from app.domain.cards import card_to_yaml
+    from app.models import CardVersion
+
+    engine = make_engine(database_url)
+    try:
+        with make_sessionmaker(engine)() as session:
+            document = session.scalars(
+                select(CardVersion.document)
+                .where(CardVersion.card_id == card_id)
+                .order_by(CardVersion.version.desc())
+                .limit(1)
+            ).first()
+    except SQLAlchemyError as exc:
+        raise CliError(f"cannot read the card: {_first_line(exc)} (is the database migrated?)") from None
+    finally:
+        engine.dispose()
+    if document is None:
+        raise CliError(f"no published card {card_id!r} in the database")
+    text = card_to_yaml(document)
+    if out is None:
+        return text.rstrip("\n")
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {out}: {exc.strerror}") from None
+    return f"wrote {card_id} version {document.get('version')} to {out}"
+
+
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
@@ -172,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     user.add_argument("--role", choices=("learner", "instructor", "admin"), default="learner")
     user.add_argument("--database-url", help="default: DATABASE_URL or SQLite in data/")
+    card_export = commands.add_parser(
+        "export-card", help="write a card's latest published version back to card-file YAML"
+    )
+    card_export.add_argument("--card", required=True, help="the card's id")
+    card_export.add_argument("--out", type=Path, help="the file to write (default: standard output)")
+    card_export.add_argument("--database-url", help="default: DATABASE_URL or SQLite in data/")
     export = commands.add_parser(
         "export-questions", help="write a card's questions as an Anki package or Moodle XML"
     )
@@ -206,6 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(create_user(url, args.email, password, args.role))
         elif args.command == "check-cards":
             print(check_cards(args.cards_dir or settings.cards_dir, args.report))
+        elif args.command == "export-card":
+            url = args.database_url or settings.database_url
+            print(export_card(url, args.card, args.out))
         elif args.command == "export-questions":
             print(
                 export_questions(

@@ -506,3 +506,22 @@ def card_definitions(document: Mapping[str, object]) -> dict[str, Formula]:
         raise CardError(_pydantic_message(exc)) from None
     names = frozenset(str(p) for p in params)
     return {n: f.formula for n, f in _compile_formulas(formulas, names, "card").items()}
+
+
+def card_to_yaml(document: Mapping[str, object]) -> str:
+    """A card document as card-file YAML (unset optional fields left out).
+
+    Reading the result back gives the same document: export → import → export is identical.
+    """
+
+    def strip(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if v is not None}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    text: str = yaml.safe_dump(
+        strip(dict(document)), allow_unicode=True, sort_keys=False, width=100
+    )
+    return text
