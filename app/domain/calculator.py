@@ -752,7 +752,7 @@ def stacked_bar_svg(result: Result, labels: Mapping[str, str]) -> str:
     the GPU's capacity as a dashed line. ``labels``: ``card``, ``deepspeed``, ``gpu``, ``title``,
     ``deepspeed_states`` and one per term. Every text is escaped; no script, no style attribute.
     """
-    width, left, right = 640, 150, 20
+    width, left, right = 640, 170, 20
     bar_h, gap, top = 34, 18, 34
     rows: list[tuple[str, list[tuple[str, Fraction]]]] = [
         (labels["card"], [(term.key, term.gpu) for term in result.terms])
@@ -775,7 +775,7 @@ def stacked_bar_svg(result: Result, labels: Mapping[str, str]) -> str:
     shown = {key for _, parts in rows for key, value in parts if value > 0}
     legend_keys = [key for key in (*TERMS, "deepspeed") if key in shown]
     legend_rows = (len(legend_keys) + 2) // 3
-    height = top + len(rows) * (bar_h + gap) + 10 + legend_rows * 22 + 6
+    height = top + len(rows) * (bar_h + gap) + 10 + legend_rows * 24 + 8
 
     def x(value: Fraction) -> str:
         return f"{float(value * scale):.2f}"
@@ -790,9 +790,13 @@ def stacked_bar_svg(result: Result, labels: Mapping[str, str]) -> str:
     for index, (name, parts) in enumerate(rows):
         y = top + index * (bar_h + gap)
         total = sum((v for _, v in parts), Fraction(0))
+        # The row's name and its total at the left, clear of the bars and the capacity line.
         out.append(
-            f'<text x="{left - 8}" y="{y + bar_h / 2 + 5:.0f}" text-anchor="end" '
-            f'class="calc-label" fill="currentColor" font-size="13">{escape(name)}</text>'
+            f'<text x="{left - 8}" y="{y + bar_h / 2 - 3:.0f}" text-anchor="end" '
+            f'class="calc-label" fill="currentColor" font-size="15">{escape(name)}</text>'
+            f'<text x="{left - 8}" y="{y + bar_h / 2 + 13:.0f}" text-anchor="end" '
+            f'fill="currentColor" font-size="15" font-weight="700">'
+            f"{escape(format_bytes(total))}</text>"
         )
         offset = Fraction(0)
         for key, value in parts:
@@ -805,12 +809,6 @@ def stacked_bar_svg(result: Result, labels: Mapping[str, str]) -> str:
                 f"<title>{escape(label)}: {escape(format_bytes(value))}</title></rect>"
             )
             offset += value
-        end = float(left + total * scale)
-        out.append(
-            f'<text x="{min(end + 6, width - right - 4):.2f}" y="{y - 4}" font-size="12" '
-            f'fill="currentColor" text-anchor="{"start" if end + 90 < width else "end"}">'
-            f"{escape(format_bytes(total))}</text>"
-        )
     line_x = float(left + capacity * scale)
     bottom = top + len(rows) * (bar_h + gap) - gap + 8
     out.append(
@@ -820,18 +818,18 @@ def stacked_bar_svg(result: Result, labels: Mapping[str, str]) -> str:
     anchor = "end" if line_x > width / 2 else "start"
     shift = -5 if anchor == "end" else 5
     out.append(
-        f'<text x="{line_x + shift:.2f}" y="{top - 20}" font-size="12" fill="currentColor" '
+        f'<text x="{line_x + shift:.2f}" y="{top - 20}" font-size="14" fill="currentColor" '
         f'text-anchor="{anchor}">{escape(labels["gpu"])} {escape(format_bytes(capacity))}</text>'
     )
     legend_top = bottom + 14
     for index, key in enumerate(legend_keys):
         column, row = index % 3, index // 3
-        lx, ly = 10 + column * 210, legend_top + row * 22
+        lx, ly = 10 + column * 210, legend_top + row * 24
         label = labels.get("deepspeed_states" if key == "deepspeed" else key, key)
         out.append(
             f'<rect x="{lx}" y="{ly}" width="14" height="14" fill="{SVG_COLOURS[key]}" '
             f'class="calc-{key}"/>'
-            f'<text x="{lx + 20}" y="{ly + 12}" font-size="12" fill="currentColor">'
+            f'<text x="{lx + 20}" y="{ly + 12}" font-size="14" fill="currentColor">'
             f"{escape(label)}</text>"
         )
     out.append("</svg>")
