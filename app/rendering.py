@@ -51,16 +51,32 @@ def _latex_source(latex: str) -> Markup:
     return Markup('<code class="latex">') + escape(latex) + Markup("</code>")
 
 
+_CODE = re.compile(r"`([^`\n]{1,200})`")
+
+
+def _prose(text: str) -> Markup:
+    """Plain text, escaped, with ```name``` spans as ``<code>``."""
+    parts: list[Markup] = []
+    position = 0
+    for match in _CODE.finditer(text):
+        parts.append(escape(_undollar(text[position : match.start()])))
+        parts.append(Markup("<code>") + escape(match.group(1)) + Markup("</code>"))
+        position = match.end()
+    parts.append(escape(_undollar(text[position:])))
+    return Markup("").join(parts)
+
+
 @lru_cache(maxsize=4096)
 def render_inline(text: str) -> Markup:
-    """A text with ``$...$`` math rendered as MathML; ``\\$`` stays a dollar sign."""
+    """A text with ``$...$`` math rendered as MathML and ```code``` as code; ``\\$`` stays a
+    dollar sign."""
     parts: list[Markup] = []
     position = 0
     for match in _INLINE_MATH.finditer(text):
-        parts.append(escape(_undollar(text[position : match.start()])))
+        parts.append(_prose(text[position : match.start()]))
         parts.append(latex_to_mathml(match.group(1).strip()))
         position = match.end()
-    parts.append(escape(_undollar(text[position:])))
+    parts.append(_prose(text[position:]))
     return Markup("").join(parts)
 
 

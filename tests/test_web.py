@@ -618,3 +618,24 @@ def test_odd_form_fields_are_4xx_never_500(app, changes):
         response = submit(browser, page, **{"choice_id": "a", **changes})
         assert 400 <= response.status_code < 500
         assert response.headers["content-type"].startswith("text/html")
+
+
+def test_backticked_names_render_as_code_and_stay_escaped():
+    from app.rendering import render_inline
+
+    rendered = str(render_inline("wrap it in `no_sync` <b>, not `<script>`"))
+    assert "<code>no_sync</code>" in rendered and "&lt;b&gt;" in rendered
+    assert "<code>&lt;script&gt;</code>" in rendered
+
+
+def test_the_exam_length_is_chosen_on_the_card_page(client, app):
+    page = client.get(f"/cards/{CARD_ID}").text
+    assert re.search(r'<select name="size">.*<option value="5"', page, re.DOTALL)
+    session = start(client, "exam", size=5)
+    assert "Question 1 / 5" in session.text
+
+
+def test_a_summary_opened_mid_session_says_so_and_links_back(client, app):
+    page = start(client, "card", size=3)
+    summary = client.get(str(page.url) + "/summary")
+    assert "not finished yet" in summary.text and f'href="{page.url.path}"' in summary.text
