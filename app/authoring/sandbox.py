@@ -1,0 +1,421 @@
+"""Formulas typed by instructors, parsed and evaluated in worker processes under a CPU limit.
+
+The parser (:mod:`app.domain.formulas`) bounds the size of every value it computes, so no formula
+known today takes more than milliseconds. This module is the second line: whatever an authored
+formula or card costs, a request thread waits at most ``timeout_s`` for it.
+
+- A small pool of worker processes (``multiprocessing``, the ``forkserver`` start method on Linux
+  with the formula engine preloaded, so a replacement starts in milliseconds; ``spawn``
+  elsewhere). The web process never forks itself (it has threads).
+- In each worker, ``resource.setrlimit(RLIMIT_CPU)``: before every task the soft limit is set to
+  the CPU time used so far plus ``cpu_limit_s``, rounded up to whole seconds (the kernel counts
+  whole seconds, so a task gets ``cpu_limit_s`` to ``cpu_limit_s + 1`` s), and
+  ``SIGXCPU`` ends the task with a formula error; the worker then exits and is replaced (the
+  interrupted code may have left a cache half-written). The hard limit is the worker's lifetime
+  budget (``lifetime_cpu_s``): a worker nobody watches any more is killed by the kernel, and one
+  close to its budget retires and is replaced.
+- In the caller, a wall-clock timeout: a worker that has not answered after ``timeout_s`` (stuck
+  in one long C-level operation, where no signal handler runs) is killed and replaced, and the
+  call returns a formula error. Waiting for a free worker counts against the same timeout.
+
+Use :func:`check_formula` (one formula, optionally evaluated for given values) and
+:func:`check_card_document` (every problem of a card document, as
+:func:`app.domain.authoring.check_document` lists them) from request handlers; both use one
+pool per process, started on first use (:func:`default_sandbox`), and return their failures
+instead of raising them. :class:`FormulaSandbox` is the pool itself (tests make their own).
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import multiprocessing
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from multiprocessing.connection import Connection
+from typing import Any
+
+from app.domain.formulas import FormulaError, parse_formula, parse_number
+
+DEFAULT_WORKERS = 2
+# CPU seconds one task may use in a worker (RLIMIT_CPU counts whole seconds).
+DEFAULT_CPU_LIMIT_S = 2
+# Wall-clock seconds a caller waits for one formula, and for a whole card document.
+DEFAULT_FORMULA_TIMEOUT_S = 2.0
+DEFAULT_CARD_TIMEOUT_S = 20.0
+# CPU seconds a worker may use in its whole life (the hard RLIMIT_CPU).
+DEFAULT_LIFETIME_CPU_S = 600
+# How long a new worker may take to start (spawn imports sympy: about a second).
+STARTUP_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class FormulaCheck:
+    """A formula that parses: the parameters it uses and, when values were given, its value."""
+
+    text: str
+    names: frozenset[str]
+    value: Fraction | None = None
+
+
+@dataclass(frozen=True)
+class CardCheck:
+    """Every problem of a card document (:class:`app.domain.authoring.CardProblem`)."""
+
+    problems: tuple[Any, ...]
+    publishable: bool
+
+
+class _CpuLimit(Exception):
+    """Raised in a worker by SIGXCPU: the task used its CPU seconds."""
+
+
+# --- the worker -------------------------------------------------------------------------------
+
+
+def _cpu_used() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _on_cpu_limit(signum: int, frame: object) -> None:
+    raise _CpuLimit
+
+
+def _serve(conn: Connection, cpu_limit_s: int, lifetime_cpu_s: int) -> None:
+    """A worker's loop: receive (function, args), answer (kind, payload, retiring): ("ok",
+    result) or a failure; ``retiring`` when the worker exits after this answer."""
+    import resource
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
+    signal.signal(signal.SIGXCPU, _on_cpu_limit)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    lifetime = math.ceil(_cpu_used()) + lifetime_cpu_s
+    if hard != resource.RLIM_INFINITY:
+        lifetime = min(lifetime, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (lifetime, lifetime))
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        function, args = message
+        used = _cpu_used()
+        soft = min(math.ceil(used + cpu_limit_s), lifetime)
+        try:
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, lifetime))
+            try:
+                reply: tuple[str, Any] = ("ok", function(*args))
+            finally:
+                resource.setrlimit(resource.RLIMIT_CPU, (lifetime, lifetime))
+        except _CpuLimit:
+            # The interrupted code may have left state half-written: retire.
+            _send(conn, ("cpu", cpu_limit_s), retiring=True)
+            return
+        except FormulaError as exc:
+            reply = ("formula-error", (exc.reason, exc.column))
+        except Exception as exc:  # any other failure is reported, never raised in the caller
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            reply = ("error", f"{exc.__class__.__name__}: {first}"[:300])
+        # Retire before the kernel's hard limit; the pool starts a fresh worker.
+        retiring = _cpu_used() + cpu_limit_s + 1 >= lifetime
+        if not _send(conn, reply, retiring=retiring) or retiring:
+            return
+
+
+def _send(conn: Connection, reply: tuple[str, Any], *, retiring: bool) -> bool:
+    try:
+        conn.send((*reply, retiring))
+    except (OSError, ValueError, TypeError, AttributeError) as exc:  # a broken pipe, or an
+        try:  # unpicklable result
+            conn.send(("error", f"cannot send the result: {exc.__class__.__name__}", retiring))
+        except OSError:
+            return False
+    return True
+
+
+# --- tasks (run in the worker) ----------------------------------------------------------------
+
+
+def _check_formula_task(
+    text: str,
+    names: frozenset[str],
+    definitions: tuple[tuple[str, str], ...],
+    values: tuple[tuple[str, object], ...] | None,
+) -> FormulaCheck:
+    compiled = {}
+    for name, definition in definitions:
+        try:
+            compiled[name] = parse_formula(definition, names, compiled)
+        except FormulaError as exc:
+            raise FormulaError(f"card formula {name!r}: {exc.reason}") from None
+    formula = parse_formula(text, names, compiled)
+    value = None
+    if values is not None:
+        numbers = {name: parse_number(number) for name, number in values}
+        value = formula.evaluate(numbers)
+    return FormulaCheck(text=text, names=formula.names, value=value)
+
+
+def _check_card_task(document: object) -> CardCheck:
+    from app.domain.authoring import check_document
+
+    checked = check_document(document)
+    return CardCheck(problems=tuple(checked.problems), publishable=checked.publishable)
+
+
+# --- the pool (in the caller) -----------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, context: Any, cpu_limit_s: int, lifetime_cpu_s: int) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(
+            target=_serve,
+            args=(child, cpu_limit_s, lifetime_cpu_s),
+            daemon=True,
+            name="formula-sandbox",
+        )
+        self.process.start()
+        child.close()
+        self.ready = False
+
+    def wait_ready(self) -> bool:
+        if self.ready:
+            return True
+        try:
+            if self.conn.poll(STARTUP_TIMEOUT_S):
+                self.ready = self.conn.recv()[0] == "ready"
+        except (EOFError, OSError):
+            self.ready = False
+        return self.ready
+
+    def stop(self) -> None:
+        """Kill the process and reap it (SIGKILL: it may be stuck where no handler runs)."""
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=5)
+
+
+class FormulaSandbox:
+    """A pool of worker processes that run formula tasks under a CPU limit and a timeout.
+
+    Thread-safe: each call takes a free worker (waiting, within its timeout, when all are busy)
+    and gives it back, or a fresh one when it had to be killed.
+    """
+
+    def __init__(
+        self,
+        workers: int = DEFAULT_WORKERS,
+        *,
+        cpu_limit_s: int = DEFAULT_CPU_LIMIT_S,
+        lifetime_cpu_s: int = DEFAULT_LIFETIME_CPU_S,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("a sandbox needs at least one worker")
+        if cpu_limit_s < 1 or lifetime_cpu_s <= cpu_limit_s + 1:
+            raise ValueError("cpu_limit_s >= 1 and lifetime_cpu_s > cpu_limit_s + 1 seconds")
+        self.cpu_limit_s = int(cpu_limit_s)
+        self.lifetime_cpu_s = int(lifetime_cpu_s)
+        self._context = _context()
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._lock = threading.Lock()
+        self._workers: set[_Worker] = set()
+        self._closed = False
+        self.replaced = 0  # workers killed or retired and replaced, for tests and monitoring
+        for _ in range(workers):
+            self._idle.put(self._start())
+
+    def _start(self) -> _Worker:
+        worker = _Worker(self._context, self.cpu_limit_s, self.lifetime_cpu_s)
+        with self._lock:
+            self._workers.add(worker)
+        return worker
+
+    def _replace(self, worker: _Worker) -> _Worker:
+        worker.stop()
+        with self._lock:
+            self._workers.discard(worker)
+            self.replaced += 1
+        return self._start()
+
+    def call(self, function: Callable[..., Any], *args: Any, timeout_s: float) -> tuple[str, Any]:
+        """Run ``function(*args)`` (a module-level function: it is pickled by name) in a worker.
+
+        The answer is ``("ok", result)``, ``("formula-error", (reason, column))``, ``("error",
+        message)``, ``("cpu", seconds)`` when the CPU limit stopped it, or ``("timeout",
+        seconds)`` when the worker was killed after ``timeout_s`` of wall-clock time.
+        """
+        if self._closed:
+            raise RuntimeError("the formula sandbox is closed")
+        deadline = time.monotonic() + timeout_s
+        try:
+            worker = self._idle.get(timeout=max(timeout_s, 0.001))
+        except queue.Empty:
+            return ("timeout", timeout_s)
+        try:
+            if not worker.process.is_alive():
+                worker = self._replace(worker)
+            if not worker.wait_ready():
+                worker = self._replace(worker)
+                return ("error", "a formula worker did not start")
+            try:
+                worker.conn.send((function, args))
+                remaining = max(deadline - time.monotonic(), 0.0)
+                if not worker.conn.poll(remaining):
+                    worker = self._replace(worker)
+                    return ("timeout", timeout_s)
+                kind, payload, retiring = worker.conn.recv()
+            except (EOFError, OSError):  # the worker died during the task
+                worker.process.join(timeout=1)
+                code = worker.process.exitcode
+                worker = self._replace(worker)
+                if code in (-signal.SIGKILL, -signal.SIGXCPU):  # the kernel's hard CPU limit
+                    return ("cpu", self.cpu_limit_s)
+                return ("error", f"the formula worker stopped (exit code {code})")
+            if retiring:
+                worker = self._replace(worker)
+            return (kind, payload)
+        finally:
+            if self._closed:
+                worker.stop()
+            else:
+                self._idle.put(worker)
+
+    def check_formula(
+        self,
+        text: str,
+        names: Sequence[str] | frozenset[str],
+        definitions: Mapping[str, str] | Sequence[tuple[str, str]] = (),
+        values: Mapping[str, object] | None = None,
+        *,
+        timeout_s: float = DEFAULT_FORMULA_TIMEOUT_S,
+    ) -> FormulaCheck | FormulaError:
+        """Parse ``text`` with the parameters ``names`` and the card formulas ``definitions``
+        (id → formula text, in the card's order; each may use the earlier ones) and, with
+        ``values`` (parameter → an int, a decimal string ...), evaluate it.
+
+        Returns a :class:`FormulaCheck`, or the :class:`FormulaError` (not raised) with its
+        reason and column, including when the work ran out of time.
+        """
+        pairs = (
+            tuple(definitions.items())
+            if isinstance(definitions, Mapping)
+            else tuple((str(name), str(expr)) for name, expr in definitions)
+        )
+        given = None if values is None else tuple(values.items())
+        kind, payload = self.call(
+            _check_formula_task, text, frozenset(names), pairs, given, timeout_s=timeout_s
+        )
+        if kind == "ok":
+            return payload  # type: ignore[no-any-return]
+        shown = text if isinstance(text, str) else None
+        if kind == "formula-error":
+            reason, column = payload
+            return FormulaError(reason, text=shown, column=column)
+        return FormulaError(_failure_reason(kind, payload), text=shown)
+
+    def check_card_document(
+        self, document: object, *, timeout_s: float = DEFAULT_CARD_TIMEOUT_S
+    ) -> CardCheck:
+        """Every problem of a card document, as ``check_document`` lists them; a check that
+        fails or runs out of time is one error problem."""
+        kind, payload = self.call(_check_card_task, document, timeout_s=timeout_s)
+        if kind == "ok":
+            return payload  # type: ignore[no-any-return]
+        from app.domain.authoring import CardProblem
+
+        if kind == "formula-error":
+            message = payload[0]
+        else:
+            message = _failure_reason(kind, payload)
+        return CardCheck((CardProblem("error", None, None, message, None),), publishable=False)
+
+    def close(self) -> None:
+        """Stop every worker (idle ones now, busy ones when their call returns)."""
+        self._closed = True
+        while True:
+            try:
+                worker = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                worker.conn.send(None)
+            except OSError:
+                pass
+            worker.stop()
+
+    def __enter__(self) -> FormulaSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _failure_reason(kind: str, payload: Any) -> str:
+    if kind == "timeout":
+        return f"the formula took more than {payload:g} s to check and was stopped"
+    if kind == "cpu":
+        return f"the formula used more than {payload} s of CPU time and was stopped"
+    return f"the formula could not be checked ({payload})"
+
+
+def _context() -> Any:
+    """forkserver (a clean server process forks the workers, the formula engine preloaded) where
+    the platform has it, else spawn; never fork, since the caller has threads."""
+    if sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["app.authoring.sandbox", "app.domain.authoring"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+# --- one pool per process ---------------------------------------------------------------------
+
+_default: FormulaSandbox | None = None
+_default_lock = threading.Lock()
+
+
+def default_sandbox() -> FormulaSandbox:
+    """The process's pool, started on first use and stopped at exit."""
+    global _default
+    with _default_lock:
+        if _default is None or _default._closed:
+            _default = FormulaSandbox()
+            atexit.register(_default.close)
+        return _default
+
+
+def check_formula(
+    text: str,
+    names: Sequence[str] | frozenset[str],
+    definitions: Mapping[str, str] | Sequence[tuple[str, str]] = (),
+    values: Mapping[str, object] | None = None,
+    *,
+    timeout_s: float = DEFAULT_FORMULA_TIMEOUT_S,
+) -> FormulaCheck | FormulaError:
+    """:meth:`FormulaSandbox.check_formula` on the process's pool."""
+    return default_sandbox().check_formula(text, names, definitions, values, timeout_s=timeout_s)
+
+
+def check_card_document(
+    document: object, *, timeout_s: float = DEFAULT_CARD_TIMEOUT_S
+) -> CardCheck:
+    """:meth:`FormulaSandbox.check_card_document` on the process's pool."""
+    return default_sandbox().check_card_document(document, timeout_s=timeout_s)
