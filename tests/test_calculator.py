@@ -488,6 +488,7 @@ def test_the_page_without_a_query_shows_the_form_and_the_default_result(client):
     assert "Does not fit: 140 GB of 80 GB (60 GB short)" in words
     assert "Nd = 14" in words
     assert re.findall(r"<script[^>]*>", page) == ['<script src="/static/calculator.js" defer>']
+    assert not re.search(r'(src|href)="(https?:)?//', page)  # no external assets
     assert "style=" not in page
     assert "script-src 'self'" in response.headers["content-security-policy"]
 
@@ -513,16 +514,16 @@ def test_the_page_in_chinese_keeps_the_language_in_the_form(client):
     assert '<html lang="zh-Hans">' in page.text and "显存计算器" in page.text
     assert "<strong>放得下</strong>" in page.text
     assert '<input type="hidden" name="lang" value="zh">' in page.text
-    assert 'name="checkpointing" value="1" checked' in page.text
+    assert '<option value="1" selected>' in page.text  # checkpointing on
     assert "offload_gpu" in page.text and "DeepSpeed" in page.text
 
 
-def test_an_unchecked_box_is_off_once_the_form_is_submitted(client):
+def test_checkpointing_is_off_unless_asked_for(client):
     shape = {"psi": "7B", "n_d": 8, "gpu_gb": 80, "stage": 3, "layers": 32, "hidden": 4096,
              "seq_len": 4096, "micro_batch": 1}  # fmt: skip
     off = client.get(PAGE, params=shape).text
     on = client.get(PAGE, params={**shape, "checkpointing": "1"}).text
-    assert "checked" not in off and 'value="1" checked' in on
+    assert '<option value="1" selected>' not in off and '<option value="1" selected>' in on
     assert "2·s·b·h per layer kept" in on and "2·s·b·h per layer kept" not in off
 
 
