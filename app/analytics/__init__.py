@@ -1,0 +1,1 @@
+"""Analytics for instructors: item analysis of a card's attempts (:mod:`app.analytics.service`)."""

@@ -1,0 +1,254 @@
+"""Instructor pages: a card's item analysis (distractor analysis by misconception) and its CSV.
+
+``GET /instructor/cards/{card_id}/analytics`` (``?format=csv`` for the CSV, also at
+``/instructor/cards/{card_id}/analytics.csv``); options ``scope`` (``first_answers`` or
+``earliest``), ``versions`` (``current``: only the templates' current versions, or ``all``) and
+``days`` (only the last N days). Instructors and admins only (403 otherwise). Charts are SVG
+drawn on the server (:mod:`app.domain.analytics`), inline, with no script.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request
+from markupsafe import Markup
+from starlette.responses import Response
+
+from app.analytics.service import card_analytics, to_csv
+from app.deps import CatalogDep, ContextDep, InstructorVisitor, SessionDep
+from app.domain.analytics import (
+    SCOPES,
+    CardAnalytics,
+    Scope,
+    TemplateAnalytics,
+    facility_discrimination_svg,
+    percent,
+    pitfall_bars_svg,
+)
+from app.domain.cards import Card
+from app.domain.catalog import Catalog
+from app.domain.texts import Text
+from app.problems import NotFound
+from app.web.templating import render_page
+from app.web.ui import UI
+
+router = APIRouter(include_in_schema=False)
+
+Versions = Literal["current", "all"]
+MAX_DAYS = 3650
+
+_LATEX = {
+    r"\Psi": "Ψ",
+    r"\psi": "ψ",
+    r"\times": "×",
+    r"\cdot": "·",
+    r"\to": "→",
+    r"\approx": "≈",
+    r"\le": "≤",
+    r"\ge": "≥",
+    r"\,": " ",
+    r"\%": "%",
+}
+
+
+def plain_math(text: str) -> str:
+    """A text with inline LaTeX made readable as plain text (SVG labels cannot hold MathML)."""
+    if "$" not in text and "\\" not in text:
+        return text
+    out = text.replace("$", "")
+    out = re.sub(r"\\frac\{([^{}]*)\}\{([^{}]*)\}", r"\1/\2", out)
+    for command, char in _LATEX.items():
+        out = out.replace(command, char)
+    out = re.sub(r"\\(mathrm|text|mathbf|operatorname)\{([^{}]*)\}", r"\2", out)
+    out = re.sub(r"[_^]\{([^{}]*)\}", r"\1", out)
+    out = re.sub(r"\\([A-Za-z]+)", r"\1", out)
+    return out.replace("{", "").replace("}", "")
+
+
+def find_card(catalog: Catalog, card_id: str) -> Card:
+    card = catalog.latest(card_id)
+    if card is None:
+        raise NotFound(
+            Text(f"There is no card {card_id[:100]!r}.", f"没有卡片 {card_id[:100]!r}。"),
+            code="card_not_found",
+        )
+    return card
+
+
+def run_analytics(
+    *,
+    session: SessionDep,
+    card: Card,
+    scope: Scope,
+    versions: Versions,
+    days: int | None,
+    now_fn: object,
+) -> CardAnalytics:
+    since = None
+    if days is not None and callable(now_fn):
+        since = now_fn() - timedelta(days=days)
+    return card_analytics(
+        session=session,
+        card=card,
+        scope=scope,
+        current_versions_only=versions == "current",
+        since=since,
+    )
+
+
+@dataclass(frozen=True)
+class TemplateView:
+    number: int
+    analytics: TemplateAnalytics
+    chart: Markup
+    worst_value: tuple[str, str] | None  # (name, value) with the lowest facility
+
+
+def pitfall_titles(card: Card, lang: str) -> dict[str, str]:
+    titles: dict[str, str] = {}
+    for template in card.templates():
+        for pitfall in template.pitfalls:
+            titles.setdefault(pitfall.id, plain_math(pitfall.title.get(lang)))
+    return titles
+
+
+def pitfall_texts(card: Card) -> dict[str, Text]:
+    texts: dict[str, Text] = {}
+    for template in card.templates():
+        for pitfall in template.pitfalls:
+            texts.setdefault(pitfall.id, pitfall.title)
+    return texts
+
+
+def csv_response(analytics: CardAnalytics) -> Response:
+    return Response(
+        to_csv(analytics),
+        media_type="text/csv; charset=utf-8",
+        headers={
+            "Content-Disposition": f'attachment; filename="{analytics.card_id}-analytics.csv"'
+        },
+    )
+
+
+def _page(
+    request: Request,
+    visitor: InstructorVisitor,
+    card: Card,
+    analytics: CardAnalytics,
+    options: dict[str, object],
+) -> Response:
+    lang = visitor.lang
+    ui = UI[lang]
+    titles = pitfall_titles(card, lang)
+    numbers = {t.template_id: i for i, t in enumerate(analytics.templates, start=1)}
+    unpicked = {(f.template_id, f.pitfall_id) for f in analytics.flags if f.pitfall_id}
+    views = []
+    for template in analytics.templates:
+        chart = pitfall_bars_svg(
+            template.pitfalls,
+            title=f"{numbers[template.template_id]}. {template.template_id}: "
+            f"{ui['an_selection_rates']}",
+            labels=titles,
+            key=(ui["an_key"], template.stats.right, template.stats.attempts),
+            flagged=[p for (t_id, p) in unpicked if t_id == template.template_id and p],
+        )
+        rated = [v for v in template.params if v.stats.facility is not None]
+        worst = min(rated, key=lambda v: v.stats.facility or 0.0) if len(rated) > 1 else None
+        views.append(
+            TemplateView(
+                number=numbers[template.template_id],
+                analytics=template,
+                chart=Markup(chart),
+                worst_value=(worst.name, worst.value) if worst else None,
+            )
+        )
+    scatter = facility_discrimination_svg(
+        analytics.templates,
+        title=ui["an_scatter_title"],
+        x_label=ui["an_facility"],
+        y_label=ui["an_discrimination"],
+        numbers=numbers,
+        learners_word=ui["an_learners"],
+    )
+    misconceptions = sorted(
+        analytics.misconceptions, key=lambda m: (-(m.rate or 0.0), -m.shown, m.pitfall_id)
+    )
+    by_misconception = pitfall_bars_svg(  # most picked first
+        misconceptions, title=ui["an_by_misconception"], labels=titles
+    )
+    context = {
+        "card": card,
+        "a": analytics,
+        "templates": views,
+        "numbers": numbers,
+        "scatter": Markup(scatter),
+        "misconceptions": misconceptions,
+        "misconception_chart": Markup(by_misconception),
+        "pitfall_texts": pitfall_texts(card),
+        "pct": percent,
+        "seconds": _seconds,
+        "signed": _signed,
+        "scopes": SCOPES,
+        "options": options,
+        "unpicked": unpicked,
+        "undiscriminated": sum(1 for t in analytics.templates if t.stats.discrimination is None),
+    }
+    return render_page(request, "instructor_analytics.html", context, lang=lang)
+
+
+def _seconds(ms: float | None) -> str:
+    return "—" if ms is None else f"{ms / 1000:.1f} s"
+
+
+def _signed(r: float | None) -> str:
+    return "—" if r is None else f"{r:+.2f}"
+
+
+Days = Annotated[int | None, Query(ge=1, le=MAX_DAYS, description="only the last N days")]
+
+
+@router.get("/instructor/cards/{card_id}/analytics")
+def analytics_page(
+    request: Request,
+    card_id: str,
+    visitor: InstructorVisitor,
+    session: SessionDep,
+    catalog: CatalogDep,
+    context: ContextDep,
+    scope: Scope = "first_answers",
+    versions: Versions = "current",
+    days: Days = None,
+    format: Literal["html", "csv"] = "html",
+) -> Response:
+    """The card's item analysis; ``?format=csv`` downloads the same figures as CSV."""
+    card = find_card(catalog, card_id)
+    analytics = run_analytics(
+        session=session, card=card, scope=scope, versions=versions, days=days, now_fn=context.clock
+    )
+    if format == "csv":
+        return csv_response(analytics)
+    options = {"scope": scope, "versions": versions, "days": days}
+    return _page(request, visitor, card, analytics, options)
+
+
+@router.get("/instructor/cards/{card_id}/analytics.csv")
+def analytics_csv(
+    card_id: str,
+    visitor: InstructorVisitor,
+    session: SessionDep,
+    catalog: CatalogDep,
+    context: ContextDep,
+    scope: Scope = "first_answers",
+    versions: Versions = "current",
+    days: Days = None,
+) -> Response:
+    """The card's item analysis as CSV (one long table, see ``app.analytics.service.to_csv``)."""
+    card = find_card(catalog, card_id)
+    analytics = run_analytics(
+        session=session, card=card, scope=scope, versions=versions, days=days, now_fn=context.clock
+    )
+    return csv_response(analytics)
