@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api import answers, auth, cards, exports, instructor, me
+from app.api.analytics import router as analytics_router
 from app.api.calculator import router as calculator_router
 
 api_router = APIRouter(prefix="/api/v1")
@@ -15,3 +16,4 @@ api_router.include_router(me.router)
 api_router.include_router(calculator_router)
 api_router.include_router(instructor.router)
 api_router.include_router(exports.router)
+api_router.include_router(analytics_router)

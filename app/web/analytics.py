@@ -30,9 +30,9 @@ from app.domain.analytics import (
     pitfall_bars_svg,
 )
 from app.domain.cards import Card
-from app.domain.catalog import Catalog
 from app.domain.texts import Text
-from app.problems import NotFound
+from app.practice.answers import Context
+from app.practice.questions import get_card
 from app.web.templating import render_page
 from app.web.ui import UI
 
@@ -69,16 +69,6 @@ def plain_math(text: str) -> str:
     return out.replace("{", "").replace("}", "")
 
 
-def find_card(catalog: Catalog, card_id: str) -> Card:
-    card = catalog.latest(card_id)
-    if card is None:
-        raise NotFound(
-            Text(f"There is no card {card_id[:100]!r}.", f"没有卡片 {card_id[:100]!r}。"),
-            code="card_not_found",
-        )
-    return card
-
-
 def run_analytics(
     *,
     session: SessionDep,
@@ -86,11 +76,9 @@ def run_analytics(
     scope: Scope,
     versions: Versions,
     days: int | None,
-    now_fn: object,
+    context: Context,
 ) -> CardAnalytics:
-    since = None
-    if days is not None and callable(now_fn):
-        since = now_fn() - timedelta(days=days)
+    since = context.clock() - timedelta(days=days) if days is not None else None
     return card_analytics(
         session=session,
         card=card,
@@ -225,9 +213,9 @@ def analytics_page(
     format: Literal["html", "csv"] = "html",
 ) -> Response:
     """The card's item analysis; ``?format=csv`` downloads the same figures as CSV."""
-    card = find_card(catalog, card_id)
+    card = get_card(catalog, card_id, offered=False)  # a withdrawn card's history too
     analytics = run_analytics(
-        session=session, card=card, scope=scope, versions=versions, days=days, now_fn=context.clock
+        session=session, card=card, scope=scope, versions=versions, days=days, context=context
     )
     if format == "csv":
         return csv_response(analytics)
@@ -247,8 +235,8 @@ def analytics_csv(
     days: Days = None,
 ) -> Response:
     """The card's item analysis as CSV (one long table, see ``app.analytics.service.to_csv``)."""
-    card = find_card(catalog, card_id)
+    card = get_card(catalog, card_id, offered=False)  # a withdrawn card's history too
     analytics = run_analytics(
-        session=session, card=card, scope=scope, versions=versions, days=days, now_fn=context.clock
+        session=session, card=card, scope=scope, versions=versions, days=days, context=context
     )
     return csv_response(analytics)
