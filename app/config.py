@@ -2,7 +2,8 @@
 
 Environment variables (no prefix): ``DATABASE_URL``, ``SECRET_KEY``, ``ENVIRONMENT``
 (``production`` requires SECRET_KEY), ``DATA_DIR``, ``CARDS_DIR``, ``COOKIE_SECURE``,
-``QUESTION_MAX_AGE_S``. ``PORT`` is read by the Makefile (uvicorn's ``--port``).
+``QUESTION_MAX_AGE_S``, ``RATE_LIMIT_STORAGE``, ``REDIS_URL``,
+``SQLITE_SYNCHRONOUS``. ``PORT`` is read by the Makefile (uvicorn's ``--port``).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import os
 import secrets
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +40,18 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     # Where login rate limits are counted: memory:// (one process) or redis://host:port.
     rate_limit_storage: str = "memory://"
+    # REDIS_URL (redis://host:port/db): shared login limits for several processes, used when
+    # RATE_LIMIT_STORAGE is left at memory://.
+    redis_url: str = ""
+    # SQLITE_SYNCHRONOUS: "normal" (WAL default: a power loss may drop the last commits, never
+    # corrupts) or "full" (fsync at every commit: survives power loss; cost in README).
+    sqlite_synchronous: Literal["normal", "full"] = "normal"
+
+    @field_validator("sqlite_synchronous", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
     # How long a question token stays answerable (seconds).
     question_max_age_s: int = Field(default=7 * 24 * 3600, ge=60)
 
@@ -46,6 +60,8 @@ class Settings(BaseSettings):
         if not self.database_url:
             db_file = (self.data_dir / "infracards.db").resolve()
             self.database_url = f"sqlite:///{db_file}"
+        if self.redis_url and self.rate_limit_storage == "memory://":
+            self.rate_limit_storage = self.redis_url
         if self.environment == "production":
             key = self.secret_key.get_secret_value() if self.secret_key else ""
             if len(key) < MIN_SECRET_KEY_LENGTH:

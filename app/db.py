@@ -1,10 +1,11 @@
 """Database plumbing: the declarative base, engines, sessions and write transactions.
 
-SQLite (the default) runs in WAL mode with ``busy_timeout`` and ``synchronous=NORMAL`` set on
-every connection. SQLAlchemy emits ``BEGIN`` itself (the driver's own transaction handling is
-switched off) so that :func:`write_transaction` can start with ``BEGIN IMMEDIATE``: a deferred
-transaction that reads and then writes can fail with SQLITE_BUSY_SNAPSHOT whatever the timeout.
-The same models run on PostgreSQL, where these hooks are not installed.
+SQLite (the default) runs in WAL mode with ``busy_timeout`` and ``synchronous=NORMAL`` (or
+``FULL``: the ``SQLITE_SYNCHRONOUS`` setting) set on every connection. SQLAlchemy emits
+``BEGIN`` itself (the driver's own transaction handling is switched off) so that
+:func:`write_transaction` can start with ``BEGIN IMMEDIATE``: a deferred transaction that reads
+and then writes can fail with SQLITE_BUSY_SNAPSHOT whatever the timeout. The same models
+run on PostgreSQL, where these hooks are not installed.
 """
 
 from __future__ import annotations
@@ -47,18 +48,22 @@ def ensure_sqlite_folder(url: str) -> None:
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine for ``url``; SQLite connections get WAL, busy_timeout, synchronous=NORMAL."""
+def make_engine(url: str, *, sqlite_synchronous: str = "normal", **kwargs: Any) -> Engine:
+    """An engine for ``url``; SQLite connections get WAL, busy_timeout, synchronous=NORMAL.
+
+    ``sqlite_synchronous="full"`` fsyncs the WAL at every commit (survives power loss)."""
+    if sqlite_synchronous.upper() not in ("NORMAL", "FULL"):
+        raise ValueError(f"sqlite_synchronous must be normal or full, not {sqlite_synchronous!r}")
     if is_sqlite(url):
         kwargs.setdefault("connect_args", {}).setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
         engine = create_engine(url, **kwargs)
-        _install_sqlite_hooks(engine)
+        _install_sqlite_hooks(engine, sqlite_synchronous.upper())
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_engine(url, **kwargs)
 
 
-def _install_sqlite_hooks(engine: Engine) -> None:
+def _install_sqlite_hooks(engine: Engine, synchronous: str = "NORMAL") -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy emit BEGIN (see _on_begin), not the sqlite3 module.
@@ -67,7 +72,7 @@ def _install_sqlite_hooks(engine: Engine) -> None:
         try:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA synchronous={synchronous}")
             cursor.execute("PRAGMA foreign_keys=ON")
         finally:
             cursor.close()

@@ -7,6 +7,7 @@ browser session (:mod:`app.auth.cookies`).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated
@@ -14,10 +15,16 @@ from typing import Annotated
 from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from app.auth.cookies import STATE_KEY, BrowserSession, CsrfSigner
 from app.auth.ratelimit import LoginLimiter
-from app.auth.service import LearnerRef, learner_for_token, learner_for_web_session
+from app.auth.service import (
+    LearnerRef,
+    cached_learner_for_token,
+    learner_for_token,
+    learner_for_web_session,
+)
 from app.config import Settings
 from app.domain.catalog import Catalog
 from app.domain.languages import Lang, choose_lang, from_accept_language
@@ -39,23 +46,43 @@ def get_settings_dep(request: Request) -> Settings:
     return settings
 
 
-def get_context(request: Request) -> Context:
-    """The use-case context, with the catalog reloaded when another process published."""
+def _refresh_context(state: object) -> None:
+    catalog, changed = state.live_catalog.current()  # type: ignore[attr-defined]
+    if changed or state.context.catalog is not catalog:  # type: ignore[attr-defined]
+        state.catalog = catalog  # type: ignore[attr-defined]
+        state.context = dataclasses.replace(state.context, catalog=catalog)  # type: ignore[attr-defined]
+
+
+def _catalog_check_due(live: object) -> bool:
+    """Whether LiveCatalog.current() would ask the database now (it does every few seconds)."""
+    checked, every = getattr(live, "_checked", None), getattr(live, "_every", None)
+    if not isinstance(checked, float) or not isinstance(every, (int, float)):
+        return True
+    return time.monotonic() - checked >= every
+
+
+async def get_context(request: Request) -> Context:
+    """The use-case context, with the catalog reloaded when another process published.
+
+    Async, so routes that need no blocking I/O skip the threadpool: the database is asked (in
+    the threadpool) only when the live catalog's periodic check is due.
+    """
     state = request.app.state
-    catalog, changed = state.live_catalog.current()
-    if changed or state.context.catalog is not catalog:
-        state.catalog = catalog
-        state.context = dataclasses.replace(state.context, catalog=catalog)
+    if _catalog_check_due(state.live_catalog):
+        await run_in_threadpool(_refresh_context, state)
+    elif state.context.catalog is not state.live_catalog.catalog:  # reloaded meanwhile
+        state.catalog = state.live_catalog.catalog
+        state.context = dataclasses.replace(state.context, catalog=state.catalog)
     ctx: Context = state.context
     return ctx
 
 
-def get_catalog(request: Request) -> Catalog:
-    return get_context(request).catalog
+async def get_catalog(ctx: Annotated[Context, Depends(get_context)]) -> Catalog:
+    return ctx.catalog
 
 
-def get_signer(request: Request) -> QuestionSigner:
-    return get_context(request).signer
+async def get_signer(ctx: Annotated[Context, Depends(get_context)]) -> QuestionSigner:
+    return ctx.signer
 
 
 def get_limiter(request: Request) -> LoginLimiter:
@@ -85,7 +112,7 @@ bearer_scheme = HTTPBearer(
 )
 
 
-def api_lang(
+async def api_lang(
     request: Request,
     lang: Annotated[
         Lang | None, Query(description="Language of the texts: en or zh (else Accept-Language).")
@@ -96,9 +123,24 @@ def api_lang(
     return from_accept_language(request.headers.get("accept-language")) or "en"
 
 
-def get_api_learner(
+def _lookup_token(request: Request, token: str) -> LearnerRef | None:
+    with request.app.state.sessionmaker() as session:
+        return learner_for_token(session=session, token=token)
+
+
+async def _learner_of(request: Request, token: str) -> LearnerRef:
+    """The bearer token's learner: from the in-process cache (validated less than
+    ``TOKEN_CACHE_TTL_S`` ago, see app.auth.service), else from the database in the threadpool."""
+    learner = cached_learner_for_token(token)
+    if learner is None:
+        learner = await run_in_threadpool(_lookup_token, request, token)
+    if learner is None:
+        raise Unauthorized("unknown or revoked token", code="invalid_token")
+    return learner
+
+
+async def get_api_learner(
     request: Request,
-    session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
 ) -> LearnerRef:
     """The learner of the bearer token; 401 without one (cookies are not accepted here)."""
@@ -108,14 +150,27 @@ def get_api_learner(
                 "the Authorization header must be 'Bearer <token>'", code="invalid_authorization"
             )
         raise Unauthorized("this needs 'Authorization: Bearer <token>'", code="token_required")
-    learner = learner_for_token(session=session, token=credentials.credentials)
-    if learner is None:
-        raise Unauthorized("unknown or revoked token", code="invalid_token")
-    return learner
+    return await _learner_of(request, credentials.credentials)
+
+
+async def get_optional_api_learner(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
+) -> LearnerRef | None:
+    """On public routes: None without an Authorization header, else the bearer token's learner
+    (401 for a malformed header or an unknown or revoked token, as on every API route)."""
+    if credentials is None:
+        if request.headers.get("authorization"):
+            raise Unauthorized(
+                "the Authorization header must be 'Bearer <token>'", code="invalid_authorization"
+            )
+        return None
+    return await _learner_of(request, credentials.credentials)
 
 
 ApiLang = Annotated[Lang, Depends(api_lang)]
 ApiLearner = Annotated[LearnerRef, Depends(get_api_learner)]
+OptionalApiLearner = Annotated[LearnerRef | None, Depends(get_optional_api_learner)]
 
 
 def get_api_instructor(learner: ApiLearner) -> LearnerRef:

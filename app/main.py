@@ -101,7 +101,7 @@ def create_app(
     cards = cards if cards is not None else load_cards(settings.cards_dir)
     secret_key = resolve_secret_key(settings)
     ensure_sqlite_folder(settings.database_url)
-    engine = make_engine(settings.database_url)
+    engine = make_engine(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
 from app.api import present
 from app.deps import ApiLang, ApiLearner, ContextDep, SessionDep
-from app.practice.answers import answer_question
+from app.practice.answers import answer_question, answer_question_grouped
 from app.problems import Problem
 from app.schemas import (
     AnswerBatchCreate,
@@ -25,6 +25,10 @@ router = APIRouter(tags=["practice"])
 ANSWER_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ProblemPublic, "description": "Invalid or tampered question token."},
     401: {"model": ProblemPublic, "description": "Missing, unknown or revoked bearer token."},
+    403: {
+        "model": ProblemPublic,
+        "description": "token_not_yours: the question was issued to another learner.",
+    },
     409: {
         "model": ProblemPublic,
         "description": "question_expired, question_retired, exam_over or answer_id_reused.",
@@ -48,11 +52,25 @@ def _answer(body: AnswerCreate, session: SessionDep, ctx: ContextDep, learner: A
 
 
 @router.post("/answers", response_model=AnswerPublic, responses=ANSWER_ERRORS)
-def create_answer(
-    body: AnswerCreate, session: SessionDep, ctx: ContextDep, learner: ApiLearner, lang: ApiLang
+async def create_answer(
+    body: AnswerCreate, request: Request, ctx: ContextDep, learner: ApiLearner, lang: ApiLang
 ) -> AnswerPublic:
-    """Grade a choice and record the attempt; resending a client_answer_id replays the result."""
-    return present.answer(_answer(body, session, ctx, learner), lang)
+    """Grade a choice and record the attempt; resending a client_answer_id replays the result.
+
+    Answered 200 only once the attempt is committed (answers arriving together share one
+    transaction: group commit, see app.practice.answers.AnswerWriter)."""
+    outcome = await answer_question_grouped(
+        state=request.app.state,
+        ctx=ctx,
+        learner=learner,
+        token=body.token,
+        choice_id=body.choice_id,
+        client_answer_id=body.client_answer_id,
+        duration_ms=body.duration_ms,
+        answered_at=body.answered_at,
+        now=ctx.clock(),
+    )
+    return present.answer(outcome, lang)
 
 
 @router.post("/answers/batch", response_model=AnswerBatchPublic, responses=ANSWER_ERRORS)

@@ -1,4 +1,13 @@
-"""Cards and questions (public: no token needed to read them)."""
+"""Cards and questions (public: no token needed to read them).
+
+A question fetched with a bearer token is bound to that learner: answering its token as anyone
+else is refused (403 ``token_not_yours``). One fetched without a token is unbound: any learner
+may answer it (see app.practice.questions.check_token_owner).
+
+The question routes are ``async``: generating and signing a variant is CPU work with no blocking
+I/O, so they skip the threadpool (the bearer token is read from an in-process cache, the
+database is only asked in the threadpool when the cache misses).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +18,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.api import present
 from app.catalog.demo import load_demo_results
-from app.deps import ApiLang, CatalogDep, SettingsDep, SignerDep
+from app.deps import ApiLang, CatalogDep, OptionalApiLearner, SettingsDep, SignerDep
 from app.domain.identity import MAX_SEED
 from app.practice.questions import get_card, new_question
 from app.schemas import (
@@ -75,25 +84,46 @@ def read_card(
 @router.get(
     "/cards/{card_id}/points/{point}/question", response_model=QuestionPublic, responses=NOT_FOUND
 )
-def read_point_question(
+async def read_point_question(
     card_id: CardId,
     point: PointRef,
     catalog: CatalogDep,
     signer: SignerDep,
     lang: ApiLang,
+    learner: OptionalApiLearner,
     seed: Seed = None,
 ) -> QuestionPublic:
-    """A question on one exam point (random seed unless given); nothing in it reveals the key."""
-    item = new_question(catalog=catalog, signer=signer, card_id=card_id, point=point, seed=seed)
+    """A question on one exam point (random seed unless given); nothing in it reveals the key.
+
+    With a bearer token the question's token is bound to that learner."""
+    item = new_question(
+        catalog=catalog,
+        signer=signer,
+        card_id=card_id,
+        point=point,
+        seed=seed,
+        learner_id=learner.id if learner else None,
+    )
     return present.question(item, lang, _number(catalog, item))
 
 
 @router.get("/cards/{card_id}/question", response_model=QuestionPublic, responses=NOT_FOUND)
-def read_card_question(
-    card_id: CardId, catalog: CatalogDep, signer: SignerDep, lang: ApiLang, seed: Seed = None
+async def read_card_question(
+    card_id: CardId,
+    catalog: CatalogDep,
+    signer: SignerDep,
+    lang: ApiLang,
+    learner: OptionalApiLearner,
+    seed: Seed = None,
 ) -> QuestionPublic:
-    """A question on a random exam point of the card."""
-    item = new_question(catalog=catalog, signer=signer, card_id=card_id, seed=seed)
+    """A question on a random exam point of the card (bound to the bearer token's learner)."""
+    item = new_question(
+        catalog=catalog,
+        signer=signer,
+        card_id=card_id,
+        seed=seed,
+        learner_id=learner.id if learner else None,
+    )
     return present.question(item, lang, _number(catalog, item))
 
 
@@ -103,12 +133,17 @@ def read_card_questions(
     catalog: CatalogDep,
     signer: SignerDep,
     lang: ApiLang,
+    learner: OptionalApiLearner,
     count: Annotated[int, Query(ge=1, le=MAX_BATCH)] = 10,
     point: Annotated[str | None, Query(max_length=100)] = None,
 ) -> QuestionBatchPublic:
-    """Several questions at once, for offline use; each carries its ``expires_at``."""
+    """Several questions at once, for offline use; each carries its ``expires_at`` (bound to
+    the bearer token's learner)."""
+    learner_id = learner.id if learner else None
     items = [
-        new_question(catalog=catalog, signer=signer, card_id=card_id, point=point)
+        new_question(
+            catalog=catalog, signer=signer, card_id=card_id, point=point, learner_id=learner_id
+        )
         for _ in range(count)
     ]
     return QuestionBatchPublic(

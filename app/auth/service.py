@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -226,6 +228,7 @@ def change_password(
         assert stored is not None
         stored.password_hash = password_hash
         _end_sessions(session, learner_id, keep_session_hash, keep_token_id)
+    forget_cached_tokens()  # after the commit too: no request re-cached a token meanwhile
 
 
 def set_exam_date(*, session: Session, learner_id: str, exam_date: object) -> None:
@@ -250,6 +253,7 @@ def set_role(*, session: Session, email: str, role: str) -> None:
         if learner is None:
             raise NotFound(f"no account with email {email!r}")
         learner.role = role
+    forget_cached_tokens()
 
 
 # --- anonymous app installs and device tokens -------------------------------------------------
@@ -285,12 +289,57 @@ def issue_token(*, session: Session, learner_id: str, device_name: str | None) -
     return token
 
 
+# Validated bearer tokens are remembered in this process for TOKEN_CACHE_TTL_S: the answer and
+# question routes then authenticate without a database read. Revoking a token (one device, log
+# out everywhere, a password change) or changing a role in this process forgets the cache at
+# once; another process (a second worker, another server) honours a revocation within
+# TOKEN_CACHE_TTL_S, the longest a revoked token can still be used there. Unknown tokens are
+# never cached.
+TOKEN_CACHE_TTL_S = 5.0
+TOKEN_CACHE_SIZE = 10_000
+_token_cache: dict[str, tuple[float, LearnerRef]] = {}
+_token_cache_lock = threading.Lock()
+
+
+def forget_cached_tokens() -> None:
+    """Drop every remembered bearer token (after a revocation or a role change)."""
+    with _token_cache_lock:
+        _token_cache.clear()
+
+
+def cached_learner_for_token(token: str) -> LearnerRef | None:
+    """The learner of ``token`` when it was validated here less than TOKEN_CACHE_TTL_S ago."""
+    key = hash_secret(token)
+    found = _token_cache.get(key)
+    if found is None:
+        return None
+    if time.monotonic() >= found[0]:
+        _token_cache.pop(key, None)
+        return None
+    return found[1]
+
+
+def _remember_token(token_hash: str, ref: LearnerRef) -> None:
+    with _token_cache_lock:
+        if len(_token_cache) >= TOKEN_CACHE_SIZE:
+            now = time.monotonic()
+            for key in [k for k, (exp, _) in _token_cache.items() if exp <= now]:
+                del _token_cache[key]
+            if len(_token_cache) >= TOKEN_CACHE_SIZE:
+                _token_cache.clear()
+        _token_cache[token_hash] = (time.monotonic() + TOKEN_CACHE_TTL_S, ref)
+
+
 def learner_for_token(*, session: Session, token: str) -> LearnerRef | None:
     """The learner a (not revoked) bearer token belongs to, or None."""
+    cached = cached_learner_for_token(token)
+    if cached is not None:
+        return cached
+    token_hash = hash_secret(token)
     row = session.execute(
         select(Learner, LearnerToken.id, LearnerToken.last_used_at)
         .join(LearnerToken, LearnerToken.learner_id == Learner.id)
-        .where(LearnerToken.token_hash == hash_secret(token), LearnerToken.revoked_at.is_(None))
+        .where(LearnerToken.token_hash == token_hash, LearnerToken.revoked_at.is_(None))
     ).first()
     # End the read transaction now: a pooled connection held while the request waits for a
     # worker thread can exhaust the pool under load.
@@ -304,7 +353,9 @@ def learner_for_token(*, session: Session, token: str) -> LearnerRef | None:
             session.execute(
                 update(LearnerToken).where(LearnerToken.id == token_id).values(last_used_at=now)
             )
-    return _ref(learner, token_id)
+    ref = _ref(learner, token_id)
+    _remember_token(token_hash, ref)
+    return ref
 
 
 def list_tokens(*, session: Session, learner_id: str) -> list[DeviceToken]:
@@ -340,6 +391,7 @@ def revoke_token(*, session: Session, learner_id: str, token_id: int) -> None:
                 Text("No such device token.", "没有这个设备令牌。"), code="token_not_found"
             )
         stored.revoked_at = now_utc()
+    forget_cached_tokens()
 
 
 # --- web sessions -----------------------------------------------------------------------------
@@ -437,6 +489,7 @@ def end_all_sessions(*, session: Session, learner_id: str) -> None:
     """Log out everywhere: every web session and every device token of the learner."""
     with write_transaction(session):
         _end_sessions(session, learner_id, None, None)
+    forget_cached_tokens()  # after the commit too: no request re-cached a token meanwhile
 
 
 def _end_sessions(
@@ -452,6 +505,7 @@ def _end_sessions(
     if keep_token_id is not None:
         tokens = tokens.where(LearnerToken.id != keep_token_id)
     session.execute(tokens.values(revoked_at=now_utc()))
+    forget_cached_tokens()
 
 
 # --- merging a guest into an account ----------------------------------------------------------

@@ -8,10 +8,24 @@ again (Back, another choice, resubmit) shows that first answer.
 
 Only a learner's first answer to a question rates its review item: a retry after seeing the key
 is stored (``first_answer`` false) but does not count as remembering.
+
+A question token bound to a learner (fetched with a bearer token) or a session token (the
+session is its learner's) answered by anyone else is refused: 403 ``token_not_yours``.
+
+The API's answers go through :class:`AnswerWriter` (group commit): the answers that arrive
+together are stored in one write transaction, each in its own savepoint, by one writer thread;
+each request is acknowledged only after that transaction committed, and a batch whose commit
+fails acknowledges none of its answers (each request gets the error, a client resends with the
+same ``client_answer_id``). An answer's own failure (``answer_id_reused``, a lost insert race on
+PostgreSQL) rolls back its savepoint only.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import queue
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +33,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.auth.service import LearnerRef, now_utc
 from app.db import write_transaction
@@ -27,13 +41,20 @@ from app.domain.catalog import Catalog
 from app.domain.generation import Choice, Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
 from app.domain.texts import Text
-from app.models import Attempt
-from app.practice.questions import QuestionSigner, SessionPosition, regenerate
+from app.models import Attempt, PracticeSession
+from app.practice.questions import (
+    QuestionSigner,
+    SessionPosition,
+    check_token_owner,
+    regenerate,
+    token_not_yours,
+)
 from app.practice.sessions import check_can_answer, load_session, question_id_at
 from app.problems import Conflict, UnknownChoiceError
 from app.review.service import record_review
 
 MAX_DURATION_MS = 24 * 3600 * 1000
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -71,7 +92,16 @@ def resolve_token(
     content = ctx.signer.verify(token, ctx.catalog)
     if content.position is None:
         assert content.question is not None
+        check_token_owner(content, learner.id)
         return content.question, None
+    owner = session.scalar(
+        select(PracticeSession.learner_id).where(
+            PracticeSession.id == content.position.session_id
+        )
+    )
+    if owner is not None and owner != learner.id:
+        session.commit()
+        raise token_not_yours()
     state = load_session(
         session=session, learner_id=learner.id, session_id=content.position.session_id
     )
@@ -243,4 +273,209 @@ def _stored_choice(choice: Choice) -> dict[str, Any]:
 def stored_question(attempt: Attempt) -> QuestionId:
     return QuestionId(
         attempt.card_id, attempt.point, attempt.template_id, attempt.template_version, attempt.seed
+    )
+
+
+# --- group commit -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    """One answer waiting for the writer: what to store, and where to say how it went."""
+
+    ctx: Context
+    learner: LearnerRef
+    question: QuestionId
+    variant: Variant
+    result: Grade
+    client_answer_id: str
+    duration_ms: int | None
+    answered_at: datetime | None
+    now: datetime
+    future: asyncio.Future[AnswerOutcome]
+    loop: asyncio.AbstractEventLoop
+    outcome: AnswerOutcome | None = None
+    error: BaseException | None = None
+
+
+class AnswerWriter:
+    """Stores answers by group commit on one thread: one write transaction per batch.
+
+    The writer takes every answer queued while the previous batch was written (up to
+    ``max_batch``), stores each in a savepoint of one transaction (``BEGIN IMMEDIATE`` on
+    SQLite), commits, and only then resolves each request's future. A failed commit resolves
+    them all with its error: nothing is acknowledged that is not stored. Inside the transaction
+    each answer is checked against what is stored (its ``client_answer_id``, earlier answers to
+    the same question for ``first_answer``), so answers in one batch see each other.
+    """
+
+    def __init__(self, sessions: sessionmaker[Session], *, max_batch: int = 256) -> None:
+        self._sessions = sessions
+        self._max_batch = max_batch
+        self._queue: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="answer-writer", daemon=True)
+        self._thread.start()
+
+    async def submit(self, pending_args: dict[str, Any]) -> AnswerOutcome:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[AnswerOutcome] = loop.create_future()
+        self._queue.put(_Pending(**pending_args, future=future, loop=loop))
+        return await future
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < self._max_batch:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self._write(batch)
+            except BaseException as exc:  # noqa: BLE001 - the commit failed: acknowledge none
+                log.warning("a batch of %d answers was not stored: %s", len(batch), exc)
+                for item in batch:
+                    item.outcome, item.error = None, exc
+            for item in batch:
+                try:
+                    item.loop.call_soon_threadsafe(_settle, item)
+                except RuntimeError:  # its event loop is closed: nobody waits for it
+                    pass
+
+    def _write(self, batch: list[_Pending]) -> None:
+        with self._sessions() as session, write_transaction(session):
+            for item in batch:
+                try:
+                    with session.begin_nested():
+                        item.outcome = _store_or_replay(session, item)
+                except IntegrityError:
+                    # Another process stored this client_answer_id meanwhile (PostgreSQL).
+                    stored = _find(session, item.client_answer_id)
+                    item.outcome, item.error = None, None
+                    if stored is None:
+                        item.error = Conflict(
+                            "the answer could not be stored: send it again",
+                            code="answer_conflict",
+                        )
+                    elif not _same_question(stored, item.learner, item.question):
+                        item.error = answer_id_reused()
+                    else:
+                        item.outcome = _replay(stored, item.variant)
+                except Exception as exc:  # noqa: BLE001 - this answer only; its savepoint is gone
+                    item.outcome, item.error = None, exc
+
+
+def _store_or_replay(session: Session, item: _Pending) -> AnswerOutcome:
+    stored = _find(session, item.client_answer_id)
+    if stored is not None:
+        if not _same_question(stored, item.learner, item.question):
+            raise answer_id_reused()
+        return _replay(stored, item.variant)
+    attempt = _store(
+        session,
+        item.ctx,
+        item.learner,
+        item.variant,
+        item.result,
+        item.client_answer_id,
+        None,
+        item.duration_ms,
+        item.answered_at,
+        item.now,
+    )
+    return AnswerOutcome(attempt, item.variant, item.result, replayed=False)
+
+
+def _settle(item: _Pending) -> None:
+    if item.future.done():  # the request was cancelled (the client went away)
+        return
+    if item.error is not None:
+        item.future.set_exception(item.error)
+    else:
+        assert item.outcome is not None
+        item.future.set_result(item.outcome)
+
+
+_writers_lock = threading.Lock()
+
+
+def answer_writer(state: Any) -> AnswerWriter:
+    """The app's writer (``app.state``), started with its first answer."""
+    writer: AnswerWriter | None = getattr(state, "answer_writer", None)
+    if writer is None:
+        with _writers_lock:
+            writer = getattr(state, "answer_writer", None)
+            if writer is None:
+                writer = AnswerWriter(state.sessionmaker)
+                state.answer_writer = writer
+    return writer
+
+
+def graded(ctx: Context, question: QuestionId, choice_id: str) -> tuple[Variant, Grade]:
+    variant = regenerate(ctx.catalog, question)
+    try:
+        return variant, grade(variant, choice_id)
+    except UnknownChoice:
+        offered = ", ".join(c.id for c in variant.choices)
+        raise UnknownChoiceError(
+            Text(
+                f"Unknown choice {choice_id!r}: this question offers {offered}.",
+                f"没有选项 {choice_id!r}：这道题的选项是 {offered}。",
+            )
+        ) from None
+
+
+async def answer_question_grouped(
+    *,
+    state: Any,
+    ctx: Context,
+    learner: LearnerRef,
+    token: str,
+    choice_id: str,
+    client_answer_id: str,
+    duration_ms: int | None = None,
+    answered_at: datetime | None = None,
+    now: datetime | None = None,
+) -> AnswerOutcome:
+    """:func:`answer_question` for the event loop: a question token is graded here and stored
+    by the app's :class:`AnswerWriter`; a session token takes the one-request path in the
+    threadpool (its position's first answer and the exam clock are checked there)."""
+    from starlette.concurrency import run_in_threadpool
+
+    now = now or ctx.clock()
+    content = ctx.signer.verify(token, ctx.catalog)
+    if content.position is not None:
+
+        def in_session() -> AnswerOutcome:
+            with state.sessionmaker() as session:
+                return answer_question(
+                    session=session,
+                    ctx=ctx,
+                    learner=learner,
+                    token=token,
+                    choice_id=choice_id,
+                    client_answer_id=client_answer_id,
+                    duration_ms=duration_ms,
+                    answered_at=answered_at,
+                    now=now,
+                )
+
+        return await run_in_threadpool(in_session)
+    assert content.question is not None
+    check_token_owner(content, learner.id)
+    variant, result = graded(ctx, content.question, choice_id)
+    if duration_ms is not None:
+        duration_ms = max(0, min(duration_ms, MAX_DURATION_MS))
+    return await answer_writer(state).submit(
+        {
+            "ctx": ctx,
+            "learner": learner,
+            "question": content.question,
+            "variant": variant,
+            "result": result,
+            "client_answer_id": client_answer_id,
+            "duration_ms": duration_ms,
+            "answered_at": answered_at,
+            "now": now,
+        }
     )

@@ -1,16 +1,21 @@
 """Questions: generate a variant of a card's template and sign what identifies it into a token.
 
 A token carries either the question's identity (``{"q": [card, point, template, version,
-seed]}``) or, inside a practice session, the session and position (``{"s": id, "p": n}``): the
+seed]}``, with ``"l": learner id`` when it was fetched with a bearer token: see
+:func:`check_token_owner`) or, inside a practice session, the session and position (``{"s": id,
+"p": n}``; the session belongs to its learner already): the
 seed of a session question is derived from the server secret and never leaves the server, so an
 exam question cannot be solved offline from the public card. Tokens are signed and time-stamped
-(itsdangerous); grading regenerates the variant from the catalog, so the server keeps no state
-between showing a question and grading it. A token never says which choice is right.
+(itsdangerous); grading regenerates the variant from the catalog (an LRU of recent variants,
+by question, spares the regeneration), so the server keeps no state between showing a question
+and grading it. A token never says which choice is right.
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -21,7 +26,7 @@ from app.domain.catalog import Catalog, Located, RetiredQuestion
 from app.domain.generation import Variant, generate, generate_for_point
 from app.domain.identity import MAX_SEED, QuestionId
 from app.domain.texts import Text
-from app.problems import Conflict, InvalidInput, NotFound
+from app.problems import Conflict, Forbidden, InvalidInput, NotFound
 
 TOKEN_SALT = "infracards.question.v2"
 LEGACY_TOKEN_SALT = "infracards.question.v1"
@@ -40,6 +45,7 @@ class TokenContent:
     question: QuestionId | None
     position: SessionPosition | None
     issued_at: datetime
+    learner_id: str | None = None  # the learner a question token was issued to (None: anyone)
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,28 @@ def invalid_token() -> InvalidInput:
     )
 
 
+def token_not_yours() -> Forbidden:
+    return Forbidden(
+        Text(
+            "This question was issued to another learner: load your own question.",
+            "这道题是发给另一位学习者的，请加载你自己的题目。",
+        ),
+        code="token_not_yours",
+    )
+
+
+def check_token_owner(content: TokenContent, learner_id: str) -> None:
+    """A question token bound to a learner (fetched with their bearer token) is theirs only.
+
+    A token fetched anonymously (no bearer token: the public question routes, the web pages'
+    unbound questions, and every token issued before binding existed) carries no learner and
+    stays answerable by any learner, like a question printed on paper: it holds nothing private
+    (its seed is public) and whoever answers it records their own attempt. 403 otherwise.
+    """
+    if content.learner_id is not None and content.learner_id != learner_id:
+        raise token_not_yours()
+
+
 class QuestionSigner:
     """Signs question references into tokens and checks them back."""
 
@@ -86,7 +114,8 @@ class QuestionSigner:
         self._legacy = URLSafeTimedSerializer(secret_key, salt=LEGACY_TOKEN_SALT)
         self.max_age_s = max_age_s
 
-    def sign(self, question: QuestionId) -> str:
+    def sign(self, question: QuestionId, learner_id: str | None = None) -> str:
+        """A token for ``question``; bound to ``learner_id`` when given (see check_token_owner)."""
         payload = [
             question.card_id,
             question.point,
@@ -94,7 +123,10 @@ class QuestionSigner:
             question.template_version,
             question.seed,
         ]
-        return str(self._serializer.dumps({"q": payload}))
+        content: dict[str, object] = {"q": payload}
+        if learner_id is not None:
+            content["l"] = learner_id
+        return str(self._serializer.dumps(content))
 
     def sign_position(self, position: SessionPosition) -> str:
         return str(self._serializer.dumps({"s": position.session_id, "p": position.position}))
@@ -115,7 +147,10 @@ class QuestionSigner:
             return self._verify_legacy(token, catalog)
         issued_at = issued if issued.tzinfo else issued.replace(tzinfo=UTC)
         if isinstance(payload, dict) and "q" in payload:
-            return TokenContent(_question(payload["q"]), None, issued_at)
+            owner = payload.get("l")
+            if owner is not None and not isinstance(owner, str):
+                raise invalid_token()
+            return TokenContent(_question(payload["q"]), None, issued_at, owner)
         if (
             isinstance(payload, dict)
             and isinstance(payload.get("s"), str)
@@ -221,15 +256,22 @@ def new_question(
     card_id: str,
     point: str | int | None = None,
     seed: int | None = None,
+    learner_id: str | None = None,
 ) -> Question:
-    """A variant for the exam point (a random one when ``point`` is None) and its token."""
+    """A variant for the exam point (a random one when ``point`` is None) and its token (bound
+    to ``learner_id`` when given)."""
     card = get_card(catalog, card_id)
     slug = secrets.choice(card.points).slug if point is None else point_slug(card, point)
     seed = random_seed() if seed is None else seed
     if not 0 <= seed <= MAX_SEED:
         raise InvalidInput(f"seed must be between 0 and {MAX_SEED}", code="invalid_seed")
     variant = generate_for_point(card, slug, seed)
-    return Question(variant=variant, token=signer.sign(variant.id), expires_at=signer.expires_at())
+    _remember(catalog, card, variant)
+    return Question(
+        variant=variant,
+        token=signer.sign(variant.id, learner_id),
+        expires_at=signer.expires_at(),
+    )
 
 
 def question_for_template(
@@ -249,12 +291,59 @@ def question_for_template(
     return Question(variant=variant, token=signer.sign(variant.id), expires_at=signer.expires_at())
 
 
+class VariantCache:
+    """The most recent variants by (catalog, QuestionId): a question shown is graded without
+    regenerating it (generation is deterministic, so a cached variant is the one regenerated).
+    A reloaded catalog is a new key, so a republished card never serves a stale variant."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[int, QuestionId], tuple[Catalog, Variant]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, catalog: Catalog, question: QuestionId) -> Variant | None:
+        key = (id(catalog), question)
+        with self._lock:
+            found = self._items.get(key)
+            if found is None or found[0] is not catalog:
+                return None
+            self._items.move_to_end(key)
+            return found[1]
+
+    def put(self, catalog: Catalog, variant: Variant) -> None:
+        key = (id(catalog), variant.id)
+        with self._lock:
+            self._items[key] = (catalog, variant)
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+VARIANT_CACHE_SIZE = 4096
+_variants = VariantCache(VARIANT_CACHE_SIZE)
+
+
+def _remember(catalog: Catalog, card: Card, variant: Variant) -> None:
+    """Cache a variant just shown, when grading would regenerate it from this same card."""
+    try:
+        located = catalog.locate(variant.id)
+    except RetiredQuestion:
+        return
+    if located.card is card:
+        _variants.put(catalog, variant)
+
+
 def regenerate(catalog: Catalog, question: QuestionId) -> Variant:
     """The variant a token or a stored attempt refers to; Conflict when it no longer exists."""
+    cached = _variants.get(catalog, question)
+    if cached is not None:
+        return cached
     try:
-        return catalog.variant(question)
+        variant = catalog.variant(question)
     except RetiredQuestion:
         raise retired() from None
+    _variants.put(catalog, variant)
+    return variant
 
 
 def find_variant(catalog: Catalog, question: QuestionId) -> Variant | None:
