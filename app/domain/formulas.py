@@ -55,6 +55,9 @@ from mpmath.libmp.libmpi import mpi_pow_int  # type: ignore[import-untyped]
 MAX_LENGTH = 500
 MAX_NODES = 200
 MAX_DEPTH = 24
+# Brackets, counted before Python's parser sees the text (it gives up at 200, and with a
+# MemoryError on some deeply nested broken texts); redundant ones do not count towards MAX_DEPTH.
+MAX_BRACKETS = 100
 # Largest size, in bits, of the numerator and of the denominator of every exact value a formula
 # computes: about 1233 decimal digits (10**1233 fits, 10**1234 not). Arithmetic on such numbers
 # takes microseconds, and they still print (Python refuses str() of ints over 4300 digits).
@@ -70,14 +73,25 @@ MAX_SYMBOLIC_EXPONENT = 16
 # use each other many times cannot grow the work without limit.
 MAX_EXPANDED_NODES = 2000
 MAX_EXPANDED_DEPTH = 100
+# Logarithms and fractional powers (each an exp and a log of an interval, the costly operations
+# at the finest precision), once card formulas are substituted.
+MAX_TRANSCENDENTAL = 32
 # Bits of the interval bounds of irrational values, finest last: 2048 bits decide
 # ceil(sqrt(10**400 + 1)) exactly; what the finest cannot decide is a formula error.
 PRECISIONS = (128, 512, 2048)
 
 _IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,31}")
 # Formulas are plain printable ASCII (tabs and line breaks allowed): no lookalike letters that
-# Python would fold into names (NFKC turns a full-width "ｐｓｉ" into psi), no control characters.
-_NOT_ALLOWED = re.compile(r"[^\x20-\x7e\t\n\r]")
+# Python would fold into names (NFKC turns a full-width "ｐｓｉ" into psi), no control characters,
+# no backslash (escapes and line continuations have no place in a formula).
+_NOT_ALLOWED = re.compile(r"[^\x20-\x5b\x5d-\x7e\t\n\r]")
+# A number running into a name ("1if", "2psi", "0x1f"): Python's tokenizer warns about it on
+# stderr (a SyntaxWarning, for every hostile text), so it is refused before ast sees it. Escape
+# sequences, the other source of tokenizer warnings, cannot occur: backslashes are refused.
+_RUN_ON = re.compile(
+    r"(?<![A-Za-z0-9_.])(?>(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d[\d_]*)?[jJ]?)"
+    r"(?=[A-Za-z_])"
+)
 _DECIMAL = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?")
 _RATIO = re.compile(r"([+-]?)(\d+)/(\d+)")
 
@@ -243,6 +257,25 @@ def parse_formula(
             text=text,
             column=bad.start() + 1,
         )
+    run_on = _RUN_ON.search(text)
+    if run_on:
+        raise FormulaError(
+            "a number runs into a name (write a space or an operator between them)",
+            text=text,
+            column=run_on.end() + 1,
+        )
+    depth = 0
+    for index, character in enumerate(text):
+        if character in "([{":
+            depth += 1
+            if depth > MAX_BRACKETS:
+                raise FormulaError(
+                    f"brackets are nested deeper than {MAX_BRACKETS} levels",
+                    text=text,
+                    column=index + 1,
+                )
+        elif character in ")]}":
+            depth -= 1
     stripped = text.strip()
     if not stripped:
         raise FormulaError("formula is empty", column=1)
@@ -257,7 +290,7 @@ def parse_formula(
             column = builder.lead + builder.starts[line - 1] + max(exc.offset, 1)
         raise FormulaError(f"syntax error: {message}", text=text, column=column) from None
     except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
-        raise FormulaError(f"cannot parse: {exc.__class__.__name__}", text=text) from None
+        raise FormulaError(f"cannot parse: {exc.__class__.__name__}", text=text, column=1) from None
     try:
         node = builder.build(tree.body, depth=1)
     except RecursionError:  # not expected under MAX_DEPTH; still a formula error
@@ -271,7 +304,10 @@ def parse_formula(
         size=node.size,
         depth=node.depth,
         constant=node.value,
+        heavy=node.heavy,
     )
+    if node.constant and node.value is None:  # an irrational constant: its 30 digits must exist
+        program.run(text, {})
     return Formula(text=text, expr=node.expr, names=frozenset(builder.used), program=program)
 
 
@@ -287,6 +323,7 @@ class _Node:
     depth: int  # nesting, card formulas substituted
     constant: bool  # no parameters
     value: Fraction | None = None  # the exact value of a constant, None when irrational
+    heavy: int = 0  # logarithms and fractional powers, card formulas substituted
 
 
 _NO_DEGREE: Mapping[str, Fraction] = {}
@@ -332,6 +369,14 @@ class _Builder:
         found = self.stripped.find(symbol, start, right - self.lead - 1)
         return self.column(node) if found < 0 else self.lead + found + 1
 
+    def segment(self, node: ast.expr) -> str | None:
+        """The node's source text (ast.get_source_segment splits the whole text every time)."""
+        end_line, end = node.end_lineno, node.end_col_offset
+        if end_line is None or end is None or not 1 <= node.lineno <= end_line <= len(self.starts):
+            return None
+        start = self.starts[node.lineno - 1] + node.col_offset
+        return self.stripped[start : self.starts[end_line - 1] + end]
+
     def fail(self, reason: str, column: int | None) -> FormulaError:
         return FormulaError(reason, text=self.text, column=column)
 
@@ -368,7 +413,7 @@ class _Builder:
         value = node.value
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(f"{_describe(node)} is not allowed", self.column(node))
-        source = ast.get_source_segment(self.stripped, node) or repr(value)
+        source = self.segment(node) or repr(value)
         try:
             exact = decimal_to_fraction(source)
         except FormulaError as exc:
@@ -438,6 +483,7 @@ class _Builder:
             program.size,
             program.depth,
             not program.names,
+            heavy=program.heavy,
         )
         self.bounded(node)
         return node
@@ -450,6 +496,7 @@ class _Builder:
         expr: sympy.Expr,
         degree: Mapping[str, Fraction] | None = None,
         variadic: bool = False,
+        heavy: int = 0,
     ) -> _Node:
         """A node applying ``operation(*values, run, column)`` to its children's values
         (``operation(values, run, column)`` when ``variadic``); a node without parameters is
@@ -485,6 +532,7 @@ class _Builder:
             1 + sum(child.size for child in children),
             1 + max(child.depth for child in children),
             all(child.constant for child in children),
+            heavy=heavy + sum(child.heavy for child in children),
         )
         self.bounded(node)
         if not node.constant:
@@ -495,7 +543,9 @@ class _Builder:
             raise self.fail(exc.reason, exc.column) from None
         if value is not None:
             return self.leaf(value, column)
-        return _Node(folded, expr, column, _NO_DEGREE, node.size, node.depth, True)
+        return _Node(
+            folded, expr, column, _NO_DEGREE, node.size, node.depth, True, heavy=node.heavy
+        )
 
     def bounded(self, node: _Node) -> None:
         for name, power in node.degree.items():
@@ -509,6 +559,12 @@ class _Builder:
             raise self.fail(
                 f"formula has more than {MAX_EXPANDED_NODES} elements once card formulas are "
                 "substituted",
+                node.column,
+            )
+        if node.heavy > MAX_TRANSCENDENTAL:
+            raise self.fail(
+                f"formula has more than {MAX_TRANSCENDENTAL} logarithms and fractional powers "
+                "once card formulas are substituted",
                 node.column,
             )
         if node.depth > MAX_EXPANDED_DEPTH:
@@ -567,6 +623,7 @@ class _Builder:
             column,
             sympy.Pow(base.expr, exponent.expr, evaluate=False),
             degree,
+            heavy=int(r.denominator != 1 or abs(r) > _SMALL_POWER),
         )
 
     def call(self, node: ast.Call, depth: int) -> _Node:
@@ -610,6 +667,7 @@ class _Builder:
                     column,
                     expr,
                     _NO_DEGREE,
+                    heavy=1,
                 )
             base = args[1]
             if base.value is not None and (base.value <= 0 or base.value == 1):
@@ -632,6 +690,7 @@ class _Builder:
                 column,
                 expr,
                 _NO_DEGREE,
+                heavy=2,
             )
         expr = constructor(x.expr, evaluate=False)
         if name == "ceil" or name == "floor":
@@ -1290,8 +1349,6 @@ def _fold(fn: _Eval) -> tuple[Fraction | None, _Eval]:
     for run in _RUNS:
         try:
             value = fn({}, run)
-            if type(value) is not Fraction:
-                _finish(value, run, None)  # the value must be computable at all
         except _MorePrecision:
             continue
         if type(value) is Fraction:
@@ -1312,6 +1369,7 @@ class _Program:
     size: int  # nodes once card formulas are substituted
     depth: int  # nesting once card formulas are substituted
     constant: Fraction | None  # the exact value of a formula without parameters
+    heavy: int = 0  # logarithms and fractional powers once card formulas are substituted
 
     def run(self, text: str, values: Mapping[str, Number]) -> Fraction:
         try:
