@@ -125,3 +125,112 @@ def test_no_text_reaches_code_executing_sympy_entry_points(monkeypatch):
     assert formula.evaluate({"psi": 10, "n_d": 4}) == Fraction(
         2 * 10 + 140 // 4
     ) + 2**30 + Fraction(3, 2)
+
+
+# --- bounds on size and time (issue 8) --------------------------------------------------------
+
+
+def refused(text, reason, column=None, names=NAMES, definitions=None, **params):
+    started = time.perf_counter()
+    with pytest.raises(FormulaError) as caught:
+        parse_formula(text, names, definitions).evaluate(params)
+    assert time.perf_counter() - started < 0.1
+    assert reason in caught.value.reason, str(caught.value)
+    if column is not None:
+        assert caught.value.column == column, str(caught.value)
+    assert "\n" not in str(caught.value)
+    return caught.value
+
+
+def test_exact_values_are_bounded_to_4096_bits():
+    assert value("10**1233") == 10**1233
+    refused("10**1234", "value too large: 4100 bits (limit 4096)", column=3)
+    refused("10**1233 * 10", "value too large", column=10)
+    refused("2**-4096", "power too large", column=2)
+    refused("1.000001**(10**7)", "power too large: its exact value needs about 190000001 bits")
+    refused("(1+1/10**400)**999", "power too large", column=14)
+    refused("psi**16", "power too large", column=4, psi=10**400)
+    refused("psi", "the value of psi: value too large", column=1, psi=2**5000)
+    assert value("1**(10**1000) + (-1)**(10**400+1) + 0**(10**400)") == 0
+
+
+def test_decimal_exponents_are_bounded_before_the_power_of_ten_is_computed():
+    assert value("1e1233") == 10**1233 and value("1e-1233") == Fraction(1, 10**1233)
+    refused("1e1234", "decimal exponent 1234 is too large (limit 1233)", column=1)
+    refused("2 + 1e99999999", "decimal exponent 99999999 is too large", column=5)
+    for bad in ("1e99999999", "-1e-99999999", 10**5000, "1" * 600):
+        with pytest.raises(FormulaError):
+            parse_number(bad)
+    assert parse_number("3/8") == Fraction(3, 8) and parse_number(1e308) == 10**308
+
+
+def test_a_parameter_is_raised_to_at_most_the_16th_power_once_powers_fold():
+    assert value("(psi**4)**4", psi=3) == 3**16
+    assert value("psi**8 * n_d**16", psi=1, n_d=2) == 2**16
+    refused("(psi**4)**5", "psi is raised to the power 20 here", column=9)
+    refused("(((((psi**16)**16)**16)**16)**16)", "psi is raised to the power 256", column=14)
+    refused("psi**16 * psi", "psi is raised to the power 17", column=9)
+    ddp = parse_formula("psi**16", NAMES)
+    refused("ddp * psi", "psi is raised to the power 17", definitions={"ddp": ddp})
+
+
+def test_card_formulas_that_use_each_other_cannot_multiply_the_work():
+    definitions = {"d0": parse_formula("psi + n_d", NAMES)}
+    for i in range(1, 12):
+        text = " + ".join([f"d{i - 1}"] * 4)
+        try:
+            definitions[f"d{i}"] = parse_formula(text, NAMES, definitions)
+        except FormulaError as exc:
+            assert "more than 2000 elements once card formulas are substituted" in exc.reason
+            break
+    else:
+        raise AssertionError("a chain of definitions grew without limit")
+
+
+def test_irrational_values_are_decided_exactly_or_refused():
+    assert value("pow2ceil(sqrt(2))") == 2
+    assert value("ceil(sqrt(10**400 + 1))") == 10**200 + 1
+    assert value("floor(sqrt(10**400 - 1))") == 10**200 - 1
+    assert value("max(1, 2**(1/10**400))") == 1  # 1 + 6.9e-401 to 30 digits
+    assert value("min(psi, sqrt(2))", psi=1) == 1
+    assert value("sqrt(psi)", psi=Fraction(9, 4)) == Fraction(3, 2)
+    assert value("log(8, 2)") == 3 and value("log(8, 4)") == Fraction(3, 2)
+    assert value("ceil(log(n_d, 2))", n_d=64) == 6 and value("log(1)") == 0
+    assert value("2217061098452325098602089**-0.23543") == Fraction(
+        185469954364004101855928842847, 10**35
+    )
+    assert abs(float(value("log(psi)", psi=10**9)) - 20.72326583694641) < 1e-12
+    refused("ceil(sqrt(2)**2)", "ceil() cannot decide", column=1)
+
+
+def test_undefined_and_non_real_values_are_formula_errors():
+    refused("min(sqrt(-1), 1)", "the square root of a negative number (-1) is not real", 5)
+    refused("max(log(0), 1)", "log of 0 is undefined", column=5)
+    refused("log(2, 0)", "log base 0 is undefined", column=8)
+    refused("log(2, 1)", "log base 1 is undefined", column=8)
+    refused("log(psi, n_d)", "log base 1 is undefined", column=10, psi=2, n_d=1)
+    refused("log(psi)", "log of -1 is undefined", column=1, psi=-1)
+    refused("(-8)**(1/3)", "a negative number (-8) to a fractional power is not real")
+    refused("psi**0.5", "not real", psi=-4)
+    refused("0**-1", "division by zero", column=2)
+    refused("1/(sqrt(2)*sqrt(2) - 2)", "cannot be told apart from zero", column=2)
+
+
+def test_formulas_are_plain_ascii_and_numbers_do_not_run_into_names():
+    refused("ｐｓｉ", "character 'ｐ' (U+FF50) is not allowed", column=1)
+    refused("psi\u200b+1", "(U+200B) is not allowed", column=4)
+    refused("psi + \\\n1", "(U+005C) is not allowed", column=7)
+    refused("2psi", "a number runs into a name", column=2)
+    refused("1if 1 else 2", "a number runs into a name", column=2)
+    refused("(" * 101 + "1" + ")" * 101, "brackets are nested deeper than 100 levels", 101)
+    assert value("(psi\n+ n_d)", psi=1, n_d=2) == 3
+
+
+def test_errors_point_at_the_operator_and_into_card_formulas():
+    refused("psi + 2**(10**9)", "power too large", column=8)
+    ratio = parse_formula("psi / n_d", NAMES)
+    error = refused(
+        "1 + ratio", "division by zero", column=5, definitions={"ratio": ratio}, psi=1, n_d=0
+    )
+    assert "(in 'ratio' at its column 5)" in error.reason
+    refused("  psi +", "syntax error", column=3)  # columns count the leading spaces

@@ -954,14 +954,13 @@ def _sign(x: _Interval, run: _Run, reason: str, column: int | None) -> int:
 
 def _bounded(x: _Interval, run: _Run, column: int | None) -> _Interval:
     """The interval, unless its values may exceed 2**MAX_BITS in magnitude."""
-    lo, hi = _magnitude(x.lo), _magnitude(x.hi)
-    largest = max(lo or -MAX_BITS, hi or -MAX_BITS)
-    if largest <= MAX_BITS:
+    sizes = [m for m in (_magnitude(x.lo), _magnitude(x.hi)) if m is not None]
+    if not sizes or max(sizes) <= MAX_BITS:
         return x
     excludes_zero = mpf_sign(x.lo) > 0 or mpf_sign(x.hi) < 0
-    nearest = min(lo or 0, hi or 0) - 1
+    nearest = min(sizes) - 1  # 2**nearest <= |value| when the interval excludes zero
     if excludes_zero and nearest >= MAX_BITS:
-        raise _Failure(f"value too large: about 2**{nearest} (limit 2**{MAX_BITS})", column)
+        raise _Failure(f"value too large: at least 2**{nearest} (limit 2**{MAX_BITS})", column)
     _undecided(run, f"value may be too large (above 2**{MAX_BITS})", column)
     return x
 
