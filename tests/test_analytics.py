@@ -303,7 +303,9 @@ def test_api_figures_equal_the_independent_computation(client, app, seeded, card
         rows = [r for r in counted if r["template_id"] == template.id]
         for pitfall in template.pitfalls:
             shown = [r for r in rows if pitfall.id in r["shown"]]
-            if len(shown) >= 20 and not any(r["pitfall_id"] == pitfall.id for r in shown):
+            never = not any(r["pitfall_id"] == pitfall.id for r in shown)
+            # Not said of a template nobody ever got wrong (everyone_right covers it).
+            if len(shown) >= 20 and never and not all(r["correct"] for r in rows):
                 expected_flags.add(("unpicked_pitfall", template.id, pitfall.id))
         r, _ = expected_discrimination(counted, template.id)
         if r is not None and r < 0:
@@ -538,3 +540,18 @@ def test_charts_escape_labels_and_are_well_formed():
     ET.fromstring(bars)
     assert "75% (3/4)" in bars and "0% (0/10)" in bars and "— (0/0)" in bars
     assert 'stroke-dasharray="3 3"' in bars  # nothing to show for p2
+
+
+def test_flag_thresholds():
+    # t1: p3 shown 20 times, never picked, while p1 catches the wrong answers; p4 shown 19 times.
+    rows = [
+        row(f"L{k % 5}", "t1", k % 2 == 0, pitfall=None if k % 2 == 0 else "p1", shown=("p1", "p3"))
+        for k in range(20)
+    ]
+    rows += [row("L0", "t1", True, shown=("p1", "p4")) for _ in range(19)]
+    # t2: everyone right, ten attempts by five learners: no "unpicked" flags on top.
+    rows += [row(f"L{k % 5}", "t2", True, shown=("p1", "p2")) for k in range(10)]
+    # t3: all right but only nine attempts: no flag at all.
+    rows += [row(f"L{k % 5}", "t3", True, shown=("p1", "p2")) for k in range(9)]
+    flags = {(f.kind, f.template_id, f.pitfall_id) for f in analyse(rows, card_id="c").flags}
+    assert flags == {("unpicked_pitfall", "t1", "p3"), ("everyone_right", "t2", None)}

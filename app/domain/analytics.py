@@ -39,7 +39,8 @@ Definitions (classical test theory as Moodle computes it, adapted to a practice 
 
 Flags (thresholds in :class:`Thresholds`):
 
-* ``unpicked_pitfall``: a template's pitfall shown at least ``min_showings`` times, never picked;
+* ``unpicked_pitfall``: a template's pitfall shown at least ``min_showings`` times, never picked
+  (not raised for a template where nobody was ever wrong: ``everyone_right`` says it);
 * ``negative_discrimination``: a template whose discrimination is below zero (it exists only with
   ``min_learners`` learners that have a rest score);
 * ``everyone_right``: a template with at least ``min_attempts`` attempts by at least
@@ -465,13 +466,6 @@ def analyse(
                     )
                 )
         template_flags: list[FlagKind] = []
-        for pitfall in pitfalls:
-            if pitfall.shown >= t.min_showings and pitfall.picked == 0:
-                flags.append(
-                    Flag("unpicked_pitfall", template_id, pitfall.pitfall_id, pitfall.shown)
-                )
-                if "unpicked_pitfall" not in template_flags:
-                    template_flags.append("unpicked_pitfall")
         if stats.discrimination is not None and stats.discrimination < 0:
             flags.append(Flag("negative_discrimination", template_id, None, stats.discrimination))
             template_flags.append("negative_discrimination")
@@ -482,6 +476,14 @@ def analyse(
         ):
             flags.append(Flag("everyone_right", template_id, None, 1.0))
             template_flags.append("everyone_right")
+        elif stats.right < stats.attempts:  # all right: every pitfall is unpicked, said above
+            for pitfall in pitfalls:
+                if pitfall.shown >= t.min_showings and pitfall.picked == 0:
+                    flags.append(
+                        Flag("unpicked_pitfall", template_id, pitfall.pitfall_id, pitfall.shown)
+                    )
+                    if "unpicked_pitfall" not in template_flags:
+                        template_flags.append("unpicked_pitfall")
         result_templates.append(
             TemplateAnalytics(
                 template_id=template_id,
@@ -543,7 +545,7 @@ def analyse(
         points=tuple(result_points),
         templates=tuple(result_templates),
         misconceptions=misconceptions,
-        flags=tuple(flags),
+        flags=tuple(sorted(flags, key=lambda f: f.kind == "unpicked_pitfall")),  # stable
         thresholds=thresholds,
         excluded_versions=excluded,
     )
@@ -643,7 +645,10 @@ def bars_svg(bars: Sequence[Bar], *, title: str, width: int = 720) -> str:
                 f'<rect x="{label_w}" y="{y + 4}" width="{w:.1f}" height="{row_h - 8}" '
                 f'fill="{_e(bar.color)}"/>'
             )
-        out.append(f'<text x="{label_w + plot_w + 8}" y="{y + 16}">{_e(bar.note)}</text></g>')
+        note_fill = f' fill="{_e(bar.color)}"' if bar.color == FLAG_COLOR else ""
+        out.append(
+            f'<text x="{label_w + plot_w + 8}" y="{y + 16}"{note_fill}>{_e(bar.note)}</text></g>'
+        )
     if not bars:
         out.append(f'<text x="{label_w}" y="{top + 16}" fill-opacity="0.6">—</text>')
     out.append("</svg>")
@@ -760,6 +765,9 @@ def pitfall_bars_svg(
     return bars_svg(bars, title=title)
 
 
+_SCATTER_FLAGS = {"negative_discrimination", "everyone_right"}
+
+
 def facility_discrimination_svg(
     templates: Sequence[TemplateAnalytics],
     *,
@@ -769,7 +777,8 @@ def facility_discrimination_svg(
     numbers: Mapping[str, int] | None = None,
     learners_word: str = "learners",
 ) -> str:
-    """One dot per template with a discrimination, labelled by its number in ``numbers``."""
+    """One dot per template with a discrimination, labelled by its number in ``numbers``; red
+    when the template is flagged for its discrimination or facility."""
     dots = []
     for index, template in enumerate(templates, start=1):
         stats = template.stats
@@ -786,7 +795,7 @@ def facility_discrimination_svg(
                     f"{y_label} {stats.discrimination:+.2f} "
                     f"({stats.discrimination_learners} {learners_word})"
                 ),
-                color=FLAG_COLOR if template.flags else BAR_COLOR,
+                color=FLAG_COLOR if set(template.flags) & _SCATTER_FLAGS else BAR_COLOR,
             )
         )
     return scatter_svg(dots, title=title, x_label=x_label, y_label=y_label)

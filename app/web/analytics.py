@@ -40,6 +40,7 @@ router = APIRouter(include_in_schema=False)
 
 Versions = Literal["current", "all"]
 MAX_DAYS = 3650
+TOP_MISCONCEPTIONS = 20  # bars in the card's misconception chart
 
 _LATEX = {
     r"\Psi": "Ψ",
@@ -165,8 +166,8 @@ def _page(
     misconceptions = sorted(
         analytics.misconceptions, key=lambda m: (-(m.rate or 0.0), -m.shown, m.pitfall_id)
     )
-    by_misconception = pitfall_bars_svg(  # most picked first
-        misconceptions, title=ui["an_by_misconception"], labels=titles
+    by_misconception = pitfall_bars_svg(  # the most picked (the table has them all)
+        misconceptions[:TOP_MISCONCEPTIONS], title=ui["an_by_misconception"], labels=titles
     )
     context = {
         "card": card,
@@ -175,6 +176,7 @@ def _page(
         "numbers": numbers,
         "scatter": Markup(scatter),
         "misconceptions": misconceptions,
+        "top_misconceptions": TOP_MISCONCEPTIONS,
         "misconception_chart": Markup(by_misconception),
         "pitfall_texts": pitfall_texts(card),
         "pct": percent,
