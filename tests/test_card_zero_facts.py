@@ -117,8 +117,10 @@ def test_point_3_does_not_say_zero1_all_reduces(card):
 def test_units_are_stated_in_the_stems(card):
     assert "decimal GB" in card.template("p4-min-gpus-zero3").stem.source.en
     assert "十进制 GB" in card.template("p4-min-gpus-zero3").stem.source.zh
-    assert "decimal GB" in card.template("p1-total-16psi").stem.source.en
-    assert "十进制 GB" in card.template("p1-total-16psi").stem.source.zh
+    # the choices may read MB, GB or TB (one readable unit a question), so the stem names the
+    # unit system and what a GB is
+    assert "decimal units (1 GB = $10^9$ bytes)" in card.template("p1-total-16psi").stem.source.en
+    assert "十进制单位，1 GB = $10^9$ 字节" in card.template("p1-total-16psi").stem.source.zh
 
 
 def test_zero_infinity_names_what_it_added(card):

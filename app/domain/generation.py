@@ -20,11 +20,11 @@ clash when their displayed texts are equal or their exact values are less than
 guarantees that no pitfall ever clashes with the answer and that every rank can be realised in
 every seeded order (see :mod:`app.domain.validation`).
 
-Numeric choices are shown together (:func:`displayed`): in one unit of the template unit's family
-chosen from all the shown values (``40.6 MB`` rather than ``0.0406 GB``), each with the template's
-number of significant figures (its ``precision``; 0 for whole counts), fewer when every choice
-would only lose zeros (``6.0×, 12×, 1.5×, 48×``). The unit and the figures depend on the shown
-set only, never on which choice is the key.
+Numeric choices are shown together (:func:`aligned`): each in the readable unit of the template
+unit's family (``40.6 MB`` rather than ``0.0406 GB``, ``17.8 µs`` beside ``20.5 ms``), all with
+the template's number of significant figures (its ``precision``; 0 for whole counts), fewer when
+every choice would only lose zeros (``6.0×, 12×, 1.5×, 48×``). A unit depends on its value only
+and the figures on the shown set only, never on which choice is the key.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from .units import (
     round_decimal,
     scaled,
     significant_decimals,
-    unit_score,
 )
 
 # Choices closer than this test rounding, not understanding (14.766 GB beside 15 GB).
@@ -74,6 +73,7 @@ class Candidate:
     # only equal texts clash, not the relative gap.
     whole: bool = False
     approx: float = 0.0  # float(value), for quick comparisons far from any threshold
+    unit: str | None = None  # the display unit once the choice is shown (see aligned)
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,7 +81,7 @@ class Choice:
     id: str
     text: Text
     value: float | None  # the displayed number, in ``unit``; None for statements
-    unit: str | None  # the question's display unit (the same for all its choices)
+    unit: str | None  # this choice's display unit (a readable one of the template's family)
     pitfall: Pitfall | None  # None for the correct choice
     explanation: Text | None  # the pitfall's explanation with this variant's numbers
 
@@ -181,10 +181,9 @@ def _numeric(template: Template, pitfall: Pitfall | None, value: Fraction) -> Ca
     :func:`displayed` shows the chosen ones together."""
     assert template.unit is not None
     figures = template.precision
-    text = Text(
-        format_readable(value, template.unit, figures, "en"),
-        format_readable(value, template.unit, figures, "zh"),
-    )
+    en = format_readable(value, template.unit, figures, "en")
+    has_zh = get_unit(template.unit).zh is not None
+    text = Text(en, format_readable(value, template.unit, figures, "zh") if has_zh else en)
     whole = (figures == 0 or get_unit(template.unit).whole) and scaled(
         value, template.unit
     ).denominator == 1
@@ -231,8 +230,7 @@ class Memo:
 
     def __init__(self) -> None:
         self.clashes: dict[tuple[int, int], bool] = {}
-        self.units: dict[frozenset[int], str] = {}
-        self.scores: dict[tuple[int, str], tuple[int, int]] = {}
+        self.units: dict[int, str] = {}
         self.rounded: dict[tuple[int, str, int], object] = {}
         self.texts: dict[tuple[int, str, int], Text] = {}
 
@@ -290,45 +288,37 @@ def arrange(
 def aligned(
     template: Template, shown: Sequence[Candidate], memo: Memo | None = None
 ) -> list[Candidate]:
-    """The numeric choices of one question shown together (see the module docstring): one
-    readable unit for all, the template's significant figures (fewer when all would only lose
-    zeros), trailing zeros kept so that a text's length says nothing about the key."""
+    """The numeric choices of one question shown together (see the module docstring): each in
+    the readable unit of the template unit's family (40.6 MB beside 2.60 GB, not 0.0406 GB),
+    all with the template's significant figures (fewer when all would only lose zeros),
+    trailing zeros kept so that a text's length says nothing about the key."""
     if template.kind != "numeric" or template.unit is None:
         return list(shown)
     memo = memo if memo is not None else Memo()
-    unit = question_unit(template, shown, memo)
-    figures = question_figures(template, shown, unit, memo)
+    units = [choice_unit(template, c, memo) for c in shown]
+    figures = question_figures(template, shown, units, memo)
     out = []
-    for c in shown:
+    for c, unit in zip(shown, units, strict=True):
         key = (id(c), unit, figures)
         text = memo.texts.get(key)
         if text is None:
             assert c.value is not None
-            text = memo.texts[key] = Text(
-                format_in(c.value, unit, figures, "en"), format_in(c.value, unit, figures, "zh")
-            )
-        out.append(Candidate(c.pitfall, text, c.value, c.whole, c.approx))
+            en = format_in(c.value, unit, figures, "en")
+            zh = format_in(c.value, unit, figures, "zh") if get_unit(unit).zh is not None else en
+            text = memo.texts[key] = Text(en, zh)
+        out.append(Candidate(c.pitfall, text, c.value, c.whole, c.approx, unit))
     return out
 
 
-def question_unit(template: Template, shown: Sequence[Candidate], memo: Memo | None = None) -> str:
-    """The one unit the question's choices are shown in, read from all of them alike."""
-    assert template.unit is not None
-    key = frozenset(id(c) for c in shown)
-    if memo is not None and key in memo.units:
-        return memo.units[key]
-    values = [c.value for c in shown if c.value is not None]
-    if memo is None:
-        return readable_unit(values, template.unit, template.precision)
-    cache = memo.scores
-
-    def score(i: int, unit: str) -> tuple[int, int]:
-        found = cache.get((id(shown[i]), unit))
-        if found is None:
-            found = cache[(id(shown[i]), unit)] = unit_score(values[i], unit, template.precision)
-        return found
-
-    unit = memo.units[key] = readable_unit(values, template.unit, template.precision, score)
+def choice_unit(template: Template, c: Candidate, memo: Memo | None = None) -> str:
+    """The unit one numeric choice reads best in (the template's unit gets one step of slack:
+    1120 GB stays 1120 GB); it depends on the value only, never on which choice is the key."""
+    assert template.unit is not None and c.value is not None
+    if memo is not None and id(c) in memo.units:
+        return memo.units[id(c)]
+    unit = readable_unit([c.value], template.unit, template.precision)
+    if memo is not None:
+        memo.units[id(c)] = unit
     return unit
 
 
@@ -343,18 +333,23 @@ def _rounded(c: Candidate, unit: str, figures: int, memo: Memo) -> object:
 
 
 def question_figures(
-    template: Template, shown: Sequence[Candidate], unit: str, memo: Memo | None = None
+    template: Template,
+    shown: Sequence[Candidate],
+    units: Sequence[str],
+    memo: Memo | None = None,
 ) -> int:
-    """The template's significant figures, or fewer when every shown value would only lose
-    trailing zeros (6.0×, 12×, 1.5×, 48× rather than 6.00×, 12.0×, 1.50×, 48.0×)."""
+    """The template's significant figures, or fewer when every shown value (in its own unit)
+    would only lose trailing zeros (6.0×, 12×, 1.5×, 48× rather than 6.00×, 12.0×, 1.50×,
+    48.0×)."""
     figures = template.precision
-    if figures <= 1 or get_unit(unit).whole:
+    if figures <= 1 or any(get_unit(unit).whole for unit in units):
         return figures
     memo = memo if memo is not None else Memo()
-    exact = [_rounded(c, unit, figures, memo) for c in shown]
+    pairs = list(zip(shown, units, strict=True))
+    exact = [_rounded(c, unit, figures, memo) for c, unit in pairs]
     best = figures
     for fewer in range(figures - 1, 0, -1):
-        if all(_rounded(c, unit, fewer, memo) == e for c, e in zip(shown, exact, strict=True)):
+        if all(_rounded(c, u, fewer, memo) == e for (c, u), e in zip(pairs, exact, strict=True)):
             best = fewer
         else:
             break
@@ -374,7 +369,6 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
     answer = next(c for c in shown if c.pitfall is None)
 
     named = text_values(template, values, answer)
-    unit = question_unit(template, shown) if template.kind == "numeric" else None
     choices = []
     for choice_id, candidate in zip(CHOICE_IDS, shown, strict=False):
         explanation = explain(candidate, values, named) if candidate.pitfall is not None else None
@@ -382,8 +376,8 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
             Choice(
                 id=choice_id,
                 text=candidate.text,
-                value=_display_number(candidate, unit),
-                unit=unit if candidate.value is not None else None,
+                value=_display_number(candidate, candidate.unit),
+                unit=candidate.unit if candidate.value is not None else None,
                 pitfall=candidate.pitfall,
                 explanation=explanation,
             )

@@ -8,17 +8,18 @@ Numbers a learner reads are shown with a number of *significant figures* (3 by d
 ``31.4 GB``, ``1.88 GB``, ``17.5 GB``), never rounding digits before the decimal point
 (``2412 GB``, not ``2410 GB``), and in a readable unit of the declared unit's *family*
 (``40.6 MB``, not ``0.0406 GB``; ``1.27 ms``, not ``0.00127 s``): see :func:`readable_unit`.
+Binary units (GiB) stand alone: a question asked in GiB answers in GiB.
 Chinese texts count in 万 and 亿 (``2031 万``, ``8.4 万亿``) and GPUs with a measure word
 (``14 张 GPU``): see :func:`format_count_words` and the ``zh`` forms of :class:`Unit`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
-from functools import lru_cache
+from functools import wraps
 
 
 @dataclass(frozen=True)
@@ -80,13 +81,32 @@ UNITS: dict[str, Unit] = {
 
 # Units a value may be shown in instead of the declared one, smallest first: a template that
 # declares GB may show MB or TB when that reads better. Units not listed stand alone.
+# Binary units stand alone: a question asked in GiB (what a profiler prints) answers in GiB.
 FAMILIES: tuple[tuple[str, ...], ...] = (
     ("B", "KB", "MB", "GB", "TB", "PB"),
-    ("KiB", "MiB", "GiB", "TiB"),
     ("us", "ms", "s"),
     ("B/s", "MB/s", "GB/s", "TB/s"),
 )
 _FAMILY_OF = {name: family for family in FAMILIES for name in family}
+
+
+def _memo_by_ratio(function):  # type: ignore[no-untyped-def]
+    """Memoise a function of (Fraction, *hashables) keyed by the fraction's numerator and
+    denominator: hashing ints is much cheaper than hashing a Fraction."""
+    cache: dict[tuple[object, ...], object] = {}
+
+    @wraps(function)
+    def wrapper(value, *rest):  # type: ignore[no-untyped-def]
+        key = (value.numerator, value.denominator, *rest)
+        found = cache.get(key, cache)
+        if found is cache:
+            if len(cache) > 1 << 17:
+                cache.clear()
+            found = cache[key] = function(value, *rest)
+        return found
+
+    return wrapper
+
 
 # Significant figures shown when a text or template does not say otherwise.
 DEFAULT_FIGURES = 3
@@ -108,7 +128,7 @@ def get_unit(name: str) -> Unit:
         raise UnitError(f"unknown unit {name!r} (known: {', '.join(UNITS)})") from None
 
 
-@lru_cache(maxsize=1 << 16)
+@_memo_by_ratio
 def round_decimal(value: Fraction, decimals: int) -> Decimal:
     """``value`` rounded half-to-even to ``decimals`` places, computed exactly."""
     with localcontext() as ctx:
@@ -157,7 +177,7 @@ def family(unit: str) -> tuple[str, ...]:
     return _FAMILY_OF.get(unit, (unit,))
 
 
-@lru_cache(maxsize=1 << 16)
+@_memo_by_ratio
 def _magnitude(value: Fraction) -> int:
     """floor(log10(|value|)) for a non-zero value, computed exactly (in integers)."""
     p, q = abs(value.numerator), value.denominator
@@ -173,7 +193,7 @@ def _magnitude(value: Fraction) -> int:
     return guess
 
 
-@lru_cache(maxsize=1 << 16)
+@_memo_by_ratio
 def significant_decimals(value: Fraction, figures: int) -> int:
     """Decimals that show ``value`` with ``figures`` significant figures, never rounding digits
     before the point: 17.0625 at 3 -> 1 (17.1), 0.040625 at 3 -> 4 (0.0406), 2411.7 at 3 -> 0
@@ -215,17 +235,17 @@ def common_figures(values: Sequence[Fraction], figures: int) -> int:
 
 def _awkwardness(value: Fraction, figures: int) -> int:
     """How far a number falls outside what reads at a glance, [1, 10**figures): the leading
-    '0.' and zeros of 0.0406 (2), or the digits beyond ``figures`` of 21875 at 3 (2)."""
+    '0.' and zeros of 0.0406 (3), or the digits beyond ``figures`` of 21875 at 3 (2)."""
     value = abs(value)
     if value == 0:
         return 0
     magnitude = _magnitude(value)
     if magnitude < 0:
-        return -magnitude
+        return -2 * magnitude - 1  # 0.938 -> 1, 0.0586 -> 3: leading zeros read worst
     return max(0, magnitude + 1 - max(figures, 1))
 
 
-@lru_cache(maxsize=1 << 16)
+@_memo_by_ratio
 def unit_score(value: Fraction, unit: str, figures: int) -> tuple[int, int]:
     """(awkwardness, characters) of ``value`` shown in ``unit``."""
     scaled_value = value / get_unit(unit).scale
@@ -235,30 +255,23 @@ def unit_score(value: Fraction, unit: str, figures: int) -> tuple[int, int]:
     )
 
 
-def readable_unit(
-    values: Sequence[Fraction],
-    preferred: str,
-    figures: int,
-    score: Callable[[int, str], tuple[int, int]] | None = None,
-) -> str:
+def readable_unit(values: Sequence[Fraction], preferred: str, figures: int) -> str:
     """The unit of ``preferred``'s family in which ``values`` read best together: the least
     awkward numbers in all (40.6 MB rather than 0.0406 GB; 21.9 s, 8.20 s, 0.684 s rather than
     21875 ms ...). ``preferred`` gets one step of slack (1120 GB stays 1120 GB, not 1.12 TB);
-    then the fewer characters, then the larger unit. One unit serves all the values, so that
-    they compare at a glance. ``score(i, unit)``, when given, returns ``_unit_score`` of the
-    i-th value (callers that memoise it per value)."""
+    then the larger unit (97.656 KB rather than 97656 B)."""
     units = family(preferred)
     if len(units) == 1 or not values:
         return preferred
     best, best_key = preferred, None
     for index, unit in enumerate(units):
         awkward = length = 0
-        for i, v in enumerate(values):
-            a, n = score(i, unit) if score is not None else unit_score(v, unit, figures)
+        for v in values:
+            a, n = unit_score(v, unit, figures)
             awkward += a
             length += n
         slack = 1 if unit == preferred else 0
-        key = (awkward - slack, 0 if unit == preferred else 1, length, -index)
+        key = (awkward - slack, 0 if unit == preferred else 1, -index, length)
         if best_key is None or key < best_key:
             best, best_key = unit, key
     return best

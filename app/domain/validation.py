@@ -224,6 +224,7 @@ _TOKEN = re.compile(
     + _UNIT_PATTERN
     + r""")(?![A-Za-z])))?
   | (?P<op>[+\-−×·*/])
+  | (?P<paren>[()])
   | (?P<eq>=)
   | (?P<other>[^\s\d+\-−×·*/=]+|.)
     """,
@@ -263,59 +264,90 @@ def _quantity(match: re.Match[str]) -> _Quantity:
     )
 
 
-def _chains(text: str) -> Iterator[list[list[object]]]:
-    """Runs of ``expression = expression = ...`` made only of displayed numbers and operators;
-    LaTeX, code and words end a run."""
+# A displayed quantity as the tokenizer reads it, without named groups (for the quick scan).
+_NUMBER = (
+    r"(?<![\w.\-])\d+(?:\.\d+)?(?:[KMBT](?![A-Za-z]))?(?:[×%](?!\s*\d))?"
+    r"(?:\s?(?:万亿|亿|万|trillion\b|billion\b|million\b))?"
+    r"(?:\s(?:" + _UNIT_PATTERN + r")(?![A-Za-z]))?"
+)
+# An expression of two or more quantities (one level of parentheses) ending a segment, just
+# before an "=" ...
+_ATOM = r"(?:" + _NUMBER + r"|\(\s*" + _NUMBER + r"(?:\s*[+\-−×·*/]\s*" + _NUMBER + r")*\s*\))"
+_LEFT = re.compile(_ATOM + r"(?:\s*[+\-−×·*/]\s*" + _ATOM + r")+\s*$")
+# ... and the single quantity that starts the next one.
+_RIGHT = re.compile(r"\s*(" + _NUMBER + r")\s*([+\-−×·*/]\s*\d)?")
+
+
+def _chains(text: str) -> Iterator[tuple[list[object], _Quantity]]:
+    """Every ``a op b ... = c`` of displayed numbers and operators (LaTeX, code and words end
+    an expression), as the left side's items and the displayed result."""
     plain = re.sub(r"\$[^$]*\$|`[^`]*`", "\x00", text)
-    chain: list[list[object]] = [[]]
-    for match in _TOKEN.finditer(plain):
-        kind = match.lastgroup if match.group("number") is None else "number"
-        if kind == "space":
+    parts = plain.split("=")
+    for left, right in zip(parts, parts[1:], strict=False):
+        expression = _LEFT.search(left)
+        if expression is None:
             continue
-        if kind == "number":
-            chain[-1].append(_quantity(match))
-        elif kind == "op":
-            chain[-1].append(match.group("op"))
-        elif kind == "eq":
-            chain.append([])
-        else:
-            if len(chain) > 1:
-                yield chain
-            chain = [[]]
-    if len(chain) > 1:
-        yield chain
+        result = _RIGHT.match(right)
+        if result is None or result.group(2):
+            continue  # no number after "=", or an expression rather than a result
+        items: list[object] = []
+        for match in _TOKEN.finditer(expression.group(0)):
+            if match.group("number") is not None:
+                items.append(_quantity(match))
+            elif match.lastgroup in ("op", "paren"):
+                items.append(match.group(match.lastgroup))
+        shown = next(_TOKEN.finditer(result.group(1)))
+        yield items, _quantity(shown)
 
 
 def _evaluate(expression: list[object]) -> Fraction | None:
-    """An expression of quantities and + - × / (usual precedence), or None if not one."""
-    if not expression or len(expression) % 2 == 0:
+    """Quantities, + - × · / and parentheses with the usual precedence, or None if the items do
+    not form an expression."""
+    position = 0
+
+    def peek() -> object:
+        return expression[position] if position < len(expression) else None
+
+    def factor() -> Fraction | None:
+        nonlocal position
+        item = peek()
+        position += 1
+        if isinstance(item, _Quantity):
+            return item.value
+        if item == "(":
+            value = terms()
+            if value is None or peek() != ")":
+                return None
+            position += 1
+            return value
         return None
-    total = Fraction(0)
-    sign = 1
-    term: Fraction | None = None
-    operator = "+"
-    for i, item in enumerate(expression):
-        if i % 2 == 1:
-            if not isinstance(item, str):
+
+    def product() -> Fraction | None:
+        nonlocal position
+        value = factor()
+        while value is not None and peek() in ("×", "·", "*", "/"):
+            operator = peek()
+            position += 1
+            right = factor()
+            if right is None or (operator == "/" and right == 0):
                 return None
-            if item in "+-−":
-                assert term is not None
-                total += sign * term
-                sign, term = (-1 if item in "-−" else 1), None
-            operator = item
-            continue
-        if not isinstance(item, _Quantity):
-            return None
-        if term is None:
-            term = item.value
-        elif operator in "×·*":
-            term *= item.value
-        elif operator == "/":
-            if item.value == 0:
+            value = value / right if operator == "/" else value * right
+        return value
+
+    def terms() -> Fraction | None:
+        nonlocal position
+        value = product()
+        while value is not None and peek() in ("+", "-", "−"):
+            operator = peek()
+            position += 1
+            right = product()
+            if right is None:
                 return None
-            term /= item.value
-    assert term is not None
-    return total + sign * term
+            value = value + right if operator == "+" else value - right
+        return value
+
+    result = terms()
+    return result if result is not None and position == len(expression) else None
 
 
 def check_arithmetic(text: str) -> str | None:
@@ -328,21 +360,19 @@ def check_arithmetic(text: str) -> str | None:
     units (``140 + 140 + 840 = 1120 GB``) is read in the result's unit."""
     if "=" not in text:
         return None
-    for chain in _chains(text):
-        for left, right in zip(chain, chain[1:], strict=False):
-            if len(right) != 1 or len(left) < 3:
-                continue
-            computed = _evaluate(left)
-            shown = right[0]
-            if computed is None or not isinstance(shown, _Quantity):
-                continue
-            if shown.has_unit and not any(isinstance(q, _Quantity) and q.has_unit for q in left):
-                computed *= shown.unit_scale
-            if abs(computed - shown.value) > shown.tolerance:
-                return (
-                    f"the displayed arithmetic gives {float(computed):.6g}, not the displayed "
-                    f"{float(shown.value):.6g} (base units)"
-                )
+    for left, shown in _chains(text):
+        if len(left) < 3:
+            continue
+        computed = _evaluate(left)
+        if computed is None:
+            continue
+        if shown.has_unit and not any(isinstance(q, _Quantity) and q.has_unit for q in left):
+            computed *= shown.unit_scale
+        if abs(computed - shown.value) > shown.tolerance:
+            return (
+                f"the displayed arithmetic gives {float(computed):.6g}, not the displayed "
+                f"{float(shown.value):.6g} (base units)"
+            )
     return None
 
 
@@ -356,7 +386,7 @@ _DOUBLED = {
 
 def doubled_word(text: str, lang: str) -> str | None:
     """A word written twice in a row ('the the', '的的', '张 张 GPU'), or None."""
-    plain = re.sub(r"\$[^$]*\$|`[^`]*`", " ", text)
+    plain = re.sub(r"\$[^$]*\$|`[^`]*`", "\x00", text)  # math and code separate words
     found = _DOUBLED.get(lang, _DOUBLED["en"]).search(plain)
     return f"doubled word {found.group(0)!r}" if found else None
 
