@@ -50,6 +50,7 @@ def server_env(data_dir: Path, database_url: str, **extra: str) -> dict[str, str
         CARDS_DIR=str(CARDS_DIR),
         SECRET_KEY=TEST_SECRET,
         PYTHONUNBUFFERED="1",
+        LOG_LEVEL="WARNING",
     )
     env.update(extra)
     return env
@@ -178,11 +179,13 @@ class AnswerLoad:
     learners: Sequence[str]
     threads: int = 12
     limit: int | None = None  # answers to send in all (None: until stop())
+    answer_elsewhere: bool = False  # POST each answer to the next server, not the question's
     card_id: str = CARD_ID
     acked: dict[str, int] = field(default_factory=dict)
     sent: dict[str, Answer] = field(default_factory=dict)
     unanswered: set[str] = field(default_factory=set)
     failures: list[str] = field(default_factory=list)
+    conflicts: int = 0  # 409 answer_conflict answers, each resent
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -209,7 +212,11 @@ class AnswerLoad:
     def _work(self, index: int) -> None:
         rng = random.Random(index)
         url = self.urls[index % len(self.urls)]
-        with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S, trust_env=False) as client:
+        answer_url = self.urls[(index + 1) % len(self.urls)] if self.answer_elsewhere else url
+        with (
+            httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S, trust_env=False) as client,
+            httpx.Client(base_url=answer_url, timeout=REQUEST_TIMEOUT_S, trust_env=False) as poster,
+        ):
             while self._claim():
                 learner = self.learners[rng.randrange(len(self.learners))]
                 try:
@@ -232,7 +239,16 @@ class AnswerLoad:
                 with self._lock:
                     self.sent[answer.client_answer_id] = answer
                 try:
-                    response = post_answer(client, answer)
+                    response = post_answer(poster, answer)
+                    # 409 answer_conflict: nothing stored, "send it again" (a concurrent write
+                    # in another process, e.g. the same learner's review item); a client resends.
+                    for _ in range(5):
+                        if not _conflict(response):
+                            break
+                        with self._lock:
+                            self.conflicts += 1
+                        time.sleep(0.05)
+                        response = post_answer(poster, answer)
                 except httpx.TransportError:
                     with self._lock:
                         self.unanswered.add(answer.client_answer_id)
@@ -269,6 +285,15 @@ class AnswerLoad:
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self.acked)
+
+
+def _conflict(response: httpx.Response) -> bool:
+    if response.status_code != 409:
+        return False
+    try:
+        return response.json().get("code") == "answer_conflict"
+    except ValueError:
+        return False
 
 
 def resend(url: str, answers: Sequence[Answer], threads: int = 6) -> dict[str, dict]:
