@@ -17,17 +17,17 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app.authoring import service
+from app.authoring.sandbox import check_formula as sandboxed_check
 from app.deps import ContextDep, InstructorVisitor, SessionDep
 from app.domain.authoring import (
     add_point,
-    check_document,
     find_template_document,
     new_card_document,
     put_template,
     remove_template,
 )
 from app.domain.cards import CardError, card_definitions
-from app.domain.formulas import FormulaError, parse_formula
+from app.domain.formulas import FormulaError
 from app.domain.identity import MAX_SEED
 from app.problems import InvalidInput, Problem
 from app.web.forms import check_csrf
@@ -97,7 +97,7 @@ def card_overview(
 ) -> Response:
     """The draft (or latest version): points, templates, every problem, publish, versions."""
     draft = service.get_draft(session=session, card_id=card_id[:100])
-    checked = check_document(draft.document)
+    checked = service.validate(draft.document)
     published = ctx.catalog.latest(card_id)
     versions = service.versions(session=session, card_id=card_id) if published else []
     context = {
@@ -151,7 +151,7 @@ def edit_template(
             )
         point_doc, template = found
         point_slug = point_doc.get("slug", "")
-    checked = check_document(draft.document)
+    checked = service.validate(draft.document)
     return _editor(
         request, visitor, draft.document, card_id, template, point_slug, template_id, checked
     )
@@ -322,7 +322,7 @@ async def save_template(
         try:
             template = template_from_form(form, found[1] if found else None)
         except InvalidInput as problem:
-            checked = check_document(draft.document)
+            checked = service.validate(draft.document)
             base = found[1] if found else {}
             return _editor(
                 request,
@@ -337,7 +337,7 @@ async def save_template(
                 message=problem.text.get(visitor.lang),
             )
         if template_id == "new" and find_template_document(draft.document, template["id"]):
-            checked = check_document(draft.document)
+            checked = service.validate(draft.document)
             return _editor(
                 request,
                 visitor,
@@ -362,7 +362,7 @@ async def save_template(
         service.save_draft(
             session=session, actor=visitor.learner, card_id=card_id, document=document
         )
-        checked = check_document(document)
+        checked = service.validate(document)
         saved_id = template["id"] or template_id
         if template_id != saved_id:
             return _back(visitor, f"/instructor/cards/{card_id}/templates/{saved_id}")
@@ -518,8 +518,7 @@ def check_formula(
     except CardError:  # a broken card-level formula is reported on the card page
         definitions = {}
     wanted = frozenset(n.strip() for n in names.split(",") if n.strip())
-    try:
-        parse_formula(text, wanted, definitions)
-    except FormulaError as exc:
-        return JSONResponse({"ok": False, "message": exc.reason, "position": exc.column})
+    result = sandboxed_check(text, wanted, [(n, f.text) for n, f in definitions.items()])
+    if isinstance(result, FormulaError):
+        return JSONResponse({"ok": False, "message": result.reason, "position": result.column})
     return JSONResponse({"ok": True, "message": None, "position": None})
