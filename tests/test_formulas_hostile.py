@@ -603,18 +603,16 @@ def test_the_sandbox_checks_and_evaluates_formulas(sandbox):
 def test_a_stuck_worker_is_killed_at_the_timeout_and_the_pool_keeps_working(sandbox):
     started = time.perf_counter()
     assert sandbox.call(_stuck_in_c, timeout_s=0.5) == ("timeout", 0.5)
-    assert time.perf_counter() - started < 1.5
+    assert time.perf_counter() - started < 5  # killed and replaced, not minutes later
     for _ in range(3):  # both workers, the fresh one included, still answer
         assert sandbox.check_formula("2*psi", ["psi"], values={"psi": 3}).value == 6
 
 
 def test_the_cpu_limit_stops_a_busy_worker_and_the_pool_keeps_working(sandbox):
     replaced = sandbox.replaced
-    started = time.perf_counter()
-    kind, seconds = sandbox.call(_busy_in_python, timeout_s=30)
-    elapsed = time.perf_counter() - started
-    assert (kind, seconds) == ("cpu", 1)
-    assert elapsed < 10  # 1 to 2 s of CPU (whole seconds), on a machine shared with others
+    kind, used = sandbox.call(_busy_in_python, timeout_s=120)  # wall time: a shared machine
+    assert kind == "cpu"
+    assert 1 <= used < 3  # 1 to 2 s of CPU (RLIMIT_CPU counts whole seconds), and the signal
     assert sandbox.replaced == replaced + 1
     error = sandbox.check_formula("log(2, 0)", ["psi"])
     assert isinstance(error, FormulaError) and error.column == 8

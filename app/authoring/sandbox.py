@@ -122,7 +122,7 @@ def _serve(conn: Connection, cpu_limit_s: int, lifetime_cpu_s: int) -> None:
                 resource.setrlimit(resource.RLIMIT_CPU, (lifetime, lifetime))
         except _CpuLimit:
             # The interrupted code may have left state half-written: retire.
-            _send(conn, ("cpu", cpu_limit_s), retiring=True)
+            _send(conn, ("cpu", round(_cpu_used() - used, 3)), retiring=True)
             return
         except FormulaError as exc:
             reply = ("formula-error", (exc.reason, exc.column))
@@ -259,7 +259,8 @@ class FormulaSandbox:
         """Run ``function(*args)`` (a module-level function: it is pickled by name) in a worker.
 
         The answer is ``("ok", result)``, ``("formula-error", (reason, column))``, ``("error",
-        message)``, ``("cpu", seconds)`` when the CPU limit stopped it, or ``("timeout",
+        message)``, ``("cpu", seconds)`` when the CPU limit stopped it after that much CPU time
+        (``cpu_limit_s`` to ``cpu_limit_s + 1``, the kernel counting whole seconds), or ``("timeout",
         seconds)`` when the worker was killed after ``timeout_s`` of wall-clock time.
         """
         if self._closed:
@@ -329,7 +330,7 @@ class FormulaSandbox:
         if kind == "formula-error":
             reason, column = payload
             return FormulaError(reason, text=shown, column=column)
-        return FormulaError(_failure_reason(kind, payload), text=shown)
+        return FormulaError(_failure_reason(kind, payload, self.cpu_limit_s), text=shown)
 
     def check_card_document(
         self, document: object, *, timeout_s: float = DEFAULT_CARD_TIMEOUT_S
@@ -344,7 +345,7 @@ class FormulaSandbox:
         if kind == "formula-error":
             message = payload[0]
         else:
-            message = _failure_reason(kind, payload)
+            message = _failure_reason(kind, payload, self.cpu_limit_s)
         return CardCheck((CardProblem("error", None, None, message, None),), publishable=False)
 
     def close(self) -> None:
@@ -368,11 +369,11 @@ class FormulaSandbox:
         self.close()
 
 
-def _failure_reason(kind: str, payload: Any) -> str:
+def _failure_reason(kind: str, payload: Any, cpu_limit_s: int) -> str:
     if kind == "timeout":
         return f"the formula took more than {payload:g} s to check and was stopped"
     if kind == "cpu":
-        return f"the formula used more than {payload} s of CPU time and was stopped"
+        return f"the formula used more than {cpu_limit_s} s of CPU time and was stopped"
     return f"the formula could not be checked ({payload})"
 
 

@@ -196,9 +196,11 @@ def decimal_to_fraction(text: str) -> Fraction:
         exponent = int(decimal[4] or 0)
         if abs(exponent) > MAX_DECIMAL_EXPONENT:
             written = decimal[4] if len(decimal[4]) <= 12 else f"{decimal[4][:9]}..."
-            raise FormulaError(
-                f"decimal exponent {written} is too large (limit {MAX_DECIMAL_EXPONENT})"
-            )
+            if exponent > 0:
+                reason = f"is too large (limit {MAX_DECIMAL_EXPONENT})"
+            else:
+                reason = f"is too small (limit -{MAX_DECIMAL_EXPONENT})"
+            raise FormulaError(f"decimal exponent {written} {reason}")
         fraction = decimal[3] or ""
         digits = int((decimal[2] or "") + fraction or "0")
         scale = exponent - len(fraction)
@@ -294,7 +296,7 @@ def parse_formula(
     try:
         node = builder.build(tree.body, depth=1)
     except RecursionError:  # not expected under MAX_DEPTH; still a formula error
-        raise FormulaError("formula is nested too deeply", text=text) from None
+        raise FormulaError("formula is nested too deeply", text=text, column=1) from None
     program = _Program(
         root=node.run,
         column=node.column,
@@ -907,6 +909,16 @@ def _show(value: Fraction | int) -> str:
     return f"about 2**{value.numerator.bit_length() - value.denominator.bit_length()}"
 
 
+def _count(value: Fraction | int) -> str:
+    """A count of bits for a message: 190000001, 1.329e+403."""
+    if isinstance(value, int) and value.bit_length() <= 64:
+        return str(value)
+    if abs(value) < 10**300:
+        number = float(value)
+        return str(round(number)) if abs(number) < 1e15 else f"{number:.4g}"
+    return f"10**{len(str(int(value)).lstrip('-')) - 1}" if abs(value) < 10**4000 else "10**4000+"
+
+
 def _exact(value: Fraction, column: int | None) -> Fraction:
     numerator, denominator = value.numerator.bit_length(), value.denominator.bit_length()
     if numerator > MAX_BITS:
@@ -1054,7 +1066,8 @@ def _integer_power(v: Fraction, n: int, column: int | None) -> Fraction:
     smallest = abs(n) * (bits - 1) + 1  # the result has at least this many bits
     if smallest > MAX_BITS:
         raise _Failure(
-            f"power too large: its exact value needs about {_show(smallest)} bits (limit {MAX_BITS})",
+            f"power too large: its exact value needs about {_count(smallest)} bits "
+            f"(limit {MAX_BITS})",
             column,
         )
     return _exact(v**n, column)
@@ -1081,9 +1094,9 @@ def _power_range(
     """Check the bounds ``low``..``high`` of log2 |result| of a power (None: unbounded) against
     2**-MAX_BITS .. 2**MAX_BITS; a margin of one bit covers the estimate's rounding."""
     if low is not None and low > MAX_BITS + 1:
-        raise _Failure(f"power too large: about {_show(low)} bits (limit {MAX_BITS})", column)
+        raise _Failure(f"power too large: about 2**{_count(low)} (limit 2**{MAX_BITS})", column)
     if high is not None and high < -(MAX_BITS + 1):
-        raise _Failure(f"power too small: about 2**-{_show(-high)} (limit 2**-{MAX_BITS})", column)
+        raise _Failure(f"power too small: about 2**-{_count(-high)} (limit 2**-{MAX_BITS})", column)
     if high is None or high > MAX_BITS + 1:
         _undecided(run, f"power may be too large (above 2**{MAX_BITS})", column)
 
@@ -1295,6 +1308,21 @@ def _round_significant(value: Fraction, digits: int) -> Fraction:
 RESULT_DIGITS = 30
 
 
+_NEGLIGIBLE = -3 * MAX_BITS
+
+
+def _bound_value(bound: Any, *, upward: bool) -> Fraction:
+    """A bound as an exact fraction; one below 2**-3*MAX_BITS in magnitude is moved outwards to
+    0 or to +-2**-3*MAX_BITS, so that no conversion makes a fraction too long to print."""
+    size = _magnitude(bound)
+    if size is None or size >= _NEGLIGIBLE:
+        return Fraction(*to_rational(bound))
+    negative = mpf_sign(bound) < 0
+    if negative == upward:
+        return Fraction(0)
+    return Fraction(-1 if negative else 1, 2**-_NEGLIGIBLE)
+
+
 def _finish(v: Value, run: _Run, column: int | None) -> Fraction:
     """The formula's value: exact, or an irrational one to RESULT_DIGITS significant digits."""
     if type(v) is Fraction:
@@ -1310,7 +1338,7 @@ def _finish(v: Value, run: _Run, column: int | None) -> Fraction:
         raise _Failure(f"value too small: below 2**-{MAX_BITS}", column)
     if max(magnitudes) > MAX_BITS + 1:  # kept out by _bounded; checked again before converting
         raise _Failure(f"value too large (above 2**{MAX_BITS})", column)
-    lo, hi = Fraction(*to_rational(v.lo)), Fraction(*to_rational(v.hi))
+    lo, hi = _bound_value(v.lo, upward=False), _bound_value(v.hi, upward=True)
     low, high = _round_significant(lo, RESULT_DIGITS), _round_significant(hi, RESULT_DIGITS)
     if low == high:
         return _exact(low, column)
