@@ -48,9 +48,12 @@ demo: install-test
 bench: install-test
 	$(BIN)/python bench/zero_demo.py
 
-# Uses wrk when it is on PATH (apt-get install wrk), else a Python load loop (client-bound).
+# wrk drives the load (installed with apt-get when missing); SQLite and, when it answers,
+# PostgreSQL (TEST_POSTGRES_URL or 127.0.0.1:5432/test), one and two workers.
 bench-service: install-test
-	$(BIN)/python bench/service.py
+	@command -v wrk >/dev/null || (DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk) || \
+	  (echo "wrk is missing: apt-get install -y wrk" >&2; exit 2)
+	$(BIN)/python bench/service.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,98 @@
+"""The ceilings of bench/service.py: a bare async JSON endpoint and a sync one-row insert.
+
+Served with ``uvicorn service_baseline:baseline_app --factory --app-dir bench``. The database is
+named by ``BENCH_BASELINE_DB``: a SQLite file (made by :func:`create_sqlite_baseline`; WAL,
+``BEGIN IMMEDIATE``, ``synchronous=NORMAL``, like the app's database) or a PostgreSQL conninfo
+``postgresql://...`` (table made by :func:`create_postgres_baseline`). Each threadpool thread
+keeps its own connection, as the app's connection pool would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+BASELINE_DB_ENV = "BENCH_BASELINE_DB"
+TABLE = "bench_rows"
+
+
+class BaselineRow(BaseModel):
+    """The body of the baseline insert (module level, so FastAPI can resolve the annotation)."""
+
+    client_answer_id: str
+
+
+def _sqlite_connection(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA busy_timeout=5000")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+def baseline_app() -> Any:
+    from fastapi import FastAPI
+
+    target = os.environ[BASELINE_DB_ENV]
+    postgres = target.startswith("postgresql://")
+    local = threading.local()
+
+    def insert_row(client_answer_id: str) -> None:
+        conn = getattr(local, "conn", None)
+        if postgres:
+            import psycopg
+
+            if conn is None:
+                conn = local.conn = psycopg.connect(target)
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"INSERT INTO {TABLE} (client_answer_id) VALUES (%s)", (client_answer_id,)
+                )
+            conn.commit()
+            return
+        if conn is None:
+            conn = local.conn = _sqlite_connection(target)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(f"INSERT INTO {TABLE} (client_answer_id) VALUES (?)", (client_answer_id,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    app = FastAPI()
+
+    @app.get("/json")
+    async def bare_json() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/insert")
+    def insert(row: BaselineRow) -> dict[str, str]:
+        insert_row(row.client_answer_id)
+        return {"status": "ok"}
+
+    return app
+
+
+def create_sqlite_baseline(path: Path) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(
+            f"CREATE TABLE {TABLE} (id INTEGER PRIMARY KEY, client_answer_id TEXT NOT NULL UNIQUE)"
+        )
+        conn.commit()
+
+
+def create_postgres_baseline(conninfo: str) -> None:
+    import psycopg
+
+    with psycopg.connect(conninfo) as conn:
+        conn.execute(
+            f"CREATE TABLE {TABLE} (id BIGSERIAL PRIMARY KEY, client_answer_id TEXT NOT NULL UNIQUE)"
+        )

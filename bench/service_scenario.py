@@ -1,0 +1,367 @@
+"""The scenario of bench/service.py and its exactly-once checks.
+
+One scenario is a database (a fresh SQLite file or PostgreSQL database) and a number of uvicorn
+workers. It runs the baseline app (bare async JSON, one-row insert into the same kind of
+database) and then the app, each endpoint as one :class:`Phase` (a short warm-up, then the
+measured requests, both sent by wrk), and checks afterwards that every POST was answered 200 and
+that the database holds exactly one row per distinct ``client_answer_id`` sent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import secrets
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from service_baseline import BASELINE_DB_ENV, TABLE
+from service_load import REQUEST_TIMEOUT_S, Spec, run_wrk
+from service_servers import BenchError, Database, Server, log_tail, migrate, process_cpu_s, serve
+
+BENCH_DIR = Path(__file__).resolve().parent
+CARD_ID = "zero-memory-offload"
+MAX_SEED = 2**31 - 1  # app.domain.identity.MAX_SEED
+TOKEN_POOL = 200  # distinct questions the answer POSTs are spread over
+
+
+def progress(message: str) -> None:
+    import sys
+
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Phase:
+    key: str
+    label: str
+    make_specs: Callable[[int], list[Spec]]
+    headers: dict[str, str] = field(default_factory=dict)
+    baseline: str | None = None  # key of the phase whose req/s is the denominator
+
+
+@dataclass
+class PhaseResult:
+    key: str
+    label: str
+    requests: int
+    req_per_s: float
+    p50_ms: float
+    p99_ms: float
+    non_200: int
+    errors: int
+    server_cpu_pct: float | None
+    client_cpu_pct: float | None
+    baseline: str | None
+    ratio: float | None = None
+    # Warm-up and measured requests together, for the checks.
+    sent_all: list[Spec] = field(default_factory=list, repr=False)
+    unanswered_all: int = 0
+    non_200_all: int = 0
+    problems_all: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class Options:
+    requests: int
+    concurrency: int
+    max_seconds: float
+    wrk: str
+    workdir: Path
+    startup_timeout: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def warmup_count(requests: int) -> int:
+    return min(200, max(5, requests // 10))
+
+
+def run_phase(phase: Phase, server: Server, opts: Options) -> PhaseResult:
+    """Warm up, then measure ``opts.requests`` requests; both with wrk."""
+    progress(f"    {phase.label} ...")
+    warm = run_wrk(
+        opts.wrk,
+        server.url,
+        phase.headers,
+        phase.make_specs(warmup_count(opts.requests)),
+        opts.concurrency,
+        60.0,  # generous: a warm-up cut short would count its in-flight requests unanswered
+        opts.workdir,
+    )
+    specs = phase.make_specs(opts.requests)
+    cpu_before = process_cpu_s(server.pid)
+    load = run_wrk(
+        opts.wrk,
+        server.url,
+        phase.headers,
+        specs,
+        opts.concurrency,
+        opts.max_seconds,
+        opts.workdir,
+    )
+    cpu_after = process_cpu_s(server.pid)
+    window = load.seconds  # CPU over the time the load ran (the server idles around it)
+    server_cpu = (
+        100 * (cpu_after - cpu_before) / window
+        if cpu_before is not None and cpu_after is not None and window > 0
+        else None
+    )
+    client_cpu = (
+        100 * load.client_cpu_s / window if load.client_cpu_s is not None and window > 0 else None
+    )
+    return PhaseResult(
+        key=phase.key,
+        label=phase.label,
+        requests=load.responses,
+        req_per_s=load.responses / load.seconds if load.seconds > 0 else 0.0,
+        p50_ms=load.p50_ms,
+        p99_ms=load.p99_ms,
+        non_200=load.non_200,
+        errors=load.errors,
+        server_cpu_pct=server_cpu,
+        client_cpu_pct=client_cpu,
+        baseline=phase.baseline,
+        sent_all=warm.sent + load.sent,
+        unanswered_all=warm.unanswered + load.unanswered,
+        non_200_all=warm.non_200 + load.non_200,
+        problems_all=warm.problems + load.problems,
+    )
+
+
+def json_body(**values: Any) -> str:
+    return json.dumps(values, separators=(",", ":"))
+
+
+def question_path(number: int, seed: int) -> str:
+    return f"/api/v1/cards/{CARD_ID}/points/{number}/question?seed={seed}"
+
+
+def baseline_phases(backend: str) -> list[Phase]:
+    def inserts(count: int) -> list[Spec]:
+        return [
+            ("POST", "/insert", json_body(client_answer_id=str(uuid.uuid4()))) for _ in range(count)
+        ]
+
+    name = "SQLite" if backend == "sqlite" else "PostgreSQL"
+    return [
+        Phase("bare_json", "bare async JSON (baseline app)", lambda n: [("GET", "/json", "")] * n),
+        Phase(
+            "bare_insert",
+            f"sync {name} insert (baseline app)",
+            inserts,
+            headers={"Content-Type": "application/json"},
+        ),
+    ]
+
+
+def app_phases(
+    server: Server, rng: random.Random, pool_size: int, answered: list[Spec]
+) -> list[Phase]:
+    """The app's endpoints; creates a learner and fetches the question tokens first (with its
+    bearer token, so they are bound to it).
+
+    The replay phase resends requests from ``answered``, which the caller fills with what the
+    answer phase sent.
+    """
+    with httpx.Client(base_url=server.url, timeout=REQUEST_TIMEOUT_S, trust_env=False) as client:
+        created = client.post("/api/v1/learners")
+        if created.status_code != 201:
+            raise BenchError(
+                f"POST /api/v1/learners answered {created.status_code}: {created.text}"
+            )
+        bearer = created.json()["token"]
+        auth = {"Authorization": f"Bearer {bearer}"}
+        cards = {card["id"]: card for card in client.get("/api/v1/cards").json()}
+        if CARD_ID not in cards:
+            raise BenchError(f"the app serves no card {CARD_ID!r} (it has {sorted(cards)})")
+        points = [point["number"] for point in cards[CARD_ID]["points"]]
+        pool: list[tuple[str, list[str]]] = []
+        for i in range(pool_size):
+            path = question_path(points[i % len(points)], rng.randint(0, MAX_SEED))
+            response = client.get(path, headers=auth)
+            if response.status_code != 200:
+                raise BenchError(
+                    f"fetching a question answered {response.status_code}: {response.text}"
+                )
+            question = response.json()
+            pool.append((question["token"], [choice["id"] for choice in question["choices"]]))
+
+    def questions(count: int) -> list[Spec]:
+        return [
+            ("GET", question_path(rng.choice(points), rng.randint(0, MAX_SEED)), "")
+            for _ in range(count)
+        ]
+
+    answer_index = itertools.count()
+
+    def answers(count: int) -> list[Spec]:
+        specs = []
+        for _ in range(count):
+            i = next(answer_index)
+            token, choices = pool[i % len(pool)]
+            # Cycle the choices too, so right and wrong answers (with pitfalls) are both stored.
+            choice = choices[(i // len(pool)) % len(choices)]
+            body = json_body(token=token, choice_id=choice, client_answer_id=str(uuid.uuid4()))
+            specs.append(("POST", "/api/v1/answers", body))
+        return specs
+
+    answer_phase = Phase(
+        "answer",
+        "POST /answers, new client_answer_id",
+        answers,
+        headers={**auth, "Content-Type": "application/json"},
+        baseline="bare_insert",
+    )
+
+    def replays(count: int) -> list[Spec]:
+        if not answered:
+            raise BenchError("no answer was sent, so there is nothing to replay")
+        return [answered[i % len(answered)] for i in range(count)]
+
+    return [
+        Phase(
+            "healthz", "GET /healthz", lambda n: [("GET", "/healthz", "")] * n, baseline="bare_json"
+        ),
+        Phase("question", "GET .../points/{n}/question?seed=", questions, baseline="bare_json"),
+        answer_phase,
+        Phase(
+            "replay",
+            "POST /answers, replayed client_answer_id",
+            replays,
+            headers=answer_phase.headers,
+            baseline="bare_insert",
+        ),
+    ]
+
+
+def client_answer_ids(specs: list[Spec]) -> set[str]:
+    return {json.loads(body)["client_answer_id"] for _, _, body in specs}
+
+
+def all_200(name: str, results: list[PhaseResult]) -> Check:
+    sent = sum(len(r.sent_all) for r in results)
+    non_200 = sum(r.non_200_all for r in results)
+    unanswered = sum(r.unanswered_all for r in results)
+    problems = sum((r.problems_all for r in results), Counter())
+    detail = (
+        f"{sent} sent (warm-up included), {non_200} answered other than 200, "
+        f"{unanswered} without a response"
+    )
+    if problems:
+        detail += " (" + "; ".join(f"{n} × {what}" for what, n in problems.most_common(5)) + ")"
+    return Check(name, non_200 == 0 and unanswered == 0, detail)
+
+
+def stored_once(name: str, rows: list[str], sent: set[str], unanswered: int) -> Check:
+    """Every id sent is stored once, nothing else is; a request that got no response may or
+    may not have been stored (a client would resend it with the same id)."""
+    stored = set(rows)
+    duplicated = len(rows) - len(stored)
+    missing, extra = len(sent - stored), len(stored - sent)
+    detail = (
+        f"{len(rows)} rows for {len(sent)} distinct client_answer_ids sent "
+        f"({missing} missing, {extra} unexpected, {duplicated} duplicated)"
+    )
+    return Check(name, duplicated == 0 and extra == 0 and missing <= unanswered, detail)
+
+
+@dataclass
+class ScenarioResult:
+    name: str  # e.g. "SQLite, 1 worker"
+    backend: str
+    workers: int
+    results: list[PhaseResult]
+    checks: list[Check]
+
+
+def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
+    """Baseline app, then the app, on ``db`` with ``workers`` uvicorn workers each; checks."""
+    name = f"{'SQLite' if db.backend == 'sqlite' else 'PostgreSQL'}, {workers} worker" + (
+        "s" if workers > 1 else ""
+    )
+    progress(f"{name}:")
+    rng = random.Random(opts.seed)
+    env = dict(os.environ)
+    tag = f"{db.backend}-{workers}"
+    results: list[PhaseResult] = []
+    progress("  baseline app (bench/service_baseline.py):")
+    with serve(
+        "baseline",
+        ["service_baseline:baseline_app", "--factory", "--app-dir", str(BENCH_DIR)],
+        {**env, BASELINE_DB_ENV: db.baseline},
+        "/json",
+        opts.workdir / f"baseline-{tag}.log",
+        opts.startup_timeout,
+        workers,
+    ) as server:
+        for phase in baseline_phases(db.backend):
+            results.append(run_phase(phase, server, opts))
+
+    data_dir = opts.workdir / f"data-{tag}"
+    app_env = {
+        **env,
+        "DATABASE_URL": db.app_url,
+        "DATA_DIR": str(data_dir),
+        "SECRET_KEY": secrets.token_urlsafe(48),
+    }
+    progress("  migrating ...")
+    migrate(app_env)
+    progress("  app (app.main:create_app):")
+    answered: list[Spec] = []
+    app_log = opts.workdir / f"app-{tag}.log"
+    with serve(
+        "app",
+        ["app.main:create_app", "--factory"],
+        app_env,
+        "/healthz",
+        app_log,
+        opts.startup_timeout,
+        workers,
+    ) as server:
+        for phase in app_phases(server, rng, min(TOKEN_POOL, opts.requests), answered):
+            result = run_phase(phase, server, opts)
+            if phase.key == "answer":
+                answered.extend(result.sent_all)
+            results.append(result)
+
+    # Both servers are stopped: the databases are complete.
+    by_key = {r.key: r for r in results}
+    posts = [by_key["answer"], by_key["replay"]]
+    checks = [
+        all_200("every POST /answers answered 200", posts),
+        stored_once(
+            "attempts stored exactly once",
+            db.client_answer_ids("attempts"),
+            client_answer_ids(by_key["answer"].sent_all + by_key["replay"].sent_all),
+            sum(r.unanswered_all for r in posts),
+        ),
+        all_200("every other request answered 200", [r for r in results if r not in posts]),
+        stored_once(
+            "baseline inserts stored exactly once",
+            db.client_answer_ids(TABLE),
+            client_answer_ids(by_key["bare_insert"].sent_all),
+            by_key["bare_insert"].unanswered_all,
+        ),
+    ]
+    if not all(check.ok for check in checks):
+        for log in (opts.workdir / f"baseline-{tag}.log", app_log):
+            progress(f"--- end of {log.name} ---\n{log_tail(log, 40)}")
+    for r in results:
+        base = by_key.get(r.baseline) if r.baseline else None
+        if base is not None and base.req_per_s > 0:
+            r.ratio = r.req_per_s / base.req_per_s
+    return ScenarioResult(name, db.backend, workers, results, checks)
