@@ -202,6 +202,26 @@ def seeded(db, card):
 
 
 def test_api_figures_equal_the_independent_computation(client, app, seeded, card):
+    check_api_figures(client, app, seeded, card)
+
+
+@pytest.mark.postgres
+def test_postgres_gives_the_same_figures(pg_url, tmp_path, cards, card):
+    """The same check on PostgreSQL (where the database lists the pitfalls shown)."""
+    from conftest import make_settings
+    from fastapi.testclient import TestClient
+
+    from app.cli import migrate
+    from app.main import create_app
+
+    migrate(pg_url)
+    app = create_app(make_settings(tmp_path, pg_url), cards=cards)
+    with TestClient(app) as client, app.state.sessionmaker() as db:
+        check_api_figures(client, app, seed(db, card), card)
+    app.state.sessionmaker.kw["bind"].dispose()
+
+
+def check_api_figures(client, app, seeded, card):
     counted, _others, learner_ids, numeric, statement = seeded
     headers = bearer(client, app, "prof@example.com", "instructor")
     response = client.get(f"{API}/instructor/cards/{CARD_ID}/analytics", headers=headers)
@@ -555,3 +575,108 @@ def test_flag_thresholds():
     rows += [row(f"L{k % 5}", "t3", True, shown=("p1", "p2")) for k in range(9)]
     flags = {(f.kind, f.template_id, f.pitfall_id) for f in analyse(rows, card_id="c").flags}
     assert flags == {("unpicked_pitfall", "t1", "p3"), ("everyone_right", "t2", None)}
+
+
+# --- classes ------------------------------------------------------------------------------------
+
+
+def test_a_class_by_join_code_and_each_members_progress(client, app, db, card, clock):
+    from fastapi.testclient import TestClient
+
+    from app.analytics.models import ClassMember
+    from app.models import ReviewItem
+
+    web_login(client, app, "prof@example.com", "instructor")
+    page = client.get("/instructor/classes")
+    assert page.status_code == 200 and "No classes yet." in page.text
+    token = html.unescape(re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1))
+    refused = client.post("/instructor/classes", data={"csrf_token": token, "name": "  "})
+    assert refused.status_code == 400 and 'role="alert"' in refused.text
+    created = client.post(
+        "/instructor/classes", data={"csrf_token": token, "name": "ZeRO <b>week</b>"}
+    )
+    assert created.status_code == 200  # followed the 303 to the class page
+    assert "ZeRO &lt;b&gt;week&lt;/b&gt;" in created.text
+    code = re.search(r'<code class="join-code" id="join-code">([A-Z0-9-]+)</code>', created.text)
+    code = code.group(1)
+    assert re.fullmatch(r"[A-HJ-NP-Z2-9]{4}-[A-HJ-NP-Z2-9]{4}", code)
+    class_url = str(created.url.path)
+    assert "Nobody has joined yet" in created.text
+
+    with TestClient(app) as guest:
+        form = guest.get("/classes/join")
+        token = html.unescape(re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1))
+        refused = guest.post("/classes/join", data={"csrf_token": token, "code": code})
+        assert refused.status_code == 403  # a guest needs an account first
+
+    with TestClient(app) as learner:
+        web_login(learner, app, "ada@example.com", "learner")
+        assert learner.get("/instructor/classes").status_code == 403
+        assert learner.get(class_url).status_code == 403
+        form = learner.get("/classes/join")
+        token = html.unescape(re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1))
+        wrong = learner.post("/classes/join", data={"csrf_token": token, "code": "ZZZZ-ZZZZ"})
+        assert wrong.status_code == 404 and "No class has this code" in wrong.text
+        for typed in (code.lower().replace("-", ""), code):  # any case, dash or not; twice
+            joined = learner.post("/classes/join", data={"csrf_token": token, "code": typed})
+            assert joined.status_code == 200 and "You are in the class" in joined.text
+    db.commit()
+    ada = db.query(Learner).filter(Learner.email == "ada@example.com").one()
+    assert db.query(ClassMember).filter(ClassMember.learner_id == ada.id).count() == 1
+
+    # Ada's history: 3 first answers on one exam point (2 right), 1 on another, one retry.
+    templates = card.templates()
+    first, other = templates[0], next(t for t in templates if t.point != templates[0].point)
+    answers = [(first, True, True), (first, False, True), (first, True, True), (other, False, True)]
+    answers.append((first, True, False))  # a retry: not counted
+    for k, (template, right, is_first) in enumerate(answers):
+        variant = generate(card, template, 500 + k)
+        wrong_choice = next(c for c in variant.choices if c.pitfall_id)
+        chosen = variant.correct_choice_id if right else wrong_choice.id
+        db.add(
+            Attempt(
+                learner_id=ada.id,
+                card_id=CARD_ID,
+                card_version=card.version,
+                point=template.point,
+                template_id=template.id,
+                template_version=template.version,
+                seed=500 + k,
+                params=dict(variant.params),
+                choices=stored_choices(variant),
+                choice_id=chosen,
+                correct_choice_id=variant.correct_choice_id,
+                correct=right,
+                pitfall_id=None if right else wrong_choice.pitfall_id,
+                client_answer_id=uuid.uuid4().hex,
+                first_answer=is_first,
+                created_at=clock.now - timedelta(hours=5 - k),
+            )
+        )
+    db.add(
+        ReviewItem(
+            learner_id=ada.id,
+            card_id=CARD_ID,
+            point=first.point,
+            template_id=first.id,
+            state={},
+            due_at=clock.now - timedelta(minutes=1),
+        )
+    )
+    db.commit()
+
+    page = client.get(class_url).text
+    row = re.search(rf'<tr data-learner="{ada.id}">(.*?)</tr>', page, re.S).group(1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    assert cells[0] == "4" and cells[1] == "ada@example.com" and cells[2] == "50%"
+    assert cells[3] == "1"  # one review due
+    assert f'data-point="{first.point}">67% <span class="muted">(2/3)</span>' in row
+    assert f'data-point="{other.point}">0% <span class="muted">(0/1)</span>' in row
+    listing = client.get("/instructor/classes").text
+    assert re.search(r'<tr data-class="\d+"><td>1</td>', listing)
+
+    # Another instructor does not see this class.
+    with TestClient(app) as colleague:
+        web_login(colleague, app, "other@example.com", "instructor")
+        assert colleague.get(class_url).status_code == 404
+        assert code not in colleague.get("/instructor/classes").text
