@@ -345,12 +345,7 @@ def restore(database_url: str, src: Path, force: bool = False) -> str:
     if src == target:
         raise CliError("the backup is the configured database itself")
     if target.is_file() and target.stat().st_size > 0 and not force:
-        try:
-            learners, stored = _rows(target)
-        except CliError:
-            if not force:
-                raise
-            learners = stored = 0
+        learners, stored = _rows(target)
         if learners or stored:
             raise CliError(
                 f"{target} is not empty ({learners} learners, {stored} answers): stop the "

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,13 @@ def test_a_backup_under_load_restores_into_a_fresh_server_with_every_earlier_ans
     with sqlite3.connect(backup) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # one file
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        # Consistent: every first answer in the copy has the review log it was stored with.
+        orphans = conn.execute(
+            "SELECT count(*) FROM attempts a WHERE a.first_answer AND NOT EXISTS "
+            "(SELECT 1 FROM review_logs r WHERE r.attempt_id = a.id)"
+        ).fetchone()[0]
+        assert orphans == 0
     for suffix in ("-wal", "-shm"):
         assert not Path(f"{backup}{suffix}").exists()
 
@@ -182,49 +190,69 @@ def test_a_backup_under_load_restores_into_a_fresh_server_with_every_earlier_ans
     )
 
 
-def test_restore_refuses_a_non_empty_database_without_force(db_url: str, tmp_path: Path) -> None:
+def run_main(
+    capsys: pytest.CaptureFixture[str], *args: str, database_url: str
+) -> subprocess.CompletedProcess[str]:
+    """The CLI in this process (its refusals need no server): status, stdout, stderr."""
+    from app.cli import main
+
+    capsys.readouterr()
+    code = main([*args, "--database-url", database_url])
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+
+def test_restore_refuses_a_non_empty_database_without_force(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from app.auth.service import create_app_learner
     from app.db import make_engine, make_sessionmaker
 
+    run = partial(run_main, capsys)
     backup = tmp_path / "copy.db"
-    assert cli("backup", str(backup), database_url=db_url).returncode == 0
+    assert run("backup", str(backup), database_url=db_url).returncode == 0
     # The target now holds a learner that the backup does not have.
     engine = make_engine(db_url)
     with make_sessionmaker(engine)() as session:
         create_app_learner(session=session)
     engine.dispose()
-    refused = one_line_error(cli("restore", str(backup), database_url=db_url))
+    refused = one_line_error(run("restore", str(backup), database_url=db_url))
     assert "--force" in refused and "not empty" in refused
-    forced = cli("restore", str(backup), "--force", database_url=db_url)
+    forced = run("restore", str(backup), "--force", database_url=db_url)
     assert forced.returncode == 0, forced.stderr
     with sqlite3.connect(make_url(db_url).database) as conn:
         assert conn.execute("SELECT count(*) FROM learners").fetchone()[0] == 0
     # Backing up onto an existing file is refused too, unless --force.
-    again = one_line_error(cli("backup", str(backup), database_url=db_url))
+    again = one_line_error(run("backup", str(backup), database_url=db_url))
     assert "exists" in again and "--force" in again
-    assert cli("backup", str(backup), "--force", database_url=db_url).returncode == 0
+    assert run("backup", str(backup), "--force", database_url=db_url).returncode == 0
 
 
-def test_restore_checks_the_file_and_backup_refuses_postgresql(tmp_path: Path) -> None:
+def test_restore_checks_the_file_and_backup_refuses_postgresql(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = partial(run_main, capsys)
     target = f"sqlite:///{tmp_path / 'target.db'}"
     text_file = tmp_path / "notes.txt"
     text_file.write_text("not a database\n")
-    assert "not a SQLite database" in one_line_error(cli("restore", str(text_file), database_url=target))
+    refused = one_line_error(run("restore", str(text_file), database_url=target))
+    assert "not a SQLite database" in refused
     assert "no such file" in one_line_error(
-        cli("restore", str(tmp_path / "missing.db"), database_url=target)
+        run("restore", str(tmp_path / "missing.db"), database_url=target)
     )
     old = tmp_path / "old.db"
     migrate(f"sqlite:///{old}", "dd07bc22cb1c")  # the first migration only
-    behind = one_line_error(cli("restore", str(old), database_url=target))
+    behind = one_line_error(run("restore", str(old), database_url=target))
     assert "dd07bc22cb1c" in behind and "migrate" in behind
     unmigrated = tmp_path / "empty.db"
     with sqlite3.connect(unmigrated) as conn:
         conn.execute("CREATE TABLE notes (body TEXT)")
-    assert "migration" in one_line_error(cli("restore", str(unmigrated), database_url=target))
+    assert "migration" in one_line_error(run("restore", str(unmigrated), database_url=target))
     assert not (tmp_path / "target.db").exists()  # nothing was written by a refused restore
 
     pg = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-    assert "pg_dump" in one_line_error(cli("backup", str(tmp_path / "x.db"), database_url=pg))
-    assert "pg_restore" in one_line_error(cli("restore", str(old), database_url=pg))
+    assert "pg_dump" in one_line_error(run("backup", str(tmp_path / "x.db"), database_url=pg))
+    assert "pg_restore" in one_line_error(run("restore", str(old), database_url=pg))
     missing_db = f"sqlite:///{tmp_path / 'nothing-here.db'}"
-    assert "no database" in one_line_error(cli("backup", str(tmp_path / "y.db"), database_url=missing_db))
+    nothing = one_line_error(run("backup", str(tmp_path / "y.db"), database_url=missing_db))
+    assert "no database" in nothing

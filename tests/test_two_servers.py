@@ -287,7 +287,7 @@ def test_redis_url_setting_selects_the_shared_limiter_storage() -> None:
     )
     explicit = Settings(redis_url="redis://r:6379", rate_limit_storage="memcached://m:11211")
     assert explicit.rate_limit_storage == "memcached://m:11211"
-    assert Settings().rate_limit_storage == "memory://" or os.environ.get("RATE_LIMIT_STORAGE")
+    assert Settings(redis_url="", rate_limit_storage="memory://").rate_limit_storage == "memory://"
     assert Settings(sqlite_synchronous="FULL").sqlite_synchronous == "full"
     with pytest.raises(ValueError):
         Settings(sqlite_synchronous="off")
