@@ -256,3 +256,19 @@ def test_restore_checks_the_file_and_backup_refuses_postgresql(
     missing_db = f"sqlite:///{tmp_path / 'nothing-here.db'}"
     nothing = one_line_error(run("backup", str(tmp_path / "y.db"), database_url=missing_db))
     assert "no database" in nothing
+
+
+@pytest.mark.parametrize(("setting", "pragma"), [("normal", 1), ("FULL", 2)])
+def test_sqlite_synchronous_setting_reaches_every_connection(
+    tmp_path: Path, db_url: str, cards: dict, setting: str, pragma: int
+) -> None:
+    from conftest import make_settings
+
+    from app.main import create_app
+
+    app = create_app(make_settings(tmp_path, db_url, sqlite_synchronous=setting), cards=cards)
+    try:
+        with app.state.engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == pragma
+    finally:
+        app.state.engine.dispose()
