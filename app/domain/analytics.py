@@ -315,11 +315,14 @@ def analyse(
     versions = {o.template_id: o.version for o in outline}
     Params = tuple[tuple[str, str], ...]
     # (template, point, version, params, shown, pitfall picked, correct) -> attempts
-    outcomes: dict[tuple[str, str, int, Params, tuple[str, ...], str | None, bool], int] = {}
-    # (learner, template, point, params) -> attempts << 32 | right: one int, not a list, so that
-    # the table holds no container the garbage collector would have to walk.
-    by_learner: dict[tuple[str, str, str, Params], int] = {}
-    durations: dict[tuple[str, Params], list[int]] = {}  # (template, params) -> durations
+    # (template, point, version, params, shown, pitfall picked, correct) -> the attempts'
+    # durations (None where unknown): their count is the number of attempts.
+    outcomes: dict[
+        tuple[str, str, int, Params, tuple[str, ...], str | None, bool], list[int | None]
+    ] = {}
+    # (learner, template, params) -> attempts << 32 | right: one int, not a list, so that the
+    # table holds no container the garbage collector would have to walk.
+    by_learner: dict[tuple[str, str, Params], int] = {}
     seen: set[tuple[str, str]] = set()
     excluded = 0
     earliest = scope == "earliest"
@@ -336,21 +339,20 @@ def analyse(
                 continue
             seen.add(pair)
         key = (template_id, point, version, params, shown, pitfall_id, correct)
-        outcomes[key] = outcomes.get(key, 0) + 1
-        learner_key = (learner_id, template_id, point, params)
+        timing = outcomes.get(key)
+        if timing is None:
+            outcomes[key] = [ms]
+        else:
+            timing.append(ms)
+        learner_key = (learner_id, template_id, params)
         by_learner[learner_key] = by_learner.get(learner_key, 0) + (_RIGHT if correct else _ONE)
-        if ms is not None:
-            timing = durations.get((template_id, params))
-            if timing is None:
-                durations[(template_id, params)] = [ms]
-            else:
-                timing.append(ms)
 
     # Groups: per template, per (template, name, value), per point (built from templates).
     templates: dict[str, _Group] = {}
     template_point: dict[str, str] = {}
     template_versions: dict[str, set[int]] = {}
     values: dict[tuple[str, str, str], _Group] = {}
+    durations: dict[tuple[str, Params], list[int]] = {}  # (template, params) -> durations
     for (
         template_id,
         point,
@@ -359,7 +361,8 @@ def analyse(
         shown,
         pitfall_id,
         correct,
-    ), count in outcomes.items():
+    ), timing in outcomes.items():
+        count = len(timing)
         group = templates.get(template_id)
         if group is None:
             group = templates[template_id] = _Group()
@@ -372,22 +375,29 @@ def analyse(
             if value_group is None:
                 value_group = values[(template_id, name, value)] = _Group()
             value_group.add(count, correct, pitfall_id, shown)
+        known = [ms for ms in timing if ms is not None]
+        if known:
+            durations.setdefault((template_id, params), []).extend(known)
     for (template_id, params), timing in durations.items():
         timing.sort()  # sorted runs: the groups' medians then sort merged runs (fast)
         templates[template_id].durations.extend(timing)
         for name, value in params:
             values[(template_id, name, value)].durations.extend(timing)
 
+    outline_points = {o.template_id: o.point for o in outline}
+
+    def report_point(template_id: str) -> str:
+        """The exam point a template is reported under: the card's now, else as answered."""
+        return outline_points.get(template_id) or template_point[template_id]
+
     # Per learner, nested by item so that the inner loops build no key tuples: packed counts
     # per template (template -> learner -> counts), per parameter value, per point, in all.
     per_template: dict[str, dict[str, int]] = {}
     per_value: dict[tuple[str, str, str], dict[str, int]] = {}
-    template_point_of: dict[str, str] = {}
-    for (learner_id, template_id, point, params), packed in by_learner.items():
+    for (learner_id, template_id, params), packed in by_learner.items():
         inner = per_template.get(template_id)
         if inner is None:
             inner = per_template[template_id] = {}
-            template_point_of[template_id] = point
         inner[learner_id] = inner.get(learner_id, 0) + packed
         for name, value in params:
             inner = per_value.get((template_id, name, value))
@@ -398,7 +408,7 @@ def analyse(
     per_learner: dict[str, int] = {}
     for template_id, inner in per_template.items():
         templates[template_id].learners.update(inner)
-        point_inner = per_point.setdefault(template_point_of[template_id], {})
+        point_inner = per_point.setdefault(report_point(template_id), {})
         for learner_id, packed in inner.items():
             point_inner[learner_id] = point_inner.get(learner_id, 0) + packed
             per_learner[learner_id] = per_learner.get(learner_id, 0) + packed
@@ -446,7 +456,7 @@ def analyse(
     for template_id in order:
         group = templates.get(template_id) or _Group()
         known = outline_by_id.get(template_id)
-        point = known.point if known else template_point[template_id]
+        point = report_point(template_id)
         stats = group.stats(r_of(template_xy.get(template_id)))
         pitfalls = group.pitfalls(known.pitfall_ids if known else ())
         pitfall_order = [p.pitfall_id for p in pitfalls]
