@@ -6,7 +6,8 @@ formula (``cards/zero-memory-offload.yaml``, evaluated by ``app.domain``) at the
 here from the model's layer sizes.
 
 One spawn per world size runs every stage; the "tiny" model's layers divide by neither 3 nor 4,
-so world sizes 3 and 4 exercise uneven, padded shards.
+so world sizes 3 and 4 exercise uneven, padded shards: fp32 at world sizes 1, 2 and 3 (parity with
+AdamW to rounding), bf16 at world size 4 (the card's 2 + 2 + 12 bytes, term by term).
 """
 
 from __future__ import annotations
@@ -46,8 +47,10 @@ def run_demo(**overrides) -> dict:
         "compare": False,
         "timeout_s": 120,
         "threads": 1,
-        # The per-phase profiler costs time; test_zero_demo_phases measures the phases.
+        # The per-phase profiler and the warm-up step cost time; test_zero_demo_phases measures
+        # the phases (and warms up); nothing here measures a peak.
         "phase_memory": False,
+        "warm_up": False,
     }
     cfg = DemoConfig(**{**settings, **overrides})
     return build_document(launch(cfg), cfg, CARD)
@@ -110,26 +113,32 @@ def assert_trains_like_adamw(r: dict, tolerance: float, steps: int = 5) -> None:
         )
 
 
-@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+@pytest.mark.parametrize("world_size", [1, 2, 3])
 def test_every_stage_matches_the_card_and_single_process_adamw(world_size, tmp_path):
     offloads = ("none", "cpu", "disk") if world_size == 2 else ("none",)
     states = tmp_path / "states"
+    # Three steps: enough for the losses to follow AdamW's (the first step's loss is before any
+    # update) and for every step's collectives to be compared with the first's.
     doc = run_demo(
-        world_size=world_size, offloads=offloads, offload_dir=str(states), compare=world_size == 2
+        world_size=world_size,
+        offloads=offloads,
+        offload_dir=str(states),
+        compare=world_size == 2,
+        steps=3,
     )
     psi, runs = doc["psi"], by_run(doc)
     assert sorted(runs) == sorted((s, o) for s in STAGES for o in offloads)
-    if world_size in (3, 4):
+    if world_size == 3:
         assert padded_psi(world_size) > psi, "the tiny model must force uneven shards"
 
     for r in doc["results"]:
         # fp32 run: 4-byte parameters and gradients.
         assert_inventory_is_the_formula(r, psi, world_size, element=4)
         assert_comm_is_the_formula(r, psi, world_size)
-        assert_trains_like_adamw(r, tolerance=2e-5)
+        assert_trains_like_adamw(r, tolerance=2e-5, steps=3)
         assert r["param_max_diff"] < 1e-4
         # The storage walk after backward and after every step found nothing unexplained.
-        assert r["audit"] == {"checks": 2 * 5, "max_unexplained_bytes": 0}
+        assert r["audit"] == {"checks": 2 * 3, "max_unexplained_bytes": 0}
 
     # ZeRO-3 moves 1.5x DDP's elements; only the padding keeps the ratio off 1.5.
     ratio = Fraction(
@@ -157,12 +166,14 @@ def test_every_stage_matches_the_card_and_single_process_adamw(world_size, tmp_p
                 )
 
 
-def assert_offload_moves_exactly_the_states(runs: dict, n_d: int) -> None:
+def assert_offload_moves_exactly_the_states(
+    runs: dict, n_d: int, kinds=("cpu", "disk"), element: int = 4
+) -> None:
     for stage in STAGES:
         kept = runs[stage, "none"]
         moved_terms = ("optimizer", "grads") if stage >= 2 else ("optimizer",)
         moved = sum(kept["bytes_per_rank"][t] for t in moved_terms)
-        for kind in ("cpu", "disk"):
+        for kind in kinds:
             off = runs[stage, kind]
             for term in ("params", "grads", "optimizer", "total"):
                 assert off["bytes_per_rank"][term] == kept["bytes_per_rank"][term], (
@@ -181,16 +192,19 @@ def assert_offload_moves_exactly_the_states(runs: dict, n_d: int) -> None:
             assert off["offloaded_to"] == dict(where), (stage, kind)
             assert off["losses"] == pytest.approx(kept["losses"], abs=1e-7)
         if stage == 3:
-            # The card: under ZeRO-3 + offload the device keeps the parameter shard, 2Ψ/N_d (fp32 here: x2).
-            gpu = CARD.value("offload_gpu", runs[3, "none"]["padded_psi"], n_d) * 2
+            # The card: under ZeRO-3 + offload the device keeps the parameter shard, 2Ψ/N_d
+            # (the card's 2-byte parameters; fp32 runs: x2).
+            gpu = CARD.value("offload_gpu", runs[3, "none"]["padded_psi"], n_d) * element // 2
             assert runs[3, "cpu"]["bytes_per_rank"]["resident"] == gpu
 
 
-def test_bf16_holds_the_cards_16_psi_totals(tmp_path):
-    """Mixed precision as the card counts it: bf16 params and grads (2 + 2), fp32 master, m, v (12)."""
-    n_d = 3
+def test_bf16_holds_the_cards_16_psi_totals_at_world_size_4(tmp_path):
+    """Mixed precision as the card counts it: bf16 params and grads (2 + 2), fp32 master, m, v (12);
+    at world size 4, where the tiny model's layers need padding."""
+    n_d = 4
     doc = run_demo(world_size=n_d, dtype="bf16", offloads=("none", "cpu"), steps=2)
     psi, padded = doc["psi"], padded_psi(n_d)
+    assert padded > psi, "the tiny model must force uneven shards"
     for r in doc["results"]:
         stage = r["stage"]
         at = psi if stage == 0 else padded
@@ -198,16 +212,21 @@ def test_bf16_holds_the_cards_16_psi_totals(tmp_path):
         assert r["formula_bytes_per_rank"] == pytest.approx(
             float(CARD.card_formula_bytes(stage, psi, n_d))
         )
+        if r["offload"] == "none":
+            assert_inventory_is_the_formula(r, psi, n_d, element=2)
+        assert_comm_is_the_formula(r, psi, n_d)
         assert_trains_like_adamw(r, tolerance=2e-2, steps=2)
+        assert r["audit"] == {"checks": 2 * 2, "max_unexplained_bytes": 0}
     runs = by_run(doc)
+    assert_offload_moves_exactly_the_states(runs, n_d, kinds=("cpu",), element=2)
     assert runs[3, "cpu"]["bytes_per_rank"]["resident"] == CARD.value("offload_gpu", padded, n_d)
     assert doc["bytes_per_element"] == {"params": 2, "grads": 2, "optimizer": 12}
 
 
 def test_fp16_trains_with_dynamic_loss_scaling():
-    doc = run_demo(world_size=2, dtype="fp16", stages=(0, 3), steps=3)
+    doc = run_demo(world_size=2, dtype="fp16", stages=(0, 3), steps=2)
     for r in doc["results"]:
-        assert_trains_like_adamw(r, tolerance=2e-2, steps=3)
+        assert_trains_like_adamw(r, tolerance=2e-2, steps=2)
         assert r["bytes_per_rank"]["params"] == 2 * (
             r["padded_psi"] if r["stage"] == 0 else r["padded_psi"] // 2
         )

@@ -38,9 +38,12 @@ def one_rank(tmp_path):
 
 def make_engine(cls, comm, *, dtype="fp32", audit=True, **cfg):
     config = DemoConfig(world_size=1, model=TINY, dtype=dtype, progress=False, **cfg)
-    auditor = StorageAudit(torch.device("cpu"))
+    # Patience (how long unexplained memory may take to be let go) short: the planted copies stay.
+    auditor = StorageAudit(torch.device("cpu"), patience_s=0.3)
     engine = cls(build_model(TINY, 0), cfg=config, comm=comm, device=torch.device("cpu"))
     engine.audit = auditor if audit else None
+    if not audit:
+        auditor.close()  # the baseline's objects back to the collector (see audit.StorageAudit)
     return engine
 
 

@@ -53,12 +53,16 @@ def run(**overrides) -> dict:
     return build_document(launch(cfg), cfg, CARD)
 
 
-@pytest.fixture(scope="module")
-def stages_doc() -> dict:
-    return run()
+def test_peaks_by_phase_collective_buffers_and_the_time_breakdown():
+    """One run of the four stages, three sets of checks (one test: under pytest-xdist a shared
+    module fixture would train the same run once on each worker)."""
+    doc = run()
+    check_backward_peaks_fall_from_ddp_to_zero3(doc)
+    check_collective_buffers_are_two_layers_under_zero3_and_one_shard_under_zero12(doc)
+    check_the_time_breakdown_adds_up_and_names_each_stages_collectives(doc)
 
 
-def test_backward_peaks_fall_from_ddp_to_zero3(stages_doc):
+def check_backward_peaks_fall_from_ddp_to_zero3(stages_doc):
     runs = {r["stage"]: r for r in stages_doc["results"]}
     assert stages_doc["psi"] == sum(unit_sizes(WIDE))
     backward = [runs[s]["phase_peak_bytes"]["backward"] for s in (0, 1, 2, 3)]
@@ -81,7 +85,7 @@ def test_backward_peaks_fall_from_ddp_to_zero3(stages_doc):
         assert r["audit"] == {"checks": 4, "max_unexplained_bytes": 0}
 
 
-def test_collective_buffers_are_two_layers_under_zero3_and_one_shard_under_zero12(stages_doc):
+def check_collective_buffers_are_two_layers_under_zero3_and_one_shard_under_zero12(stages_doc):
     runs = {r["stage"]: r for r in stages_doc["results"]}
     largest = max(-(-n // N_D) * N_D for n in unit_sizes(WIDE))
     # ZeRO-3 (prefetch on) holds the layer that computes and the next one's gather in flight;
@@ -95,7 +99,7 @@ def test_collective_buffers_are_two_layers_under_zero3_and_one_shard_under_zero1
     assert runs[0]["phase_peak_bytes"]["comm_buffers"] == 0  # DDP all-reduces in place
 
 
-def test_the_time_breakdown_adds_up_and_names_each_stages_collectives(stages_doc):
+def check_the_time_breakdown_adds_up_and_names_each_stages_collectives(stages_doc):
     for r in stages_doc["results"]:
         t = r["time_breakdown_s"]
         parts = sum(v for k, v in t.items() if k != "total" and not k.startswith("excluded."))

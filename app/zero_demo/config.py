@@ -102,6 +102,9 @@ class DemoConfig:
     # Micro-batches per optimizer step (gradient accumulation); each value runs every stage.
     grad_accums: tuple[int, ...] = (1,)
     phase_memory: bool = True  # measure the per-phase peaks on the first step of each stage
+    # One unmeasured step of every stage first, so that one-time costs do not land on the first
+    # measured stage's peak and time (off: faster, for checks that measure neither).
+    warm_up: bool = True
     card_path: str = str(Path(__file__).resolve().parents[2] / "cards" / "zero-memory-offload.yaml")
 
     @property

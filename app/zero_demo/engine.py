@@ -284,6 +284,8 @@ class Engine(ABC):
 
     def close(self) -> None:
         self.optimizer.remove_files()
+        if self.audit is not None:
+            self.audit.close()
 
 
 def _alive_bytes(ref: weakref.ref) -> int:

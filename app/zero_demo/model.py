@@ -24,8 +24,14 @@ class Embedding(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.tokens = nn.Embedding(cfg.vocab, cfg.hidden)
-        self.positions = nn.Embedding(cfg.seq_len, cfg.hidden)
+        # Given an (empty) weight, nn.Embedding skips its own normal_ init: on the meta device
+        # that init imports torch._dynamo (about a second per process). build_model initialises.
+        self.tokens = nn.Embedding(
+            cfg.vocab, cfg.hidden, _weight=torch.empty(cfg.vocab, cfg.hidden)
+        )
+        self.positions = nn.Embedding(
+            cfg.seq_len, cfg.hidden, _weight=torch.empty(cfg.seq_len, cfg.hidden)
+        )
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(tokens.shape[1], device=tokens.device)
@@ -91,7 +97,7 @@ def build_model(cfg: ModelConfig, seed: int) -> TinyGPT:
     generator = torch.Generator().manual_seed(seed)
     with torch.device("meta"):
         model = TinyGPT(cfg)
-    model = model.to_empty(device="cpu")
+    _materialize(model)
     for name, p in model.named_parameters():
         with torch.no_grad():
             if name.endswith("bias"):
@@ -101,6 +107,17 @@ def build_model(cfg: ModelConfig, seed: int) -> TinyGPT:
             else:
                 p.normal_(0.0, 0.02, generator=generator)
     return model
+
+
+def _materialize(module: nn.Module) -> None:
+    """Give every meta parameter an (uninitialised) CPU tensor of its shape, in place.
+
+    What ``Module.to_empty`` does, without its route through ``torch._refs.empty_like``, whose first
+    call imports torch's symbolic-shapes machinery (about a second per process)."""
+    for sub in module.modules():
+        for name, p in list(sub.named_parameters(recurse=False)):
+            empty = torch.empty(p.shape, dtype=p.dtype)
+            sub.register_parameter(name, nn.Parameter(empty, requires_grad=p.requires_grad))
 
 
 def loss_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -25,9 +25,11 @@ import os
 import sys
 import tempfile
 import time
+import traceback
 
 import torch
 import torch.distributed as dist
+from torch.multiprocessing import ProcessExitedException, ProcessRaisedException
 
 from . import reference
 from .audit import StorageAudit
@@ -45,11 +47,34 @@ def launch(cfg: DemoConfig) -> dict | None:
         return _torchrun_rank(cfg)
     with tempfile.TemporaryDirectory(prefix="zero-demo-") as tmp, _allocator_env(cfg):
         store, out = os.path.join(tmp, "store"), os.path.join(tmp, "result.json")
-        torch.multiprocessing.start_processes(
-            _spawned_rank, args=(cfg, store, out), nprocs=cfg.world_size, start_method="spawn"
-        )
+        try:
+            torch.multiprocessing.start_processes(
+                _spawned_rank, args=(cfg, store, out), nprocs=cfg.world_size, start_method="spawn"
+            )
+        except (ProcessRaisedException, ProcessExitedException) as exc:
+            # The first rank to die is not always the one that failed: when a rank raises and
+            # leaves, gloo can abort its peers ("terminate called without an active exception",
+            # SIGABRT), and that exit may be noticed first. Report the rank's own error.
+            causes = _rank_errors(out, cfg.world_size)
+            if causes:
+                raise RankFailed(causes) from exc
+            raise
         with open(out) as f:
             return json.load(f)
+
+
+class RankFailed(RuntimeError):
+    """A rank raised; the message is its traceback (and any other rank's)."""
+
+
+def _rank_errors(out_path: str, world_size: int) -> str:
+    found = []
+    for rank in range(world_size):
+        path = f"{out_path}.rank{rank}.error"
+        if os.path.exists(path):
+            with open(path) as f:
+                found.append(f"rank {rank} failed:\n{f.read()}")
+    return "\n".join(found)
 
 
 def _spawned_rank(rank: int, cfg: DemoConfig, store_path: str, out_path: str) -> None:
@@ -61,6 +86,11 @@ def _spawned_rank(rank: int, cfg: DemoConfig, store_path: str, out_path: str) ->
             with open(out_path, "w") as f:
                 json.dump(raw, f)
         dist.barrier()  # leave together: a rank that exits early can abort a peer's gloo thread
+    except BaseException:
+        # Written before the group goes: the peers may be aborted as it does (see ``launch``).
+        with open(f"{out_path}.rank{rank}.error", "w") as f:
+            f.write(traceback.format_exc())
+        raise
     finally:
         dist.destroy_process_group()
 
@@ -152,17 +182,17 @@ def run_rank(cfg: DemoConfig, rank: int, world_size: int, *, local_rank: int) ->
         for k in sorted({*cfg.grad_accums, *((1,) if cfg.compare else ())}):
             refs[k] = reference.single_process(cfg, device, progress.step, grad_accum=k)
     comm = CountingComm()
-    _warm_up(cfg, comm, device)
-    runs = []
-    for k in cfg.grad_accums:
-        for offload in cfg.offloads:
-            for stage in cfg.stages:
-                progress.stage(
-                    f"{STAGE_NAMES[stage]}"
-                    + ("" if offload == "none" else f" offload {offload}")
-                    + ("" if k == 1 else f" K={k}")
-                )
-                runs.append(_run_stage(cfg, stage, offload, comm, device, progress, refs.get(k), k))
+    if cfg.warm_up:
+        _warm_up(cfg, comm, device)
+    # Everything alive now (torch, the reference, the interpreter) out of the collector's sight
+    # until the stages are done: each stage's storage audit then walks only what was made since
+    # (see ``audit``), and its baseline walk is short too. Unfrozen below.
+    gc.collect()
+    gc.freeze()
+    try:
+        runs = _run_stages(cfg, comm, device, progress, refs)
+    finally:
+        gc.unfreeze()
     ref = refs.get(1) or (refs[cfg.grad_accums[0]] if refs else None)
     comparisons = {}
     if cfg.compare:
@@ -179,6 +209,20 @@ def run_rank(cfg: DemoConfig, rank: int, world_size: int, *, local_rank: int) ->
     if rank != 0:
         return None
     return _merge(world_size, everything, ref, device)
+
+
+def _run_stages(cfg: DemoConfig, comm: CountingComm, device, progress, refs) -> list[dict]:
+    runs = []
+    for k in cfg.grad_accums:
+        for offload in cfg.offloads:
+            for stage in cfg.stages:
+                progress.stage(
+                    f"{STAGE_NAMES[stage]}"
+                    + ("" if offload == "none" else f" offload {offload}")
+                    + ("" if k == 1 else f" K={k}")
+                )
+                runs.append(_run_stage(cfg, stage, offload, comm, device, progress, refs.get(k), k))
+    return runs
 
 
 def _warm_up(cfg: DemoConfig, comm: CountingComm, device: torch.device) -> None:
@@ -213,7 +257,8 @@ def _run_stage(
     rank, world_size = comm.rank, comm.world_size
     gc.collect()
     peak = PeakMemory(device)
-    audit = StorageAudit(device)  # what is alive before the engine: not the engine's
+    # What is alive before the engine is not the engine's; the rank unfreezes (see run_rank).
+    audit = StorageAudit(device, keep_frozen=True)
     engine = ENGINES[stage](
         build_model(cfg.model, cfg.seed),
         cfg=cfg,
@@ -293,6 +338,7 @@ def _run_stage(
         if ref is not None:
             run["param_max_diff"] = (params - ref["params"]).abs().max().item()
     engine.close()
+    audit.close()
     del engine
     gc.collect()
     return run
