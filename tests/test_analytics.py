@@ -547,6 +547,7 @@ def test_charts_escape_labels_and_are_well_formed():
     scatter = scatter_svg(dots, title=hostile, x_label="facility", y_label="r")
     ET.fromstring(scatter)
     assert scatter.count("<circle") == 2 and "<script>" not in scatter
+    assert all(f">{tick}</text>" in scatter for tick in ("+1.0", "-0.5", "+0.0", "0%", "100%"))
     assert "style=" not in svg + scatter
     from app.domain.analytics import PitfallStats
 

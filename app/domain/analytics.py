@@ -375,14 +375,14 @@ def analyse(
             if value_group is None:
                 value_group = values[(template_id, name, value)] = _Group()
             value_group.add(count, correct, pitfall_id, shown)
-        known = [ms for ms in timing if ms is not None]
-        if known:
-            durations.setdefault((template_id, params), []).extend(known)
-    for (template_id, params), timing in durations.items():
-        timing.sort()  # sorted runs: the groups' medians then sort merged runs (fast)
-        templates[template_id].durations.extend(timing)
+        timed = [ms for ms in timing if ms is not None]
+        if timed:
+            durations.setdefault((template_id, params), []).extend(timed)
+    for (template_id, params), spent in durations.items():
+        spent.sort()  # sorted runs: the groups' medians then sort merged runs (fast)
+        templates[template_id].durations.extend(spent)
         for name, value in params:
-            values[(template_id, name, value)].durations.extend(timing)
+            values[(template_id, name, value)].durations.extend(spent)
 
     outline_points = {o.template_id: o.point for o in outline}
 
@@ -430,12 +430,13 @@ def analyse(
                 ys.append((rest & _RIGHT_MASK) / rest_n)
         return xs, ys
 
-    template_xy = {key: xy(inner, inner) for key, inner in per_template.items()}
-    point_xy = {key: xy(inner, inner) for key, inner in per_point.items()}
-    value_xy = {}
-    for key, inner in per_value.items():
-        values[key].learners.update(inner)
-        value_xy[key] = xy(inner, per_template[key[0]])  # the rest: the card's other templates
+    template_xy = {item: xy(inner, inner) for item, inner in per_template.items()}
+    point_xy = {item: xy(inner, inner) for item, inner in per_point.items()}
+    value_xy: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
+    for value_key, inner in per_value.items():
+        values[value_key].learners.update(inner)
+        # The rest: the card's other templates.
+        value_xy[value_key] = xy(inner, per_template[value_key[0]])
 
     def r_of(xy: tuple[list[float], list[float]] | None) -> tuple[float | None, int]:
         if xy is None:
@@ -455,19 +456,19 @@ def analyse(
     flags: list[Flag] = []
     for template_id in order:
         group = templates.get(template_id) or _Group()
-        known = outline_by_id.get(template_id)
+        as_now = outline_by_id.get(template_id)
         point = report_point(template_id)
         stats = group.stats(r_of(template_xy.get(template_id)))
-        pitfalls = group.pitfalls(known.pitfall_ids if known else ())
+        pitfalls = group.pitfalls(as_now.pitfall_ids if as_now else ())
         pitfall_order = [p.pitfall_id for p in pitfalls]
-        names = list(known.param_names) if known else []
+        names = list(as_now.param_names) if as_now else []
         pairs = values_by_template.get(template_id, [])
         names += sorted({name for name, _ in pairs} - set(names))
-        params = []
+        by_value: list[ParamValueStats] = []
         for name in names:
             for value in sorted((v for n, v in pairs if n == name), key=_value_key):
                 value_group = values[(template_id, name, value)]
-                params.append(
+                by_value.append(
                     ParamValueStats(
                         name=name,
                         value=value,
@@ -500,7 +501,7 @@ def analyse(
                 point=point,
                 stats=stats,
                 pitfalls=pitfalls,
-                params=tuple(params),
+                params=tuple(by_value),
                 versions=tuple(sorted(template_versions.get(template_id, ()))),
                 flags=tuple(template_flags),
             )
@@ -700,12 +701,12 @@ def scatter_svg(
             f'stroke="currentColor" stroke-opacity="0.15"/>'
             f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{tick}%</text>'
         )
-    for tick in (-1.0, -0.5, 0.0, 0.5, 1.0):
-        y = py(tick)
+    for r_tick in (-1.0, -0.5, 0.0, 0.5, 1.0):
+        y = py(r_tick)
         out.append(
             f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" '
-            f'stroke="currentColor" stroke-opacity="{0.6 if tick == 0 else 0.15}"/>'
-            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:+.1f}</text>'
+            f'stroke="currentColor" stroke-opacity="{0.6 if r_tick == 0 else 0.15}"/>'
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{r_tick:+.1f}</text>'
         )
     out.append(
         f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">'

@@ -14,6 +14,7 @@ or an admin; 404 for anyone else); learners with an account join at ``/classes/j
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Literal
@@ -135,7 +136,7 @@ def _page(
     visitor: InstructorVisitor,
     card: Card,
     analytics: CardAnalytics,
-    options: dict[str, object],
+    options: Mapping[str, object],
 ) -> Response:
     lang = visitor.lang
     ui = UI[lang]
