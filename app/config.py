@@ -55,6 +55,36 @@ class Settings(BaseSettings):
     # How long a question token stays answerable (seconds).
     question_max_age_s: int = Field(default=7 * 24 * 3600, ge=60)
 
+    # --- when the database is in trouble (app.db.DatabaseTimeouts) ---
+    # PostgreSQL: connecting (libpq's connect_timeout, at least 2 s), one statement (the server's
+    # statement_timeout; the client gives up one second later), a free pool connection.
+    db_connect_timeout_s: int = Field(default=5, ge=1, le=300)
+    db_statement_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    db_pool_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    # SQLite: how long a write waits for the file lock.
+    sqlite_busy_timeout_ms: int = Field(default=5000, ge=0, le=600_000)
+    # Retry-After of a 503 for a database failure; also how long a failed connection attempt
+    # makes the next ones fail at once instead of waiting out the connect timeout again.
+    db_retry_after_s: int = Field(default=2, ge=1, le=3600)
+
+    # --- hardening (app.observability, app.web.security) ---
+    # Host headers accepted (comma-separated; "*.example.com" wildcards; "*" accepts any).
+    trusted_hosts: str = "localhost,127.0.0.1,::1,testserver"
+    # Largest request body (bytes); the instructor card-document routes accept max_card_body_bytes.
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_card_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # Strict-Transport-Security max-age sent in production (0: not sent).
+    hsts_max_age_s: int = Field(default=365 * 24 * 3600, ge=0)
+    # LOG_FORMAT: "json" (one object a line, with the request id) or "text"; LOG_LEVEL.
+    log_format: Literal["json", "text"] = "json"
+    log_level: str = "INFO"
+    # /metrics (Prometheus) answers only to "Authorization: Bearer <METRICS_TOKEN>"; unset: off.
+    metrics_token: SecretStr | None = None
+
+    @property
+    def trusted_host_list(self) -> list[str]:
+        return [h.strip().lower() for h in self.trusted_hosts.split(",") if h.strip()]
+
     @model_validator(mode="after")
     def _check(self) -> Settings:
         if not self.database_url:

@@ -10,12 +10,19 @@ run on PostgreSQL, where these hooks are not installed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import inspect
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import MetaData, create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
@@ -48,19 +55,38 @@ def ensure_sqlite_folder(url: str) -> None:
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def make_engine(url: str, *, sqlite_synchronous: str = "normal", **kwargs: Any) -> Engine:
+def make_engine(
+    url: str,
+    *,
+    sqlite_synchronous: str = "normal",
+    timeouts: DatabaseTimeouts | None = None,
+    **kwargs: Any,
+) -> Engine:
     """An engine for ``url``; SQLite connections get WAL, busy_timeout, synchronous=NORMAL.
 
     ``sqlite_synchronous="full"`` fsyncs the WAL at every commit (survives power loss)."""
     if sqlite_synchronous.upper() not in ("NORMAL", "FULL"):
         raise ValueError(f"sqlite_synchronous must be normal or full, not {sqlite_synchronous!r}")
+    timeouts = timeouts if timeouts is not None else DatabaseTimeouts()
     if is_sqlite(url):
-        kwargs.setdefault("connect_args", {}).setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
+        kwargs.setdefault("connect_args", {}).setdefault("timeout", timeouts.sqlite_busy_ms / 1000)
         engine = create_engine(url, **kwargs)
         _install_sqlite_hooks(engine, sqlite_synchronous.upper())
+        _install_sqlite_busy_timeout(engine, timeouts)
+        engine_health(engine)  # failures are recorded (and counted) for SQLite too
         return engine
     kwargs.setdefault("pool_pre_ping", True)
-    return create_engine(url, **kwargs)
+    driver = make_url(url).get_driver_name()
+    if make_url(url).get_backend_name() == "postgresql" and driver in ("psycopg", "psycopg2"):
+        connect_args = kwargs.setdefault("connect_args", {})
+        connect_args.setdefault("connect_timeout", max(2, int(timeouts.connect_s)))
+        statement_ms = int(timeouts.statement_s * 1000)
+        connect_args.setdefault("options", f"-c statement_timeout={statement_ms}")
+    if "poolclass" not in kwargs:
+        kwargs.setdefault("pool_timeout", timeouts.pool_s)
+    engine = create_engine(url, **kwargs)
+    _install_connect_guard(engine, timeouts)
+    return engine
 
 
 def _install_sqlite_hooks(engine: Engine, synchronous: str = "NORMAL") -> None:
@@ -83,6 +109,227 @@ def _install_sqlite_hooks(engine: Engine, synchronous: str = "NORMAL") -> None:
         if mode not in ("DEFERRED", "IMMEDIATE"):
             raise ValueError(f"unknown SQLite transaction mode {mode!r}")
         connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+# --- when the database is in trouble ----------------------------------------------------------
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DatabaseTimeouts:
+    """How long the service waits on its database before a request becomes a 503.
+
+    PostgreSQL: ``connect_s`` is libpq's ``connect_timeout`` (at least 2 s), ``statement_s`` the
+    server's ``statement_timeout``; the client stops waiting for any answer one second later (a
+    server that accepts but never answers) and closes that connection. ``pool_s`` is how long a
+    request waits for a free pooled connection. ``retry_after_s`` is the 503's Retry-After and how
+    long a failed connection attempt makes the next ones fail at once. SQLite: ``sqlite_busy_ms``.
+    """
+
+    connect_s: float = 5.0
+    statement_s: float = 10.0
+    pool_s: float = 5.0
+    sqlite_busy_ms: int = SQLITE_BUSY_TIMEOUT_MS
+    retry_after_s: float = 2.0
+
+
+@dataclass
+class EngineHealth:
+    """What an engine has seen go wrong: the last failure, and who wants to hear of failures."""
+
+    last_failure: tuple[float, str, str] | None = None  # (monotonic time, kind, first line)
+    listeners: list[Callable[[str], None]] = field(default_factory=list)
+
+    def record(self, kind: str, message: str) -> None:
+        self.last_failure = (time.monotonic(), kind, message)
+        for listener in list(self.listeners):
+            listener(kind)
+
+
+_HEALTH: weakref.WeakKeyDictionary[Engine, EngineHealth] = weakref.WeakKeyDictionary()
+
+
+def engine_health(engine: Engine) -> EngineHealth:
+    """The engine's :class:`EngineHealth`, its ``handle_error`` hook installed on first use."""
+    health = _HEALTH.get(engine)
+    if health is None:
+        health = _HEALTH[engine] = EngineHealth()
+
+        @event.listens_for(engine, "handle_error")
+        def _on_error(context: Any) -> None:
+            error = context.sqlalchemy_exception or context.original_exception
+            kind = failure_kind(error) or failure_kind(context.original_exception)
+            if kind is not None:
+                health.record(kind, first_line(context.original_exception))
+
+    return health
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def failure_kind(exc: BaseException | None) -> str | None:
+    """What kind of database trouble ``exc`` is (a 503), or None for anything else (a bug).
+
+    ``busy`` (SQLite locked, no free pooled connection), ``timeout`` (a statement ran too long or
+    the server stopped answering), ``disk_full``, ``read_only``, ``unreachable`` (cannot connect,
+    connection lost) and ``unavailable`` (any other operational failure: a missing table, an
+    I/O error, too many connections).
+    """
+    if exc is None:
+        return None
+    if isinstance(exc, sa_exc.TimeoutError):  # the pool had no free connection in time
+        return "busy"
+    orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    sqlstate = str(getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None) or "")
+    message = str(orig).lower()
+    if "database or disk is full" in message or sqlstate == "53100":
+        return "disk_full"
+    if "readonly database" in message or sqlstate == "25006":
+        return "read_only"
+    if "not retried yet" in message:  # ConnectGuard: refused after a recent failure
+        return "unreachable"
+    if sqlstate == "57014" or "did not answer within" in message:
+        return "timeout"
+    if "database is locked" in message or "database table is locked" in message:
+        return "busy"
+    if sqlstate.startswith(("08", "57P")) or (
+        isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
+    ):
+        return "unreachable"
+    if sqlstate.startswith("53"):
+        return "unavailable"
+    operational = isinstance(exc, sa_exc.OperationalError) or type(orig).__name__ in (
+        "OperationalError",
+        "InterfaceError",
+    )
+    if operational:
+        if any(word in message for word in ("connect", "server closed", "timeout expired")):
+            return "unreachable"
+        return "unavailable"
+    return None
+
+
+def _install_sqlite_busy_timeout(engine: Engine, timeouts: DatabaseTimeouts) -> None:
+    if timeouts.sqlite_busy_ms == SQLITE_BUSY_TIMEOUT_MS:
+        return  # the connect hook already set it
+
+    @event.listens_for(engine, "connect")
+    def _busy_timeout(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout={int(timeouts.sqlite_busy_ms)}")
+        finally:
+            cursor.close()
+
+
+class ConnectGuard:
+    """After a failed connection attempt, further attempts fail at once for ``cooldown_s``.
+
+    While the database is down a request then answers 503 in microseconds instead of waiting out
+    the connect timeout (and holding a thread); one attempt at a time probes it afterwards.
+    """
+
+    def __init__(self, cooldown_s: float) -> None:
+        self.cooldown_s = cooldown_s
+        self._lock = threading.Lock()
+        self._failed_at: float | None = None
+        self._error = ""
+        self._probing = False
+
+    def refusal(self) -> str | None:
+        """Why this attempt is refused now, or None (it goes ahead)."""
+        with self._lock:
+            if self._failed_at is None:
+                return None
+            age = time.monotonic() - self._failed_at
+            if age < self.cooldown_s or self._probing:
+                return f"database unreachable {age:.1f} s ago ({self._error}): not retried yet"
+            self._probing = True
+            return None
+
+    def done(self, error: BaseException | None) -> None:
+        with self._lock:
+            self._probing = False
+            if error is None:
+                self._failed_at = None
+            else:
+                self._failed_at = time.monotonic()
+                self._error = first_line(error)
+
+
+def _psycopg_connection_class(deadline_s: float, guard: ConnectGuard) -> Any:
+    """A psycopg 3 connection that waits at most ``deadline_s`` for any answer of the server.
+
+    A server that stopped answering also opens ``guard``: reconnecting fails at once for a while.
+    """
+    import psycopg
+
+    if "timeout" not in inspect.signature(psycopg.Connection.wait).parameters:
+        return psycopg.Connection  # psycopg < 3.3: the server's statement_timeout only
+    from psycopg import errors
+
+    class DeadlineConnection(psycopg.Connection):  # type: ignore[type-arg]
+        def wait(self, gen: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+            try:
+                return super().wait(
+                    gen, *args, timeout=deadline_s if timeout is None else timeout, **kwargs
+                )
+            except errors._WaitTimeout:
+                # The protocol state is unknown now: close it, so the pool discards it.
+                self.pgconn.finish()
+                error = psycopg.OperationalError(
+                    f"the database did not answer within {deadline_s:g} s: connection closed"
+                )
+                guard.done(error)
+                raise error from None
+
+    return DeadlineConnection
+
+
+def _install_connect_guard(engine: Engine, timeouts: DatabaseTimeouts) -> None:
+    guard = ConnectGuard(timeouts.retry_after_s)
+    engine_health(engine)
+    dialect = engine.dialect
+    factory: Callable[..., Any] | None = None
+    if dialect.driver == "psycopg" and not getattr(dialect, "is_async", False):
+        factory = _psycopg_connection_class(timeouts.statement_s + 1.0, guard).connect
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        refusal = guard.refusal()
+        if refusal is not None:
+            raise dialect.loaded_dbapi.OperationalError(refusal)
+        try:
+            connection = (factory or dialect.loaded_dbapi.connect)(*cargs, **cparams)
+        except Exception as exc:
+            guard.done(exc)
+            raise
+        guard.done(None)
+        return connection
+
+
+def probe_database(engine: Engine) -> dict[str, Any]:
+    """Whether the database answers and takes writes: ``{"ok": bool, "detail": str}``.
+
+    The write probe updates ``alembic_version`` to itself and rolls back (``BEGIN IMMEDIATE`` on
+    SQLite takes the write lock), so a read-only or full database says so here.
+    """
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("SELECT 1")
+            connection.rollback()
+            options = {SQLITE_BEGIN_OPTION: "IMMEDIATE"} if engine.dialect.name == "sqlite" else {}
+            with connection.execution_options(**options).begin() as transaction:
+                connection.exec_driver_sql("UPDATE alembic_version SET version_num = version_num")
+                transaction.rollback()
+    except Exception as exc:  # noqa: BLE001 - any failure is the answer
+        kind = failure_kind(exc) or "error"
+        return {"ok": False, "kind": kind, "detail": first_line(exc)}
+    return {"ok": True, "detail": "reachable and writable"}
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

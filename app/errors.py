@@ -1,24 +1,28 @@
 """Every refusal is a 4xx: an RFC 9457 problem document on /api, a page in the page's language
-elsewhere. Database overload is a 503 with Retry-After.
+elsewhere. Database trouble (overload, unreachable, timed out, full, read-only: see
+:func:`app.db.failure_kind`) is a 503 with Retry-After; other database errors are bugs (500).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
+from app.db import failure_kind, first_line
 from app.domain.languages import choose_lang
 from app.domain.texts import Text
 from app.problems import Problem, TooManyRequests, Unauthorized
 from app.web.templating import LANG_COOKIE, render_page
 
+log = logging.getLogger(__name__)
 API_PREFIX = "/api/"
 PROBLEM_JSON = "application/problem+json"
 STATUS_CODES = {
@@ -48,8 +52,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Problem, _problem)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
-    app.add_exception_handler(PoolTimeout, _busy)  # type: ignore[arg-type]
-    app.add_exception_handler(OperationalError, _busy)  # type: ignore[arg-type]
+    app.add_exception_handler(PoolTimeout, _database_failure)  # type: ignore[arg-type]
+    app.add_exception_handler(DBAPIError, _database_failure)  # type: ignore[arg-type]
 
 
 def request_lang(request: Request) -> str:
@@ -128,19 +132,38 @@ def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     return error_response(request, exc.status_code, message, headers=exc.headers)
 
 
-def _busy(request: Request, exc: Exception) -> Response:
-    """Overload (no free database connection, SQLite busy past its timeout): 503, retry later.
+BUSY = Text("The service is busy: retry in a moment.", "服务繁忙，请稍后重试。")
+DATABASE_DOWN = Text(
+    "The service cannot reach its database just now: retry in a moment.",
+    "服务暂时无法访问数据库，请稍后重试。",
+)
 
-    Other database errors are not the client's fault either, but they are bugs: re-raise them.
+
+def _database_failure(request: Request, exc: Exception) -> Response:
+    """Database trouble: 503 with Retry-After (``busy`` or ``database_unavailable``).
+
+    Other database errors (an integrity or programming error) are bugs: re-raised, a 500.
     """
-    if isinstance(exc, OperationalError) and "locked" not in str(exc.orig).lower():
+    kind = failure_kind(exc)
+    if kind is None:
         raise exc
+    log.warning(
+        "database failure (%s) on %s %s: %s",
+        kind,
+        request.method,
+        request.url.path,
+        first_line(exc),
+    )
+    settings = getattr(request.app.state, "settings", None)
+    retry_after = str(getattr(settings, "db_retry_after_s", 1))
+    busy = kind == "busy"
     return error_response(
         request,
         503,
-        Text("The service is busy: retry in a moment.", "服务繁忙，请稍后重试。"),
-        code="busy",
-        headers={"Retry-After": "1"},
+        BUSY if busy else DATABASE_DOWN,
+        code="busy" if busy else "database_unavailable",
+        headers={"Retry-After": retry_after},
+        extra={"reason": kind},
     )
 
 

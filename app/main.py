@@ -15,7 +15,6 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
-from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from swagger_ui_bundle import swagger_ui_path
 
@@ -25,10 +24,11 @@ from app.auth.cookies import BrowserSessionMiddleware, CsrfSigner
 from app.auth.ratelimit import LoginLimiter
 from app.catalog.service import LiveCatalog
 from app.config import Settings, get_settings, resolve_secret_key
-from app.db import ensure_sqlite_folder, make_engine, make_sessionmaker
+from app.db import DatabaseTimeouts, ensure_sqlite_folder, make_engine, make_sessionmaker
 from app.domain.cards import Card
 from app.domain.catalog import Catalog, load_cards
 from app.errors import install_error_handlers
+from app.observability import install_guards, install_observability
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.web.routes import router as web_router
@@ -55,29 +55,6 @@ device from `POST /api/v1/auth/token`; anonymous installs call `POST /api/v1/lea
 """
 
 
-def warn_if_not_migrated(engine: Engine) -> None:
-    """Log (not fail) when the database is behind the migrations: requests would fail later."""
-    from alembic.migration import MigrationContext
-    from alembic.script import ScriptDirectory
-
-    from app.cli import MIGRATIONS_DIR
-
-    try:
-        heads = set(ScriptDirectory(str(MIGRATIONS_DIR)).get_heads())
-        with engine.connect() as connection:
-            current = set(MigrationContext.configure(connection).get_current_heads())
-    except Exception as exc:  # a database that cannot be reached is reported by the requests
-        log.warning("could not check the database's migration state: %s", exc)
-        return
-    if current != heads:
-        log.error(
-            "the database is not at the latest migration (at %s, latest %s): "
-            "run `python -m app.cli migrate`",
-            ", ".join(sorted(current)) or "none",
-            ", ".join(sorted(heads)),
-        )
-
-
 def load_catalog(live: LiveCatalog) -> Catalog:
     """Publish the card files' new versions and load every stored one.
 
@@ -101,11 +78,21 @@ def create_app(
     cards = cards if cards is not None else load_cards(settings.cards_dir)
     secret_key = resolve_secret_key(settings)
     ensure_sqlite_folder(settings.database_url)
-    engine = make_engine(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
+    engine = make_engine(
+        settings.database_url,
+        sqlite_synchronous=settings.sqlite_synchronous,
+        timeouts=DatabaseTimeouts(
+            connect_s=settings.db_connect_timeout_s,
+            statement_s=settings.db_statement_timeout_s,
+            pool_s=settings.db_pool_timeout_s,
+            sqlite_busy_ms=settings.sqlite_busy_timeout_ms,
+            retry_after_s=settings.db_retry_after_s,
+        ),
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        warn_if_not_migrated(engine)
+        # app.observability.StartupGate has refused to start on an unusable database already.
         yield
         engine.dispose()
 
@@ -132,7 +119,10 @@ def create_app(
     app.state.templates = make_templates()
 
     app.add_middleware(BrowserSessionMiddleware, secure=settings.secure_cookies)
-    app.add_middleware(SecurityHeadersMiddleware)
+    install_guards(app, settings)  # start-up gate, body cap, trusted hosts
+    hsts = settings.hsts_max_age_s if settings.environment == "production" else 0
+    app.add_middleware(SecurityHeadersMiddleware, hsts_max_age_s=hsts)
+    install_observability(app, settings)  # outermost: request ids, logs, metrics, /readyz
     install_error_handlers(app)
     app.include_router(api_router)
     install_openapi(app)
@@ -157,7 +147,8 @@ def create_app(
         return HTMLResponse(docs_page, headers=docs_headers)
 
     @app.get("/healthz", include_in_schema=False)
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
+        # The process is alive: nothing else is touched (no database, no thread). See /readyz.
         return {"status": "ok"}
 
     return app

@@ -14,6 +14,7 @@ from sqlalchemy import inspect
 from app.cli import alembic_config, migrate
 from app.db import Base, make_engine
 from app.main import create_app
+from app.observability import StartupRefused
 
 TABLES = {"learners", "learner_tokens", "attempts"}
 
@@ -79,11 +80,17 @@ def test_the_metadata_names_constraints_by_convention():
     } <= names
 
 
-def test_the_app_warns_when_the_database_is_not_migrated(tmp_path, cards, caplog):
+def test_the_app_refuses_to_start_when_the_database_is_not_migrated(tmp_path, cards, caplog):
+    # It used to start and only log an error; now the start-up gate refuses with one line.
     settings = make_settings(tmp_path, f"sqlite:///{tmp_path / 'empty.db'}")
-    with caplog.at_level("ERROR", logger="app.main"), TestClient(create_app(settings, cards=cards)):
+    with (
+        caplog.at_level("ERROR", logger="app.observability"),
+        pytest.raises(StartupRefused, match="app.cli migrate") as refused,
+        TestClient(create_app(settings, cards=cards)),
+    ):
         pass
-    assert "app.cli migrate" in caplog.text
+    assert "\n" not in str(refused.value)
+    assert "refusing to start" in caplog.text and "app.cli migrate" in caplog.text
 
 
 def test_the_app_is_quiet_on_a_migrated_database(settings, cards, caplog):

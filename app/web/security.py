@@ -4,7 +4,8 @@ Pages run no inline scripts: ``default-src 'none'`` with scripts, styles and ima
 origin only (MathML is markup, the templates use no inline styles, and the one script, the exam
 countdown in ``static/``, is optional: pages work without it). A response that sets its own
 Content-Security-Policy keeps it: /docs (Swagger UI from local assets) allows its bundle and its
-one inline start-up script, the latter by hash.
+one inline start-up script, the latter by hash. In production every response also carries
+``Strict-Transport-Security`` (``HSTS_MAX_AGE_S``).
 """
 
 from __future__ import annotations
@@ -43,10 +44,19 @@ def docs_csp(page: str) -> str:
 
 
 class SecurityHeadersMiddleware:
-    """Adds ``SECURITY_HEADERS`` to every HTTP response that does not set them itself."""
+    """Adds ``SECURITY_HEADERS`` to every HTTP response that does not set them itself.
 
-    def __init__(self, app: ASGIApp) -> None:
+    ``hsts_max_age_s`` > 0 (production) adds ``Strict-Transport-Security`` too: browsers that
+    reached the site over HTTPS once will not use plain HTTP for it again for that long.
+    """
+
+    def __init__(self, app: ASGIApp, *, hsts_max_age_s: int = 0) -> None:
         self.app = app
+        self.headers = dict(SECURITY_HEADERS)
+        if hsts_max_age_s > 0:
+            self.headers["Strict-Transport-Security"] = (
+                f"max-age={hsts_max_age_s}; includeSubDomains"
+            )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -56,7 +66,7 @@ class SecurityHeadersMiddleware:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                for name, value in SECURITY_HEADERS.items():
+                for name, value in self.headers.items():
                     headers.setdefault(name, value)
             await send(message)
 

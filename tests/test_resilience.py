@@ -1,0 +1,413 @@
+"""When the database is in trouble: 503s with Retry-After, honest /healthz and /readyz, a start-up
+that refuses with one line, and the routes that need no database keep answering.
+
+Failure modes: PostgreSQL on a closed port, PostgreSQL black-holed (a local TCP server that
+accepts and never answers, and a proxy to the real server that stops answering mid-run), a
+read-only SQLite database, a read-only data folder (an injected EROFS: root ignores modes) and a
+full disk (an injected ``database or disk is full``). Timeouts are set short so each test takes
+seconds.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import CARD_ID, CARDS_DIR, ROOT, TEST_SECRET, make_settings
+from fastapi.testclient import TestClient
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
+
+from app import observability
+from app.cli import migrate
+from app.db import ConnectGuard, failure_kind
+from app.main import create_app
+from app.observability import StartupRefused
+
+API = "/api/v1"
+FAST = {
+    "db_connect_timeout_s": 2,  # libpq's minimum
+    "db_statement_timeout_s": 1.0,
+    "db_pool_timeout_s": 1.0,
+    "db_retry_after_s": 1,
+    "sqlite_busy_timeout_ms": 500,
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class BlackHole:
+    """A TCP server on 127.0.0.1 that accepts, reads and never answers; or, given ``upstream``,
+    a proxy that forwards until :meth:`swallow` is called, then swallows everything."""
+
+    def __init__(self, upstream: tuple[str, int] | None = None) -> None:
+        self.upstream = upstream
+        self.swallowing = upstream is None
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def swallow(self) -> None:
+        self.swallowing = True
+
+    def forward(self) -> None:
+        self.swallowing = False
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.sockets.append(client)
+            server = None
+            if self.upstream is not None and not self.swallowing:
+                server = socket.create_connection(self.upstream)
+                self.sockets.append(server)
+                threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket | None) -> None:
+        try:
+            while data := source.recv(65536):
+                if target is not None and not self.swallowing:
+                    target.sendall(data)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.closed = True
+        for sock in [self.listener, *self.sockets]:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def black_hole():
+    hole = BlackHole()
+    yield hole
+    hole.close()
+
+
+def pg_settings(tmp_path, port: int, **overrides):
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/test"
+    return make_settings(tmp_path, url, **{**FAST, **overrides})
+
+
+def assert_unavailable(response, reason: str | None = None) -> dict:
+    assert response.status_code == 503, response.text
+    assert response.headers["retry-after"] == "1"
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert body["status"] == 503 and body["code"] in ("database_unavailable", "busy"), body
+    if reason is not None:
+        assert body["reason"] == reason, body
+    return body
+
+
+def assert_unrelated_routes_answer(client: TestClient, limit_s: float = 1.5) -> None:
+    """The routes that need no database: health, static files, the API description (generated
+    once first: that takes a while on a busy machine, database or not)."""
+    assert client.get("/openapi.json").status_code == 200
+    started = time.monotonic()
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/static/style.css").status_code == 200
+    assert client.get("/docs").status_code == 200
+    assert client.get("/openapi.json").status_code == 200
+    assert time.monotonic() - started < limit_s
+
+
+def timed(call):
+    started = time.monotonic()
+    result = call()
+    return result, time.monotonic() - started
+
+
+# --- PostgreSQL on a closed port ------------------------------------------------------------
+
+
+def test_closed_port_start_up_refuses_with_one_line_at_once(tmp_path, cards):
+    app = create_app(pg_settings(tmp_path, free_port()), cards=cards)
+    started = time.monotonic()
+    with pytest.raises(StartupRefused) as refused, TestClient(app):
+        pass
+    elapsed = time.monotonic() - started
+    message = str(refused.value)
+    assert message.startswith("refusing to start: database check failed") and "\n" not in message
+    assert "127.0.0.1" in message and "Connection refused" in message
+    assert elapsed < 1, elapsed  # no waiting: a closed port answers at once
+
+
+def test_closed_port_requests_are_503s_and_other_routes_answer(tmp_path, cards):
+    client = TestClient(create_app(pg_settings(tmp_path, free_port()), cards=cards))
+    created, elapsed = timed(lambda: client.post(f"{API}/learners"))
+    assert_unavailable(created, "unreachable")
+    assert elapsed < 1
+    ready = client.get("/readyz")
+    assert ready.status_code == 503 and ready.headers["retry-after"] == "1"
+    checks = ready.json()["checks"]
+    assert ready.json()["status"] == "not ready"
+    assert checks["database"]["ok"] is False and checks["database"]["kind"] == "unreachable"
+    assert checks["cards"]["ok"] is False
+    assert_unrelated_routes_answer(client)
+    # A page that needs the visitor's session: a 503 page, quickly, not a hang or a 500.
+    client.cookies.set("infracards_session", "s" * 40)
+    page, elapsed = timed(lambda: client.get("/"))
+    assert page.status_code == 503 and "text/html" in page.headers["content-type"]
+    assert page.headers["retry-after"] == "1" and elapsed < 1
+
+
+# --- PostgreSQL that accepts and never answers ----------------------------------------------
+
+
+def test_black_holed_start_up_does_not_hang(tmp_path, cards, black_hole):
+    # create_app's catalog load waits out the 2 s connect timeout; the gate then fails at once.
+    started = time.monotonic()
+    app = create_app(pg_settings(tmp_path, black_hole.port), cards=cards)
+    with pytest.raises(StartupRefused, match="connection timeout expired|not retried yet"):
+        with TestClient(app):
+            pass
+    assert time.monotonic() - started < 6
+
+
+def test_black_holed_requests_time_out_into_503s(tmp_path, cards, black_hole):
+    client = TestClient(
+        create_app(pg_settings(tmp_path, black_hole.port, db_retry_after_s=1), cards=cards)
+    )
+    time.sleep(1.1)  # past the cool-down of create_app's failed attempt
+    results: dict[str, object] = {}
+
+    def slow_request() -> None:
+        results["response"], results["elapsed"] = timed(lambda: client.post(f"{API}/learners"))
+
+    worker = threading.Thread(target=slow_request)
+    worker.start()
+    time.sleep(0.2)
+    # While that request waits on the database, the others answer.
+    assert_unrelated_routes_answer(client)
+    worker.join(10)
+    assert_unavailable(results["response"], "unreachable")
+    assert 1.5 < results["elapsed"] < 4, results["elapsed"]  # the 2 s connect timeout
+    # The next ones fail at once (one attempt a second probes the database).
+    again, elapsed = timed(lambda: client.post(f"{API}/learners"))
+    assert_unavailable(again, "unreachable")
+    assert elapsed < 0.5
+    ready, elapsed = timed(lambda: client.get("/readyz"))
+    assert ready.status_code == 503 and elapsed < 4
+
+
+@pytest.mark.postgres
+def test_postgres_that_stops_answering_mid_run(tmp_path, cards, pg_url):
+    from sqlalchemy.engine import make_url
+
+    migrate(pg_url)
+    real = make_url(pg_url)
+    proxy = BlackHole(upstream=(real.host or "127.0.0.1", real.port or 5432))
+    try:
+        url = real.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+        settings = make_settings(tmp_path, url, **FAST)
+        with TestClient(create_app(settings, cards=cards)) as client:
+            assert client.get("/readyz").status_code == 200
+            assert client.post(f"{API}/learners").status_code == 201
+            proxy.swallow()
+            response, elapsed = timed(lambda: client.post(f"{API}/learners"))
+            assert_unavailable(response)
+            # The pooled connection's ping waits out the client's 2 s deadline (statement_timeout
+            # 1 s + 1 s), the guard then refuses the reconnection at once.
+            assert elapsed < 3.5, elapsed
+            again, elapsed = timed(lambda: client.post(f"{API}/learners"))
+            assert_unavailable(again, "unreachable")
+            assert elapsed < 0.5, elapsed
+            assert_unrelated_routes_answer(client)
+            ready, elapsed = timed(lambda: client.get("/readyz"))
+            assert ready.status_code == 503 and elapsed < 5, elapsed
+            proxy.forward()
+            deadline = time.monotonic() + 10
+            while client.post(f"{API}/learners").status_code != 201:
+                assert time.monotonic() < deadline, "the service did not recover"
+                time.sleep(0.3)
+            assert client.get("/readyz").status_code == 200
+    finally:
+        proxy.close()
+
+
+# --- a read-only database, a read-only data folder, a full disk ------------------------------
+
+
+def read_only_url(db_url: str) -> str:
+    path = db_url.removeprefix("sqlite:///")
+    return f"sqlite:///file:{path}?mode=ro&uri=true"
+
+
+def test_read_only_database_refuses_to_start(tmp_path, cards, db_url):
+    settings = make_settings(tmp_path, read_only_url(db_url), **FAST)
+    with pytest.raises(StartupRefused, match="readonly database"):
+        with TestClient(create_app(settings, cards=cards)):
+            pass
+
+
+def test_read_only_database_writes_are_503s_reads_go_on(tmp_path, cards, db_url):
+    client = TestClient(
+        create_app(make_settings(tmp_path, read_only_url(db_url), **FAST), cards=cards)
+    )
+    assert_unavailable(client.post(f"{API}/learners"), "read_only")
+    ready = client.get("/readyz").json()
+    assert ready["checks"]["database"]["kind"] == "read_only"
+    assert ready["checks"]["migrations"]["ok"] is True  # it can still be read
+    assert client.get(f"{API}/cards").status_code == 200
+    assert_unrelated_routes_answer(client)
+
+
+def test_read_only_data_folder_refuses_to_start(tmp_path, cards, db_url, monkeypatch):
+    def read_only(path: Path) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    monkeypatch.setattr(observability, "write_probe", read_only)
+    app = create_app(make_settings(tmp_path, db_url, **FAST), cards=cards)
+    with pytest.raises(StartupRefused, match="data folder is unusable: .*Read-only file system"):
+        with TestClient(app):
+            pass
+    client = TestClient(app)
+    ready = client.get("/readyz")
+    assert ready.status_code == 503 and ready.json()["checks"]["data_folder"]["ok"] is False
+
+
+def inject_disk_full(engine) -> None:
+    def full(cursor, statement, parameters, context):
+        if statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+            raise sqlite3.OperationalError("database or disk is full")
+
+    event.listen(engine, "do_execute", full)
+    event.listen(engine, "do_executemany", full)
+
+
+def test_full_disk_writes_are_503s_with_retry_after(tmp_path, cards, db_url):
+    app = create_app(make_settings(tmp_path, db_url, **FAST), cards=cards)
+    with TestClient(app) as client:
+        learner = client.post(f"{API}/learners")
+        assert learner.status_code == 201
+        inject_disk_full(app.state.engine)
+        for _ in range(3):
+            assert_unavailable(client.post(f"{API}/learners"), "disk_full")
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["database"]["kind"] == "disk_full"
+        assert ready.json()["checks"]["database"]["last_failure"]["kind"] == "disk_full"
+        assert_unrelated_routes_answer(client)
+
+
+def test_full_disk_at_start_up_refuses(tmp_path, cards, db_url):
+    app = create_app(make_settings(tmp_path, db_url, **FAST), cards=cards)
+    inject_disk_full(app.state.engine)
+    with pytest.raises(StartupRefused, match="database or disk is full"):
+        with TestClient(app):
+            pass
+
+
+# --- the classification, the guard, the real server -----------------------------------------
+
+
+class _PgError(Exception):
+    def __init__(self, message: str, sqlstate: str) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (sa_exc.TimeoutError("QueuePool limit of size 5 overflow 10 reached"), "busy"),
+        (sa_exc.OperationalError("x", {}, sqlite3.OperationalError("database is locked")), "busy"),
+        (
+            sa_exc.OperationalError("x", {}, sqlite3.OperationalError("disk I/O error")),
+            "unavailable",
+        ),
+        (
+            sa_exc.OperationalError("x", {}, sqlite3.OperationalError("no such table: x")),
+            "unavailable",
+        ),
+        (sa_exc.OperationalError("x", {}, _PgError("could not write", "53100")), "disk_full"),
+        (sa_exc.InternalError("x", {}, _PgError("read-only transaction", "25006")), "read_only"),
+        (sa_exc.OperationalError("x", {}, _PgError("canceling statement", "57014")), "timeout"),
+        (
+            sa_exc.OperationalError("x", {}, _PgError("terminating connection", "57P01")),
+            "unreachable",
+        ),
+        (sa_exc.IntegrityError("x", {}, sqlite3.IntegrityError("UNIQUE constraint failed")), None),
+        (sa_exc.ProgrammingError("x", {}, _PgError("syntax error", "42601")), None),
+        (ValueError("not a database error"), None),
+    ],
+)
+def test_failure_kinds(error, kind):
+    assert failure_kind(error) == kind
+
+
+def test_the_connect_guard_fails_fast_then_probes_once():
+    guard = ConnectGuard(cooldown_s=0.2)
+    assert guard.refusal() is None
+    guard.done(OSError("connection refused"))
+    assert "not retried yet" in (guard.refusal() or "")
+    time.sleep(0.25)
+    assert guard.refusal() is None  # this one probes
+    assert guard.refusal() is not None  # while it does, the others fail fast
+    guard.done(None)
+    assert guard.refusal() is None
+
+
+def test_uvicorn_exits_non_zero_with_one_line_when_the_database_is_unreachable(tmp_path):
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/test",
+        "SECRET_KEY": TEST_SECRET,
+        "CARDS_DIR": str(CARDS_DIR),
+        "DATA_DIR": str(tmp_path / "data"),
+        "DB_CONNECT_TIMEOUT_S": "2",
+    }
+    command = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory"]
+    result = subprocess.run(
+        [*command, "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3, result.stderr[-2000:]
+    refusals = [line for line in result.stderr.splitlines() if "refusing to start" in line]
+    assert refusals and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "database check failed" in refusals[0]
+
+
+def test_an_unreachable_database_never_gives_a_bare_500(tmp_path, cards):
+    client = TestClient(
+        create_app(pg_settings(tmp_path, free_port()), cards=cards), raise_server_exceptions=False
+    )
+    token = {"Authorization": f"Bearer {uuid.uuid4().hex}"}
+    client.cookies.set("infracards_session", "s" * 40)
+    for method, path in [
+        ("POST", f"{API}/learners"),
+        ("GET", f"{API}/me/mistakes"),
+        ("POST", f"{API}/answers"),
+        ("GET", f"/cards/{CARD_ID}"),
+    ]:
+        response = client.request(method, path, headers=token, json={})
+        assert response.status_code in (401, 404, 422, 503), (path, response.status_code)
+        assert response.status_code != 500
