@@ -13,6 +13,7 @@ from alembic import context
 from sqlalchemy.pool import NullPool
 
 from app import models  # noqa: F401  (registers the tables on Base.metadata)
+from app.analytics import models as analytics_models  # noqa: F401  (classes)
 from app.config import get_settings
 from app.db import Base, ensure_sqlite_folder, make_engine
 
