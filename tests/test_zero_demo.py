@@ -275,6 +275,7 @@ def a_file(tmp_path) -> Path:
         (["--grad-accum", "0"], "argument --grad-accum: '0' is not a whole number of at least 1"),
         (["--grad-accum", "1,x"], "argument --grad-accum: 'x' is not a whole number of at least 1"),
         (["--sub-group-size", "0"], "argument --sub-group-size: must be at least 1, got 0"),
+        (["--bucket-size", "-1"], "argument --bucket-size: must be 0 or more, got -1"),
     ],
 )
 def test_bad_arguments_end_with_a_message_and_exit_2(args, message, a_file):

@@ -96,6 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
         "all-gather (default: yes; --no-overlap runs every collective when it is reached)",
     )
     run.add_argument(
+        "--bucket-size",
+        type=int,
+        default=0,
+        metavar="N",
+        help="gradient bucket of DDP and ZeRO-2, in elements: consecutive layers are reduced in "
+        "one collective once they hold at least N (default 0: one layer per bucket)",
+    )
+    run.add_argument(
         "--grad-accum",
         default="1",
         metavar="K",
@@ -327,6 +335,8 @@ def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dem
             name.replace("_", "-"),
             world_size if name == "world_size" else getattr(args, name),
         )
+    if args.bucket_size < 0:
+        parser.error(f"argument --bucket-size: must be 0 or more, got {args.bucket_size}")
     if not (args.lr > 0 and math.isfinite(args.lr)):
         parser.error(f"argument --lr: must be positive and finite, got {args.lr}")
     if not 0 <= args.seed <= MAX_SEED:
@@ -379,6 +389,7 @@ def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dem
         fused_adam=args.fused_adam,
         audit=args.audit,
         overlap=args.overlap,
+        bucket_size=args.bucket_size,
         grad_accums=tuple(grad_accums),
         compare=args.compare,
         progress=args.progress,

@@ -99,6 +99,9 @@ class DemoConfig:
     # Overlap communication with backward (DDP's bucketed all-reduce, ZeRO-2's reduce-scatters)
     # and prefetch ZeRO-3's next all-gather; off: every collective runs when it is reached.
     overlap: bool = True
+    # Gradient buckets of DDP and ZeRO-2, in elements: consecutive layers (in backward order) are
+    # reduced together once they hold at least this many; 0: each layer is its own bucket.
+    bucket_size: int = 0
     # Micro-batches per optimizer step (gradient accumulation); each value runs every stage.
     grad_accums: tuple[int, ...] = (1,)
     phase_memory: bool = True  # measure the per-phase peaks on the first step of each stage

@@ -129,6 +129,10 @@ class Engine(ABC):
         # Communication buffers alive right now (weak references) and the most bytes at once.
         self._buffers: list[weakref.ref] = []
         self.peak_comm_buffer_bytes = 0
+        # Gradient buckets (DDP, ZeRO-2): units in the order backward finishes them.
+        self.buckets = bucket_plan([u.padded for u in self.layout.units], cfg.bucket_size)
+        self._bucket_of = {u: b for b, units in enumerate(self.buckets) for u in units}
+        self._filling: dict[int, torch.Tensor] = {}  # ZeRO-2: bucket inputs being filled
         self._build(model)
         self.units = model.units.to("meta")  # the code of the units, without their weights
         self.scaler = DynamicLossScaler() if cfg.dtype == "fp16" else None
@@ -288,6 +292,23 @@ class Engine(ABC):
             self.audit.close()
 
 
+def bucket_plan(unit_sizes: list[int], bucket_size: int) -> list[tuple[int, ...]]:
+    """Units grouped into gradient buckets, in the order backward finishes them (the last unit
+    first): consecutive units until a bucket holds at least ``bucket_size`` elements (DDP's
+    ``bucket_cap_mb``, DeepSpeed's ``reduce_bucket_size``, counted in elements); 0: one unit each.
+    A bucket is reduced once its last unit, the lowest-numbered, has its gradient."""
+    buckets, current, size = [], [], 0
+    for u in reversed(range(len(unit_sizes))):
+        current.append(u)
+        size += unit_sizes[u]
+        if size >= max(bucket_size, 1):
+            buckets.append(tuple(current))
+            current, size = [], 0
+    if current:
+        buckets.append(tuple(current))
+    return buckets
+
+
 def _alive_bytes(ref: weakref.ref) -> int:
     t = ref()
     return 0 if t is None else t.untyped_storage().nbytes()
@@ -353,13 +374,22 @@ class _ShardedGradients(Engine):
         return torch.zeros(self.layout.shard_numel, dtype=self.dtype, pin_memory=pin)
 
     def _store_grad_shard(self, u: int, full_grad: torch.Tensor) -> None:
-        """Average a unit's full gradient over ranks, keeping this rank's piece (one reduce-scatter).
+        """Average a unit's full gradient over ranks, keeping this rank's piece (one reduce-scatter)."""
+        self._store_grad_range(u, u, full_grad)
 
-        The first micro-batch writes the piece, later ones add to it. With overlap on, the
-        reduce-scatter is started and backward goes on; ``_finish_backward`` waits for it.
+    def _store_grad_range(self, first: int, last: int, full_grad: torch.Tensor) -> None:
+        """Reduce-scatter the gradients of units ``first..last`` (one bucket) into the shard.
+
+        ``full_grad`` is rank-major: rank r's pieces of the units, side by side, then rank r+1's
+        (a single unit's flat gradient already is). The rank's pieces of consecutive units are
+        consecutive in its shard, so the output is one slice of it. The first micro-batch writes
+        the slice, later ones add to it. With overlap on, the reduce-scatter is started and
+        backward goes on; ``_finish_backward`` waits for it.
         """
         full_grad.div_(self.world_size)
-        piece = self.grad_shard[self.layout.units[u].in_shard()]
+        start = self.layout.units[first].shard_offset
+        stop = self.layout.units[last].in_shard().stop
+        piece = self.grad_shard[start:stop]
         first = self._micro == 0
         if first and piece.device == full_grad.device:
             out, done = piece, None
@@ -411,23 +441,48 @@ class Stage0DDP(_ReplicatedParams):
         super()._build(model)
         # DDP's overlap: all-reduce each bucket as soon as backward has filled it.
         self._hooks = (
-            [leaf.register_post_accumulate_grad_hook(self._bucket_ready) for leaf in self.leaves]
+            [
+                leaf.register_post_accumulate_grad_hook(partial(self._bucket_ready, u))
+                for u, leaf in enumerate(self.leaves)
+            ]
             if self.cfg.overlap
             else []
         )
 
-    def _bucket_ready(self, leaf: torch.Tensor) -> None:
+    def _bucket_ready(self, u: int, leaf: torch.Tensor) -> None:
         if not self._last_micro:  # no_sync: accumulate locally, reduce after the last micro-batch
             return
-        leaf.grad.div_(self.world_size)
-        self._pending.append((self.comm.start_all_reduce(leaf.grad), None, leaf.grad))
+        units = self.buckets[self._bucket_of[u]]
+        if u == units[-1]:  # the bucket's last unit: all its gradients are there
+            self._all_reduce_bucket(units, overlap=True)
+
+    def _all_reduce_bucket(self, units: tuple[int, ...], overlap: bool) -> None:
+        """One all-reduce for the bucket: a unit's own gradient, or the units' gradients copied
+        side by side into one buffer (and back once it is reduced)."""
+        grads = [self.leaves[u].grad for u in reversed(units)]  # in unit order
+        if len(grads) == 1:
+            bucket, done = grads[0], None
+        else:
+            bucket = torch.cat(grads)
+            self._track_buffer(bucket)
+
+            def done() -> None:
+                for g, reduced in zip(grads, bucket.split([g.numel() for g in grads]), strict=True):
+                    g.copy_(reduced)
+
+        bucket.div_(self.world_size)
+        if overlap:
+            self._pending.append((self.comm.start_all_reduce(bucket), done, bucket))
+        else:
+            self.comm.all_reduce(bucket)
+            if done is not None:
+                done()
 
     def _reduce_gradients(self) -> None:  # noqa: B027 (a no-op unless a stage needs it)
         if self.cfg.overlap:
             return  # started during backward, waited for in _finish_backward
-        for leaf in self.leaves:
-            leaf.grad.div_(self.world_size)
-            self.comm.all_reduce(leaf.grad)
+        for units in self.buckets:
+            self._all_reduce_bucket(units, overlap=False)
 
     def close(self) -> None:
         for hook in self._hooks:
@@ -501,8 +556,28 @@ class Stage2(_ShardedGradients, _ReplicatedParams):
         ]
 
     def _reduce_unit(self, u: int, leaf: torch.Tensor) -> None:
-        self._store_grad_shard(u, leaf.grad)
-        leaf.grad = None  # the bucket is freed as soon as it is reduced
+        units = self.buckets[self._bucket_of[u]]
+        if len(units) == 1:
+            self._store_grad_shard(u, leaf.grad)
+            leaf.grad = None  # the bucket is freed as soon as it is reduced
+            return
+        # A bucket of several units: the unit's gradient is copied into the bucket's input,
+        # rank-major (see _store_grad_range), and freed; the last unit in sends the bucket.
+        first, layout = units[-1], self.layout.units
+        width = sum(layout[v].shard for v in units)
+        bucket = self._filling.get(units[0])
+        if bucket is None:
+            bucket = torch.empty(width * self.world_size, dtype=self.dtype, device=self.device)
+            self._track_buffer(bucket)
+            self._filling[units[0]] = bucket
+        at = layout[u].shard_offset - layout[first].shard_offset
+        bucket.view(self.world_size, width)[:, at : at + layout[u].shard].copy_(
+            leaf.grad.view(self.world_size, layout[u].shard)
+        )
+        leaf.grad = None
+        if u == first:
+            del self._filling[units[0]]
+            self._store_grad_range(first, units[0], bucket)
 
     def _step(self, inv_scale: float) -> None:
         self._step_and_all_gather(inv_scale)

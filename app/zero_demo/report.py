@@ -75,6 +75,7 @@ def build_document(raw: dict, cfg: DemoConfig, card: CardFormulas) -> dict:
             "offload": run["offload"],
             "grad_accum": k,
             "overlap": run["overlap"],
+            "gradient_buckets": run.get("buckets"),
             "bytes_per_rank": measured,
             "formula_bytes_per_rank": _num(sum(formula.values())),
             "comm_elements_per_rank_per_step": comm["elements"],
