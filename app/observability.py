@@ -206,6 +206,15 @@ def count_stored_answers(sessions: sessionmaker[Session], metrics: Metrics) -> N
 
 def route_template(scope: Scope) -> str:
     """The matched route's template (``/api/v1/cards/{card_id}``), never the raw path."""
+    # FastAPI >= 0.16x keeps an included route's own path on scope["route"] (no prefix) and the
+    # full template on its effective route context.
+    context = (scope.get("fastapi") or {}).get("effective_route_context")
+    if context is not None:
+        full = getattr(getattr(context, "starlette_route", None), "path_format", None) or getattr(
+            context, "path_format", None
+        )
+        if isinstance(full, str) and full:
+            return full
     route = scope.get("route")
     path = getattr(route, "path", None)
     if isinstance(path, str):

@@ -1,0 +1,255 @@
+"""Hardening found by probing: trusted Host headers, HSTS, the request-body cap, request ids on
+every log line and response, Prometheus metrics behind a token."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sqlite3
+import uuid
+
+import pytest
+from conftest import CARD_ID, make_settings
+from fastapi.testclient import TestClient
+from sqlalchemy import event
+
+from app.main import create_app
+from app.observability import JsonFormatter
+
+API = "/api/v1"
+METRICS_TOKEN = "metrics-token-0123456789abcdef"
+
+
+@pytest.fixture
+def metered(tmp_path, db_url, cards):
+    app = create_app(make_settings(tmp_path, db_url, metrics_token=METRICS_TOKEN), cards=cards)
+    with TestClient(app) as client:
+        yield app, client
+
+
+def learner(client) -> dict[str, str]:
+    response = client.post(f"{API}/learners")
+    assert response.status_code == 201, response.text
+    return {"Authorization": f"Bearer {response.json()['token']}"}
+
+
+def a_question(client, seed=1) -> dict:
+    response = client.get(
+        f"{API}/cards/{CARD_ID}/points/optimizer-memory/question", params={"seed": seed}
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+# --- trusted hosts, HSTS ----------------------------------------------------------------------
+
+
+def test_an_untrusted_host_is_refused_not_echoed_in_a_redirect(client):
+    response = client.get("/static", headers={"Host": "evil.example"}, follow_redirects=False)
+    assert response.status_code == 400
+    assert "evil.example" not in response.headers.get("location", "")
+    # The trusted ones (with a port too) still redirect to themselves.
+    for host in ("testserver", "localhost:8000", "127.0.0.1:8000"):
+        ok = client.get("/static", headers={"Host": host}, follow_redirects=False)
+        assert ok.status_code in (307, 404), (host, ok.status_code)
+        assert "evil" not in ok.headers.get("location", "")
+
+
+def test_trusted_hosts_come_from_the_settings(tmp_path, db_url, cards):
+    settings = make_settings(tmp_path, db_url, trusted_hosts="cards.example.com, *.example.org")
+    with TestClient(create_app(settings, cards=cards)) as client:
+        for host, status in [
+            ("cards.example.com", 200),
+            ("eu.example.org", 200),
+            ("testserver", 400),
+            ("evil.example", 400),
+        ]:
+            assert client.get("/healthz", headers={"Host": host}).status_code == status, host
+
+
+def test_hsts_in_production_only(tmp_path, db_url, cards, client):
+    assert "strict-transport-security" not in client.get("/healthz").headers
+    settings = make_settings(tmp_path, db_url, environment="production")
+    with TestClient(create_app(settings, cards=cards), base_url="https://testserver") as prod:
+        for path in ("/healthz", "/static/style.css", f"{API}/cards"):
+            hsts = prod.get(path).headers["strict-transport-security"]
+            assert hsts == "max-age=31536000; includeSubDomains"
+
+
+# --- the body cap -----------------------------------------------------------------------------
+
+
+def assert_too_large(response, limit: int) -> None:
+    assert response.status_code == 413, response.text[:300]
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert body["code"] == "payload_too_large" and body["limit_bytes"] == limit
+
+
+def test_a_body_over_the_cap_is_a_413_problem(client):
+    headers = {"content-type": "application/json"}
+    assert_too_large(
+        client.post(f"{API}/answers", content=b"x" * (1024 * 1024 + 1), headers=headers),
+        1024 * 1024,
+    )
+
+    def chunks():  # no Content-Length: chunked transfer encoding
+        for _ in range(20):
+            yield b"x" * 65536
+
+    assert_too_large(client.post(f"{API}/answers", content=chunks(), headers=headers), 1024 * 1024)
+    # Under the cap, chunked or not, the request goes on (here: no token, 401).
+    small = client.post(f"{API}/answers", content=iter([b"{}"]), headers=headers)
+    assert small.status_code == 401
+
+
+def test_a_page_form_over_the_cap_is_a_413_page(client):
+    response = client.post("/answers", content=b"a=" + b"x" * (1024 * 1024))
+    assert response.status_code == 413 and "text/html" in response.headers["content-type"]
+
+
+def test_card_documents_may_be_larger(client):
+    big = {"id": "x", "padding": "y" * (2 * 1024 * 1024)}  # 2 MiB: the authoring limit
+    response = client.post(f"{API}/instructor/cards", json=big)
+    assert response.status_code == 401  # past the cap; refused for want of a token
+    huge = client.post(
+        f"{API}/instructor/cards",
+        content=b"x" * (4 * 1024 * 1024 + 1),
+        headers={"content-type": "application/json"},
+    )
+    assert_too_large(huge, 4 * 1024 * 1024)
+
+
+def test_a_batch_of_500_real_answers_fits_under_the_cap(client):
+    headers = learner(client)
+    body = a_question(client)
+    items = [
+        {"token": body["token"], "choice_id": "a", "client_answer_id": str(uuid.uuid4())}
+        for _ in range(500)
+    ]
+    payload = json.dumps({"answers": items}).encode()
+    assert len(payload) < 1024 * 1024
+    response = client.post(
+        f"{API}/answers/batch",
+        content=payload,
+        headers={**headers, "content-type": "application/json"},
+    )
+    assert response.status_code != 413, response.text[:300]
+
+
+# --- request ids and JSON logs ----------------------------------------------------------------
+
+
+class Lines(logging.Handler):
+    """Formats each record as it is logged (the request id is a context variable)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.formatter = JsonFormatter()
+        self.lines: list[dict] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(json.loads(self.format(record)))
+
+
+@pytest.fixture
+def log_lines():
+    handler = Lines()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    yield handler.lines
+    root.removeHandler(handler)
+
+
+def test_every_response_has_a_request_id(client):
+    first = client.get("/healthz").headers["x-request-id"]
+    second = client.get("/healthz").headers["x-request-id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", first) and first != second
+    kept = client.get("/healthz", headers={"X-Request-ID": "edge-7f3a.42:1"})
+    assert kept.headers["x-request-id"] == "edge-7f3a.42:1"
+    for insane in ("x" * 200, "a b", "<script>", "_leading", "a/b"):
+        replaced = client.get("/healthz", headers={"X-Request-ID": insane})
+        assert re.fullmatch(r"[0-9a-f]{32}", replaced.headers["x-request-id"]), insane
+    # Errors too: a 404 problem, a 413, a refused host.
+    assert client.get(f"{API}/nothing").headers["x-request-id"]
+    assert client.get("/healthz", headers={"Host": "evil.example"}).headers["x-request-id"]
+
+
+def test_log_lines_are_json_with_the_request_id(app, client, log_lines):
+    response = client.get(f"{API}/cards", headers={"X-Request-ID": "trace-1"})
+    access = [line for line in log_lines if line["logger"] == "app.access"]
+    assert access[-1]["request_id"] == "trace-1" and access[-1]["route"] == f"{API}/cards"
+    assert access[-1]["status"] == 200 and access[-1]["duration_ms"] >= 0
+    assert {"time", "level", "logger", "message", "request_id"} <= set(access[-1])
+    assert response.headers["x-request-id"] == "trace-1"
+
+    # A line written in the worker thread that ran the request carries it as well.
+    def full(cursor, statement, parameters, context):
+        if statement.lstrip().upper().startswith("INSERT"):
+            raise sqlite3.OperationalError("database or disk is full")
+
+    event.listen(app.state.engine, "do_execute", full)
+    failed = client.post(f"{API}/learners", headers={"X-Request-ID": "trace-2"})
+    assert failed.status_code == 503
+    warning = [line for line in log_lines if line["logger"] == "app.errors"][-1]
+    assert warning["request_id"] == "trace-2" and "disk_full" in warning["message"]
+    assert all(line["request_id"] == "-" or line["request_id"] for line in log_lines)
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+def scrape(client) -> str:
+    response = client.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain")
+    return response.text
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            if all(f'{key}="{value}"' in line for key, value in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_metrics_need_the_token_and_are_off_without_one(client, metered):
+    assert client.get("/metrics").status_code == 404  # METRICS_TOKEN unset: no metrics at all
+    _app, metered_client = metered
+    assert metered_client.get("/metrics").status_code == 401
+    wrong = metered_client.get("/metrics", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
+    assert "/metrics" not in metered_client.get("/openapi.json").json()["paths"]
+
+
+def test_metrics_count_latency_per_route_answers_and_database_errors(metered):
+    app, client = metered
+    headers = learner(client)
+    for seed in (1, 2):
+        body = a_question(client, seed=seed)
+        answer = client.post(
+            f"{API}/answers",
+            json={"token": body["token"], "choice_id": "a", "client_answer_id": str(uuid.uuid4())},
+            headers=headers,
+        )
+        assert answer.status_code in (200, 201), answer.text
+    text = scrape(client)
+    route = f"{API}/cards/{{card_id}}/points/{{point}}/question"
+    count = "infracards_http_request_duration_seconds_count"
+    assert sample(text, count, route=route, method="GET", status="200") == 2
+    assert sample(text, count, route=f"{API}/answers", method="POST") == 2
+    assert "seed=1" not in text and "/points/optimizer-memory" not in text  # templates only
+    assert sample(text, "infracards_answers_stored_total") == 2
+
+    def full(cursor, statement, parameters, context):
+        if statement.lstrip().upper().startswith("INSERT"):
+            raise sqlite3.OperationalError("database or disk is full")
+
+    event.listen(app.state.engine, "do_execute", full)
+    assert client.post(f"{API}/learners").status_code == 503
+    text = scrape(client)
+    assert sample(text, "infracards_database_errors_total", kind="disk_full") == 1
+    assert sample(text, count, route=f"{API}/learners", status="503") == 1
+    assert sample(text, "infracards_answers_stored_total") == 2
