@@ -6,6 +6,7 @@ browser session (:mod:`app.auth.cookies`).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Iterator
@@ -128,12 +129,35 @@ def _lookup_token(request: Request, token: str) -> LearnerRef | None:
         return learner_for_token(session=session, token=token)
 
 
+# Lookups of a token in flight, per event loop: concurrent requests with the same token that
+# miss the cache wait for one database read (not one each, which would drain the pool).
+_lookups: dict[tuple[int, str], asyncio.Future[LearnerRef | None]] = {}
+
+
 async def _learner_of(request: Request, token: str) -> LearnerRef:
     """The bearer token's learner: from the in-process cache (validated less than
     ``TOKEN_CACHE_TTL_S`` ago, see app.auth.service), else from the database in the threadpool."""
     learner = cached_learner_for_token(token)
     if learner is None:
-        learner = await run_in_threadpool(_lookup_token, request, token)
+        key = (id(asyncio.get_running_loop()), token)
+        pending = _lookups.get(key)
+        if pending is not None:
+            learner = await asyncio.shield(pending)
+        else:
+            future: asyncio.Future[LearnerRef | None] = asyncio.get_running_loop().create_future()
+            _lookups[key] = future
+            try:
+                learner = await run_in_threadpool(_lookup_token, request, token)
+                future.set_result(learner)
+            except asyncio.CancelledError:
+                future.cancel()
+                raise
+            except BaseException as exc:
+                future.set_exception(exc)
+                future.exception()  # retrieved: no "never retrieved" warning without waiters
+                raise
+            finally:
+                _lookups.pop(key, None)
     if learner is None:
         raise Unauthorized("unknown or revoked token", code="invalid_token")
     return learner

@@ -100,7 +100,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             args.startup_timeout,
             args.seed,
         )
-        backends = ["sqlite"] + (["postgres"] if pg else [])
+        backends = [b for b in args.backends if b == "sqlite" or pg]
+        if "postgres" in args.backends and not pg and args.backends == ["postgres"]:
+            raise BenchError("--backends postgres: no PostgreSQL server (see --postgres)")
         for backend in backends:
             for workers in args.workers:
                 if backend == "sqlite":
@@ -265,6 +267,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=positive_float,
         default=60.0,
         help="time cap per endpoint (default 60)",
+    )
+    parser.add_argument(
+        "--backends",
+        type=lambda text: [b for b in text.split(",") if b],
+        default=["sqlite", "postgres"],
+        help="databases to run on, comma-separated: sqlite, postgres (default both; postgres "
+        "only when a server answers)",
     )
     parser.add_argument(
         "--workers",

@@ -151,8 +151,8 @@ def run_wrk(
         problems["resent after a dropped connection (wrk)"] = resent
     if result["socket_errors"]:
         problems["connect/read/write errors (wrk)"] = result["socket_errors"]
-    if non_200:
-        problems["non-200 responses (wrk records no status)"] = non_200
+    for status in " ".join(t.get("statuses", "") for t in threads_out).split():
+        problems[f"HTTP {status}"] += 1
     return Load(
         sent=sent,
         responses=responses,

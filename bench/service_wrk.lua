@@ -44,6 +44,7 @@ function init(args)
     specs[#specs + 1] = {method, path, body}
   end
   granted, sent, resent, received, non200 = 0, 0, 0, 0, 0
+  statuses = ""  -- the statuses other than 200, space-separated
   first_us, last_us, finished = 0, 0, false
 end
 
@@ -69,7 +70,10 @@ end
 function response(status, headers, body)
   received = received + 1
   last_us = now_us()
-  if status ~= 200 then non200 = non200 + 1 end
+  if status ~= 200 then
+    non200 = non200 + 1
+    statuses = statuses .. status .. " "
+  end
   if not finished and sent >= share and received >= sent then
     finished = true
     io.stderr:write("bench-thread-done\n")
@@ -80,9 +84,9 @@ function done(summary, latency, requests)
   local parts = {}
   for _, t in ipairs(threads) do
     parts[#parts + 1] = string.format(
-      '{"sent": %d, "resent": %d, "received": %d, "non200": %d, "first_us": %.0f, "last_us": %.0f}',
+      '{"sent": %d, "resent": %d, "received": %d, "non200": %d, "first_us": %.0f, "last_us": %.0f, "statuses": "%s"}',
       t:get("sent"), t:get("resent"), t:get("received"), t:get("non200"),
-      t:get("first_us"), t:get("last_us"))
+      t:get("first_us"), t:get("last_us"), t:get("statuses"))
   end
   -- wrk's timeout count is left out: it also counts the connections held idle by delay().
   local e = summary.errors

@@ -41,7 +41,7 @@ from app.domain.catalog import Catalog
 from app.domain.generation import Choice, Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
 from app.domain.texts import Text
-from app.models import Attempt, PracticeSession
+from app.models import Attempt, PracticeSession, ReviewItem
 from app.practice.questions import (
     QuestionSigner,
     SessionPosition,
@@ -51,7 +51,7 @@ from app.practice.questions import (
 )
 from app.practice.sessions import check_can_answer, load_session, question_id_at
 from app.problems import Conflict, UnknownChoiceError
-from app.review.service import record_review
+from app.review.service import ReviewKey, preload, record_review
 
 MAX_DURATION_MS = 24 * 3600 * 1000
 log = logging.getLogger(__name__)
@@ -95,9 +95,7 @@ def resolve_token(
         check_token_owner(content, learner.id)
         return content.question, None
     owner = session.scalar(
-        select(PracticeSession.learner_id).where(
-            PracticeSession.id == content.position.session_id
-        )
+        select(PracticeSession.learner_id).where(PracticeSession.id == content.position.session_id)
     )
     if owner is not None and owner != learner.id:
         session.commit()
@@ -198,8 +196,41 @@ def _store(
         )
         .limit(1)
     )
+    attempt = _new_attempt(
+        ctx,
+        learner,
+        variant,
+        result,
+        client_answer_id,
+        position,
+        duration_ms,
+        answered_at,
+        now,
+        first_answer=earlier is None,
+    )
+    session.add(attempt)
+    session.flush()
+    if attempt.first_answer:
+        _rate(session, ctx, learner, attempt, result, duration_ms, now)
+    return attempt
+
+
+def _new_attempt(
+    ctx: Context,
+    learner: LearnerRef,
+    variant: Variant,
+    result: Grade,
+    client_answer_id: str,
+    position: SessionPosition | None,
+    duration_ms: int | None,
+    answered_at: datetime | None,
+    now: datetime,
+    *,
+    first_answer: bool,
+) -> Attempt:
+    identity = variant.id
     located = ctx.catalog.locate(identity)
-    attempt = Attempt(
+    return Attempt(
         learner_id=learner.id,
         card_id=identity.card_id,
         card_version=located.card.version,
@@ -214,30 +245,50 @@ def _store(
         correct=result.correct,
         pitfall_id=result.pitfall.id if result.pitfall is not None else None,
         client_answer_id=client_answer_id,
-        first_answer=earlier is None,
+        first_answer=first_answer,
         practice_session_id=position.session_id if position else None,
         position=position.position if position else None,
         duration_ms=duration_ms,
         answered_at=answered_at,
         created_at=now,
     )
-    session.add(attempt)
-    session.flush()
-    if attempt.first_answer:
-        record_review(
-            session=session,
-            catalog=ctx.catalog,
-            learner_id=learner.id,
-            card_id=identity.card_id,
-            point=identity.point,
-            template_id=identity.template_id,
-            correct=result.correct,
-            pitfall_id=attempt.pitfall_id,
-            duration_ms=duration_ms,
-            attempt_id=attempt.id,
-            now=now,
-        )
-    return attempt
+
+
+def _rate(
+    session: Session,
+    ctx: Context,
+    learner: LearnerRef,
+    attempt: Attempt,
+    result: Grade,
+    duration_ms: int | None,
+    now: datetime,
+    preloaded: tuple[dict[str, Any], dict[ReviewKey, ReviewItem]] | None = None,
+) -> None:
+    """Rate a first answer (flushed already: the review log points at it); ``preloaded``: the
+    batch's exam dates and review items (see app.review.service.preload)."""
+    extra: dict[str, Any] = {}
+    key = (learner.id, attempt.card_id, attempt.template_id)
+    if preloaded is not None:
+        exam_dates, items = preloaded
+        if learner.id in exam_dates:
+            extra["exam_date"] = exam_dates[learner.id]
+        extra["item"] = items.get(key)
+    item = record_review(
+        session=session,
+        catalog=ctx.catalog,
+        learner_id=learner.id,
+        card_id=attempt.card_id,
+        point=attempt.point,
+        template_id=attempt.template_id,
+        correct=result.correct,
+        pitfall_id=attempt.pitfall_id,
+        duration_ms=duration_ms,
+        attempt_id=attempt.id,
+        now=now,
+        **extra,
+    )
+    if preloaded is not None:
+        preloaded[1][key] = item
 
 
 def _replay(stored: Attempt, variant: Variant) -> AnswerOutcome:
@@ -343,6 +394,90 @@ class AnswerWriter:
                     pass
 
     def _write(self, batch: list[_Pending]) -> None:
+        """The whole batch in one go; when that fails (a lost insert race on PostgreSQL, an
+        answer that cannot be stored), it is rolled back and written again answer by answer."""
+        try:
+            self._write_together(batch)
+        except Exception as exc:  # noqa: BLE001 - rolled back: nothing of it is stored
+            log.info("a batch of %d answers is retried one by one: %s", len(batch), exc)
+            for item in batch:
+                item.outcome, item.error = None, None
+            self._write_each(batch)
+
+    def _write_together(self, batch: list[_Pending]) -> None:
+        """Two reads for the batch (the ids already stored, the questions answered before),
+        one insert per answer, flushed together except before a review rating."""
+        with self._sessions() as session, write_transaction(session):
+            ids = {item.client_answer_id for item in batch}
+            stored = {
+                a.client_answer_id: a
+                for a in session.scalars(select(Attempt).where(Attempt.client_answer_id.in_(ids)))
+            }
+            fresh = [item for item in batch if item.client_answer_id not in stored]
+            answered = (
+                {
+                    tuple(row)
+                    for row in session.execute(
+                        select(
+                            Attempt.learner_id,
+                            Attempt.card_id,
+                            Attempt.template_id,
+                            Attempt.template_version,
+                            Attempt.seed,
+                        ).where(
+                            Attempt.learner_id.in_({i.learner.id for i in fresh}),
+                            Attempt.seed.in_({i.question.seed for i in fresh}),
+                        )
+                    )
+                }
+                if fresh
+                else set()
+            )
+            preloaded = preload(
+                session,
+                {(i.learner.id, i.question.card_id, i.question.template_id) for i in fresh},
+            )
+            for item in batch:
+                found = stored.get(item.client_answer_id)
+                if found is not None:
+                    if _same_question(found, item.learner, item.question):
+                        item.outcome = _replay(found, item.variant)
+                    else:
+                        item.error = answer_id_reused()
+                    continue
+                q = item.question
+                key = (item.learner.id, q.card_id, q.template_id, q.template_version, q.seed)
+                attempt = _new_attempt(
+                    item.ctx,
+                    item.learner,
+                    item.variant,
+                    item.result,
+                    item.client_answer_id,
+                    None,
+                    item.duration_ms,
+                    item.answered_at,
+                    item.now,
+                    first_answer=key not in answered,
+                )
+                answered.add(key)
+                stored[item.client_answer_id] = attempt
+                session.add(attempt)
+                if attempt.first_answer:
+                    session.flush()
+                    _rate(
+                        session,
+                        item.ctx,
+                        item.learner,
+                        attempt,
+                        item.result,
+                        item.duration_ms,
+                        item.now,
+                        preloaded,
+                    )
+                item.outcome = AnswerOutcome(attempt, item.variant, item.result, replayed=False)
+            session.flush()
+
+    def _write_each(self, batch: list[_Pending]) -> None:
         with self._sessions() as session, write_transaction(session):
             for item in batch:
                 try:

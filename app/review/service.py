@@ -18,6 +18,7 @@ from app.domain.scheduling import bring_forward, new_state, retrievability, revi
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
 
 MAX_DUE_PAGE = 100
+_LOOK_UP = object()  # record_review reads the exam date itself
 PITFALL_REPEAT = 2  # falling for a pitfall this often brings its templates forward
 
 
@@ -43,10 +44,18 @@ def record_review(
     duration_ms: int | None,
     attempt_id: int,
     now: datetime,
+    exam_date: date | None | object = _LOOK_UP,
+    item: ReviewItem | None = None,
 ) -> ReviewItem:
-    """Rate the learner's first answer to a question of ``template_id`` (in a write transaction)."""
-    exam_date = session.scalar(select(Learner.exam_date).where(Learner.id == learner_id))
-    item = _item(session, learner_id, card_id, point, template_id, now)
+    """Rate the learner's first answer to a question of ``template_id`` (in a write transaction).
+
+    ``exam_date`` and ``item`` may come from :func:`preload` (a batch of answers reads them
+    once); without them, or when the item was not there, they are read here.
+    """
+    if exam_date is _LOOK_UP:
+        exam_date = session.scalar(select(Learner.exam_date).where(Learner.id == learner_id))
+    if item is None:
+        item = _item(session, learner_id, card_id, point, template_id, now)
     due_before = as_utc(item.due_at) if item.reviews else None
     outcome = review(
         item.state,
@@ -75,6 +84,34 @@ def record_review(
     if not correct and pitfall_id is not None:
         _bring_pitfall_forward(session, catalog, learner_id, card_id, template_id, pitfall_id, now)
     return item
+
+
+ReviewKey = tuple[str, str, str]  # (learner id, card id, template id)
+
+
+def preload(
+    session: Session, keys: set[ReviewKey]
+) -> tuple[dict[str, date | None], dict[ReviewKey, ReviewItem]]:
+    """The exam dates of the learners and the review items of ``keys``, in two reads."""
+    if not keys:
+        return {}, {}
+    learners = {k[0] for k in keys}
+    exam_dates: dict[str, date | None] = {
+        learner_id: exam_date
+        for learner_id, exam_date in session.execute(
+            select(Learner.id, Learner.exam_date).where(Learner.id.in_(learners))
+        )
+    }
+    items = {
+        (i.learner_id, i.card_id, i.template_id): i
+        for i in session.scalars(
+            select(ReviewItem).where(
+                ReviewItem.learner_id.in_(learners),
+                ReviewItem.template_id.in_({k[2] for k in keys}),
+            )
+        )
+    }
+    return exam_dates, {k: v for k, v in items.items() if k in keys}
 
 
 def _item(
