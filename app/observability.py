@@ -4,8 +4,8 @@
   is replaced by a fresh one); it is sent back in ``X-Request-ID`` and is on every log line
   written while the request runs, threads included (a context variable).
 * **Logs**: ``LOG_FORMAT=json`` (the default) writes one JSON object a line to stderr, uvicorn's
-  own lines included; uvicorn's access log is replaced by one ``app.access`` line per request with
-  the method, path, route template, status and duration.
+  own lines included; uvicorn's access log (unless ``--no-access-log`` or a level above info)
+  becomes one ``app.access`` line a request: method, path, route template, status, duration.
 * **Metrics** (``prometheus-client``): ``infracards_http_request_duration_seconds`` (a histogram
   by method, route template and status), ``infracards_answers_stored_total`` (attempts committed),
   ``infracards_database_errors_total`` (by kind, see :func:`app.db.failure_kind`). ``/metrics`` is
@@ -136,14 +136,36 @@ def configure_logging(settings: Settings) -> logging.Handler:
         handler.setFormatter(
             logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
         )
-    if root.level == logging.WARNING:  # the default: nobody chose a level
-        root.setLevel(settings.log_level.upper())
+    app_logger = logging.getLogger("app")
+    if app_logger.level == logging.NOTSET:
+        app_logger.setLevel(settings.log_level.upper())
     uvicorn_logger = logging.getLogger("uvicorn")
     uvicorn_logger.handlers = [handler]
     uvicorn_logger.propagate = False
-    # One app.access line per request replaces uvicorn's access line (it knows the route).
-    logging.getLogger("uvicorn.access").disabled = True
     return handler
+
+
+def access_log_wanted() -> bool:
+    """Whether uvicorn would write access lines (not ``--no-access-log``, not a higher level)."""
+    uvicorn_access = logging.getLogger("uvicorn.access")
+    if uvicorn_access.level == logging.NOTSET and not uvicorn_access.handlers:
+        return True  # not served by uvicorn (a test client, another server): app.access decides
+    if uvicorn_access.disabled or not uvicorn_access.isEnabledFor(logging.INFO):
+        return False
+    return bool(uvicorn_access.handlers) or uvicorn_access.propagate
+
+
+def replace_uvicorn_access_log() -> bool:
+    """One ``app.access`` line per request instead of uvicorn's (it knows the route and the
+    request id); False when the access log is off."""
+    global _access_wanted
+    if _access_wanted is None:  # decided once: afterwards uvicorn's logger is the one disabled
+        _access_wanted = access_log_wanted()
+    logging.getLogger("uvicorn.access").disabled = True
+    return _access_wanted
+
+
+_access_wanted: bool | None = None
 
 
 # --- metrics ----------------------------------------------------------------------------------
@@ -231,10 +253,18 @@ def route_template(scope: Scope) -> str:
 class RequestContextMiddleware:
     """Outermost: the request id, the access line, the latency histogram and ``/metrics``."""
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, metrics_token: str | None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        metrics: Metrics,
+        metrics_token: str | None,
+        access_log: bool = True,
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.metrics_token = metrics_token
+        self.access_log = access_log
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -262,25 +292,29 @@ class RequestContextMiddleware:
             method = scope["method"] if scope["method"] in METHODS else "OTHER"
             route = "/metrics" if scope["path"] == "/metrics" else route_template(scope)
             self.metrics.requests.labels(method, route, str(status[0])).observe(elapsed)
-            access_log.log(
-                logging.ERROR if status[0] >= 500 and status[0] != 503 else logging.INFO,
-                "%s %s %s %.1f ms",
-                method,
-                scope["path"],
-                status[0],
-                elapsed * 1000,
-                extra={
-                    "fields": {
-                        "method": method,
-                        "path": scope["path"],
-                        "route": route,
-                        "status": status[0],
-                        "duration_ms": round(elapsed * 1000, 2),
-                        "client": (scope.get("client") or ("", 0))[0],
-                    }
-                },
-            )
+            if self.access_log or status[0] >= 500:
+                self._log(scope, method, route, status[0], elapsed)
             _request_id.reset(token)
+
+    def _log(self, scope: Scope, method: str, route: str, status: int, elapsed: float) -> None:
+        access_log.log(
+            logging.ERROR if status >= 500 and status != 503 else logging.INFO,
+            "%s %s %s %.1f ms",
+            method,
+            scope["path"],
+            status,
+            elapsed * 1000,
+            extra={
+                "fields": {
+                    "method": method,
+                    "path": scope["path"],
+                    "route": route,
+                    "status": status,
+                    "duration_ms": round(elapsed * 1000, 2),
+                    "client": (scope.get("client") or ("", 0))[0],
+                }
+            },
+        )
 
     async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.metrics_token:
@@ -587,7 +621,12 @@ def install_observability(app: FastAPI, settings: Settings) -> Metrics:
     )
     count_stored_answers(app.state.sessionmaker, metrics)
     token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
-    app.add_middleware(RequestContextMiddleware, metrics=metrics, metrics_token=token or None)
+    app.add_middleware(
+        RequestContextMiddleware,
+        metrics=metrics,
+        metrics_token=token or None,
+        access_log=replace_uvicorn_access_log(),
+    )
 
     @app.get("/readyz", include_in_schema=False)
     def readyz() -> JSONResponse:
