@@ -380,8 +380,11 @@ def test_validation_refuses_a_worked_solution_that_does_not_add_up():
     data = copy.deepcopy(CARD)
     template = data["points"][0]["templates"][0]
     template["solution"] = [t("{=2*psi/n_d:GB:2} + {=2*psi/n_d:GB:2} = {=4*psi/n_d:GB:2}")]
-    with pytest.raises(CardError, match=r"solution step 1 \(en\): the displayed arithmetic gives"):
+    with pytest.raises(
+        CardError, match=r"solution step 1 \(en\): the displayed arithmetic gives"
+    ) as caught:
         card_with(data=data)
+    assert caught.value.field == "solution.1.en"  # where the authoring dashboard points
 
 
 def test_validation_refuses_a_doubled_word():
@@ -390,5 +393,6 @@ def test_validation_refuses_a_doubled_word():
         "en": "ZeRO-1, {psi} parameters, {n_d} ranks: memory per rank?",
         "zh": "ZeRO-1，{psi} 参数，{n_d} 个 rank：每个 rank 的的内存？",
     }
-    with pytest.raises(CardError, match=r"stem \(zh\): doubled word '的的'"):
+    with pytest.raises(CardError, match=r"stem \(zh\): doubled word '的的'") as caught:
         card_with(data=data)
+    assert caught.value.template_id == "zero1-per-rank" and caught.value.field == "stem.zh"

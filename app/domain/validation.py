@@ -74,7 +74,7 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
             rendered = _render_texts(template, values, answer, pitfalls)
         except FormulaError as exc:
             raise CardError(f"{where}: {exc}") from None
-        for what, text in rendered:
+        for what, field, text in rendered:
             for lang in LANGS:
                 shown = text.get(lang)
                 if shown in checked:
@@ -82,7 +82,11 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
                 checked.add(shown)
                 problem = check_arithmetic(shown) or doubled_word(shown, lang)
                 if problem:
-                    raise CardError(f"{where}, {what} ({lang}): {problem}: {text.get(lang)!r}")
+                    raise CardError(
+                        f"{where}, {what} ({lang}): {problem}: {shown!r}",
+                        template_id=template.id,
+                        field=f"{field}.{lang}",
+                    )
         answers_shown.add(answer.text.en)
         evaluated.append((answer, pitfalls))
         for candidate in pitfalls:
@@ -170,15 +174,21 @@ def _check_statement_lengths(card: Card, template: Template) -> None:
 
 def _render_texts(
     template: Template, values: dict[str, Fraction], answer: Candidate, pitfalls: list[Candidate]
-) -> list[tuple[str, Text]]:
+) -> list[tuple[str, str, Text]]:
+    """Every text of the variant: (what, the field as authoring names it, the text)."""
     named = text_values(template, values, answer)
-    rendered = [("stem", template.stem.render(values, named))]
+    rendered = [("stem", "stem", template.stem.render(values, named))]
     for i, step in enumerate(template.solution):
-        rendered.append((f"solution step {i + 1}", step.render(values, named)))
+        rendered.append((f"solution step {i + 1}", f"solution.{i + 1}", step.render(values, named)))
     for candidate in pitfalls:
         assert candidate.pitfall is not None
+        pitfall_id = candidate.pitfall.id
         rendered.append(
-            (f"pitfall {candidate.pitfall.id!r} explanation", explain(candidate, values, named))
+            (
+                f"pitfall {pitfall_id!r} explanation",
+                f"pitfalls.{pitfall_id}.explanation",
+                explain(candidate, values, named),
+            )
         )
     return rendered
 
