@@ -139,3 +139,43 @@ def test_disk_offload_pages_one_sub_group_and_the_peak_drops_by_the_rest(tmp_pat
             assert abs(drop - 12 * (shard - sub_group)) < 4 * shard
         assert disk["losses"] == kept["losses"]
     assert Fraction(runs[0, "disk"]["bytes_per_rank"]["offloaded"]) == 12 * doc["psi"]
+
+
+# Activations dominate here: 64 tokens, 4 sequences per rank, narrow layers.
+LONG = ModelConfig(vocab=64, hidden=32, layers=4, heads=2, seq_len=64)
+
+
+def test_checkpointing_lowers_activation_memory_and_adds_one_gather_per_layer_under_zero3():
+    """--checkpoint-activations: each block keeps only its input (Korthikanti et al. 2022, full
+    recomputation: s·b·h elements per layer, fp32 here) and runs again in backward; under ZeRO-3
+    that recomputation all-gathers the block once more. Training is unchanged."""
+    micro_batch = 4
+    kept, checkpointed = (
+        run(model=LONG, micro_batch=micro_batch, stages=(0, 3), checkpoint_activations=ck)
+        for ck in (False, True)
+    )
+    block = unit_sizes(LONG)[1]
+    assert -(-block // N_D) * N_D == block  # even: no padding in the figures below
+    inputs = LONG.layers * LONG.seq_len * micro_batch * LONG.hidden * 4
+    for a, b in zip(kept["results"], checkpointed["results"], strict=True):
+        s = a["stage"]
+        assert (s, a["checkpoint_activations"], b["checkpoint_activations"]) == (s, False, True)
+        terms = CARD.term_bytes(s, a["padded_psi"], N_D, element_bytes=4)
+        floor = terms["params"] + terms["optimizer"] + (terms["grads"] if s >= 2 else 0)
+        activations = {
+            name: r["phase_peak_bytes"]["forward"] - floor for name, r in (("kept", a), ("ck", b))
+        }
+        # The block inputs stay; everything else the blocks saved for backward is gone.
+        assert inputs <= activations["ck"] <= activations["kept"] / 2, (s, activations, inputs)
+        assert b["phase_peak_bytes"]["backward"] < a["phase_peak_bytes"]["backward"], s
+        assert a["losses"] == b["losses"], s  # the recomputation is the same arithmetic
+        gathers = {
+            name: r["comm_by_collective"].get("all_gather", {"elements": 0, "calls": 0})
+            for name, r in (("kept", a), ("ck", b))
+        }
+        if s == 3:
+            assert gathers["ck"]["calls"] - gathers["kept"]["calls"] == LONG.layers
+            assert gathers["ck"]["elements"] - gathers["kept"]["elements"] == LONG.layers * block
+        else:
+            assert gathers["ck"] == gathers["kept"]  # DDP gathers nothing, with or without
+        assert b["comm_by_collective"].keys() == a["comm_by_collective"].keys()

@@ -96,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
         "all-gather (default: yes; --no-overlap runs every collective when it is reached)",
     )
     run.add_argument(
+        "--checkpoint-activations",
+        action="store_true",
+        help="activation checkpointing: each transformer block keeps only its input and runs its "
+        "forward again in backward (ZeRO-3 gathers its parameters once more for that)",
+    )
+    run.add_argument(
         "--bucket-size",
         type=int,
         default=0,
@@ -390,6 +396,7 @@ def parse_config(argv: list[str] | None = None) -> tuple[argparse.Namespace, Dem
         audit=args.audit,
         overlap=args.overlap,
         bucket_size=args.bucket_size,
+        checkpoint_activations=args.checkpoint_activations,
         grad_accums=tuple(grad_accums),
         compare=args.compare,
         progress=args.progress,

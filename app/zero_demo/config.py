@@ -102,6 +102,9 @@ class DemoConfig:
     # Gradient buckets of DDP and ZeRO-2, in elements: consecutive layers (in backward order) are
     # reduced together once they hold at least this many; 0: each layer is its own bucket.
     bucket_size: int = 0
+    # Activation checkpointing of the transformer blocks: each keeps its input only, and runs
+    # its forward again in backward (under ZeRO-3, with one more all-gather of its parameters).
+    checkpoint_activations: bool = False
     # Micro-batches per optimizer step (gradient accumulation); each value runs every stage.
     grad_accums: tuple[int, ...] = (1,)
     phase_memory: bool = True  # measure the per-phase peaks on the first step of each stage

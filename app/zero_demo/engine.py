@@ -133,6 +133,7 @@ class Engine(ABC):
         self.buckets = bucket_plan([u.padded for u in self.layout.units], cfg.bucket_size)
         self._bucket_of = {u: b for b, units in enumerate(self.buckets) for u in units}
         self._filling: dict[int, torch.Tensor] = {}  # ZeRO-2: bucket inputs being filled
+        self._recomputing = False  # a checkpointed block runs its forward again (in backward)
         self._build(model)
         self.units = model.units.to("meta")  # the code of the units, without their weights
         self.scaler = DynamicLossScaler() if cfg.dtype == "fp16" else None
@@ -175,6 +176,14 @@ class Engine(ABC):
         return STAGE_NAMES[self.stage]
 
     def _unit_forward(self, u: int, x: torch.Tensor) -> torch.Tensor:
+        """Run unit ``u``; with activation checkpointing, a transformer block keeps only its
+        input and runs again in backward (see ``_CheckpointUnit``)."""
+        block = 0 < u < len(self.units) - 1
+        if self.cfg.checkpoint_activations and block and torch.is_grad_enabled():
+            return _CheckpointUnit.apply(x, self, u)
+        return self._unit_compute(u, x)
+
+    def _unit_compute(self, u: int, x: torch.Tensor) -> torch.Tensor:
         params = self.layout.units[u].param_views(self._full_params(u))
         return functional_call(self.units[u], params, (x,))
 
@@ -290,6 +299,37 @@ class Engine(ABC):
         self.optimizer.remove_files()
         if self.audit is not None:
             self.audit.close()
+
+
+class _CheckpointUnit(torch.autograd.Function):
+    """Activation checkpointing of one block: forward runs it without building a graph and keeps
+    only its input; backward runs the block's forward again, with a graph, and backpropagates
+    through it (what ``torch.utils.checkpoint`` does, reentrant style).
+
+    Under ZeRO-3 the recomputation is a forward like any other: the block's parameters are
+    all-gathered for it (Ψ_block more per step) and released after it, then gathered once more
+    for the block's backward, as without checkpointing. No prefetch is started while recomputing.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, engine: Engine, u: int) -> torch.Tensor:  # type: ignore[override]
+        ctx.engine, ctx.u = engine, u
+        ctx.save_for_backward(x)
+        return engine._unit_compute(u, x)  # autograd records nothing inside forward
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:  # type: ignore[override]
+        (x,) = ctx.saved_tensors
+        engine, u = ctx.engine, ctx.u
+        x = x.detach().requires_grad_(x.requires_grad)
+        engine._recomputing = True
+        try:
+            with torch.enable_grad():
+                out = engine._unit_compute(u, x)
+        finally:
+            engine._recomputing = False
+        torch.autograd.backward(out, grad_out)
+        return (x.grad if x.requires_grad else None), None, None
 
 
 def bucket_plan(unit_sizes: list[int], bucket_size: int) -> list[tuple[int, ...]]:
@@ -673,6 +713,8 @@ class Stage3(_ShardedGradients):
         """Start unit ``u``'s all-gather now (overlap on), for when it is needed next."""
         if not self.cfg.overlap or not 0 <= u < len(self.layout.units) or u in self._prefetched:
             return
+        if self._recomputing:  # a recomputation in backward: the next unit forward is not next
+            return
         layout = self.layout.units[u]
         full = torch.empty(layout.padded, dtype=self.dtype, device=self.device)
         self._track(full)
@@ -690,7 +732,7 @@ class Stage3(_ShardedGradients):
     def _full_params(self, u: int) -> torch.Tensor:
         return _GatherUnit.apply(self.param_shard[self.layout.units[u].in_shard()], self, u)
 
-    def _unit_forward(self, u: int, x: torch.Tensor) -> torch.Tensor:
+    def _unit_compute(self, u: int, x: torch.Tensor) -> torch.Tensor:
         full = self._full_params(u)
         gathered = (full.device, full.untyped_storage().data_ptr())
 
@@ -702,7 +744,8 @@ class Stage3(_ShardedGradients):
         with torch.autograd.graph.saved_tensors_hooks(pack, self._unpack):
             out = functional_call(self.units[u], self.layout.units[u].param_views(full), (x,))
         _release(full)  # autograd keeps notes, not the buffer: it is freed here
-        out.register_hook(partial(self._before_unit_backward, u))
+        if out.requires_grad:  # not in a checkpointed block's first forward (no graph there)
+            out.register_hook(partial(self._before_unit_backward, u))
         return out
 
     def _before_unit_backward(self, u: int, grad: torch.Tensor) -> None:

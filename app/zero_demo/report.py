@@ -76,6 +76,7 @@ def build_document(raw: dict, cfg: DemoConfig, card: CardFormulas) -> dict:
             "grad_accum": k,
             "overlap": run["overlap"],
             "gradient_buckets": run.get("buckets"),
+            "checkpoint_activations": run.get("checkpoint_activations", False),
             "bytes_per_rank": measured,
             "formula_bytes_per_rank": _num(sum(formula.values())),
             "comm_elements_per_rank_per_step": comm["elements"],

@@ -306,6 +306,7 @@ def _run_stage(
         "offload": offload,
         "grad_accum": grad_accum,
         "overlap": cfg.overlap,
+        "checkpoint_activations": cfg.checkpoint_activations,
         "buckets": [list(b) for b in engine.buckets] if stage in (0, 2) else None,
         "reference_losses": ref["losses"] if ref is not None else None,
         "psi": engine.layout.psi,
