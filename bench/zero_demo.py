@@ -1,5 +1,6 @@
 """Step time and peak memory of each ZeRO stage of the demo, with and without overlap, against
-PyTorch's FSDP2, from one invocation.
+PyTorch's FSDP2, from one invocation; and the optimizer step with torch's fused AdamW kernel
+against the op-by-op update (``--fused-adam`` of the demo), stage by stage.
 
     python bench/zero_demo.py                      # 2 ranks, the "small" model, bf16, 8 steps
     python bench/zero_demo.py --world-size 4 --model-size base --steps 10
@@ -8,7 +9,8 @@ Every stage (once with overlap on, once with it off) and FSDP2 (``fully_shard`` 
 the root: ZeRO-3) train the same model on the same batches in the same processes, one after the
 other, so the ratios come from one run on one machine state. The options are the demo's (same
 validation), except those that shape the demo's output (``--json``, ``--chart``, ``--no-chart``,
-``--record``), which the bench refuses, and ``--overlap``, which it sets itself. The storage
+``--record``), which the bench refuses, and ``--overlap`` and ``--fused-adam``, which it sets
+itself. The storage
 audit and the per-phase profiler are off (they observe, and cost time); the single-process
 reference is skipped; PyTorch's ZeroRedundancyOptimizer (ZeRO-1) is reported too.
 
@@ -31,7 +33,15 @@ from app.zero_demo.report import median_step_time  # noqa: E402
 
 PROG = "python bench/zero_demo.py"
 DEFAULTS = ["--world-size", "2", "--steps", "8"]
-REFUSED = ("--json", "--chart", "--no-chart", "--record", "--overlap", "--no-overlap")
+REFUSED = (
+    "--json",
+    "--chart",
+    "--no-chart",
+    "--record",
+    "--overlap",
+    "--no-overlap",
+    "--fused-adam",
+)
 TARGET = 1.2  # every stage within 1.2x FSDP2's step time with overlap on
 
 
@@ -44,6 +54,13 @@ def usage() -> str:
         f"Defaults here: {' '.join(DEFAULTS)}. Refused: {', '.join(REFUSED)}.\n\n"
         "The demo's options:\n" + demo
     )
+
+
+def adam_time(run: dict) -> float:
+    """Median seconds of the optimizer update per step (the clock's 'adam' span), steps after the
+    first (the slowest rank's breakdown of each step)."""
+    spans = [b.get("adam", 0.0) for b in run["time_breakdowns"]]
+    return median_step_time(spans)
 
 
 def refuse(argv: list[str]) -> str | None:
@@ -73,8 +90,10 @@ def main(argv: list[str]) -> int:
     cfg = dataclasses.replace(
         cfg, reference=False, compare=True, audit=False, phase_memory=False, grad_accums=(1,)
     )
+    cfg = dataclasses.replace(cfg, fused_adam=False)
     raw_on = launch(dataclasses.replace(cfg, overlap=True))
     raw_off = launch(dataclasses.replace(cfg, overlap=False, compare=False))
+    raw_fused = launch(dataclasses.replace(cfg, overlap=True, compare=False, fused_adam=True))
     if raw_on is None:  # torchrun, rank > 0
         return 0
     fsdp = raw_on["comparisons"]["fsdp2"]
@@ -116,6 +135,20 @@ def main(argv: list[str]) -> int:
         zero1["step_times"],
         zero1["peak_memory"]["above_baseline"],
     )
+    print()
+    print(
+        "Optimizer step (the 'adam' span of each step: the update of the rank's shard), median ms:"
+    )
+    header = f"{'engine':<30}{'unfused':>10}{'fused':>10}{'fused/unfused':>15}"
+    print(header)
+    print("-" * len(header))
+    for unfused, fused in zip(raw_on["runs"], raw_fused["runs"], strict=True):
+        label = STAGE_NAMES[unfused["stage"]] + (
+            "" if unfused["offload"] == "none" else f" offload {unfused['offload']}"
+        )
+        a, b = adam_time(unfused), adam_time(fused)
+        print(f"{label:<30}{a * 1e3:>10.2f}{b * 1e3:>10.2f}{b / max(a, 1e-12):>15.2f}")
+    print()
     verdict = "within" if worst <= TARGET else "NOT within"
     print(
         f"Slowest stage with overlap on (no offload): {worst:.2f}× FSDP2's step time, "

@@ -120,7 +120,7 @@ def test_bench_help_is_its_own():
 
 
 @pytest.mark.parametrize(
-    "flag", ["--json", "--chart=x.svg", "--record", "--no-chart", "--no-overlap"]
+    "flag", ["--json", "--chart=x.svg", "--record", "--no-chart", "--no-overlap", "--fused-adam"]
 )
 def test_bench_refuses_the_flags_it_would_ignore(flag):
     out = bench(flag, *(["x.json"] if flag == "--record" else []))

@@ -91,9 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--overlap",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="overlap communication with computation: DDP all-reduces each bucket and ZeRO-2 "
-        "reduce-scatters it as soon as backward fills it, ZeRO-3 prefetches the next layer's "
-        "all-gather (default: yes; --no-overlap runs every collective when it is reached)",
+        help="overlap communication with computation: DDP all-reduces each bucket, ZeRO-1 and "
+        "ZeRO-2 reduce-scatter it, as soon as backward fills it; ZeRO-3 prefetches the next "
+        "layer's all-gather (default: yes; --no-overlap runs every collective when it is reached)",
     )
     run.add_argument(
         "--checkpoint-activations",

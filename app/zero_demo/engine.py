@@ -550,18 +550,58 @@ class Stage1(_ReplicatedParams):
     averaged gradient of its own piece only, which is all its optimizer shard needs. The piece is
     written back into the rank's slice of the full gradient buffer; the buffer itself stays whole
     (2Ψ bytes), which is what ZeRO-2 will remove. After the step on the shard, the updated
-    parameters are *all-gathered* (Ψ): 2Ψ per step, the same as DDP.
+    parameters are *all-gathered* (Ψ): 2Ψ per step, the same as DDP. With overlap on, each
+    layer's reduce-scatter starts as soon as backward has finished its gradient (on the last
+    micro-batch of a step), like DDP's buckets.
     """
 
     stage = 1
 
+    def _build(self, model: TinyGPT) -> None:
+        super()._build(model)
+        # Overlap: reduce-scatter each layer's gradient as soon as backward has finished it
+        # (after the last micro-batch: accumulation is local until then, as DDP's no_sync).
+        self._hooks = (
+            [
+                leaf.register_post_accumulate_grad_hook(partial(self._layer_ready, u))
+                for u, leaf in enumerate(self.leaves)
+            ]
+            if self.cfg.overlap
+            else []
+        )
+
+    def _layer_ready(self, u: int, leaf: torch.Tensor) -> None:
+        if self._last_micro:
+            self._reduce_layer(u, overlap=True)
+
+    def _reduce_layer(self, u: int, overlap: bool) -> None:
+        """Average layer ``u``'s gradient over ranks into this rank's slice of it (the full
+        buffer stays: ZeRO-1 keeps 2Ψ of gradients)."""
+        layout, grad = self.layout.units[u], self.leaves[u].grad
+        grad.div_(self.world_size)
+        mine = torch.empty(layout.shard, dtype=self.dtype, device=self.device)
+        self._track_buffer(mine)
+
+        def done() -> None:
+            grad[layout.shard_range(self.rank)].copy_(mine)
+
+        if overlap:
+            work = self.comm.reduce_scatter(mine, grad, async_op=True)
+            self._pending.append((work, done, mine))
+        else:
+            self.comm.reduce_scatter(mine, grad)
+            done()
+
     def _reduce_gradients(self) -> None:  # noqa: B027 (a no-op unless a stage needs it)
-        for u, leaf in zip(self.layout.units, self.leaves, strict=True):
-            leaf.grad.div_(self.world_size)
-            mine = torch.empty(u.shard, dtype=self.dtype, device=self.device)
-            self._track_buffer(mine)
-            self.comm.reduce_scatter(mine, leaf.grad)
-            leaf.grad[u.shard_range(self.rank)].copy_(mine)
+        if self.cfg.overlap:
+            return  # started during backward, waited for in _finish_backward
+        for u in range(len(self.leaves)):
+            self._reduce_layer(u, overlap=False)
+
+    def close(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        super().close()
 
     def _grad_pieces(self) -> list[tuple[slice, torch.Tensor]]:
         return [
