@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -427,13 +428,20 @@ class BodyLimitMiddleware:
 # --- health, readiness and start-up ----------------------------------------------------------
 
 
-def migration_state(engine: Engine) -> dict[str, Any]:
-    from alembic.migration import MigrationContext
+@functools.cache
+def migration_heads() -> list[str]:
+    """The latest revisions of the migrations shipped with this code (read once)."""
     from alembic.script import ScriptDirectory
 
     from app.cli import MIGRATIONS_DIR
 
-    heads = sorted(ScriptDirectory(str(MIGRATIONS_DIR)).get_heads())
+    return sorted(ScriptDirectory(str(MIGRATIONS_DIR)).get_heads())
+
+
+def migration_state(engine: Engine) -> dict[str, Any]:
+    from alembic.migration import MigrationContext
+
+    heads = migration_heads()
     try:
         with engine.connect() as connection:
             current = sorted(MigrationContext.configure(connection).get_current_heads())
