@@ -148,3 +148,21 @@ def test_an_overflow_skips_the_step_and_halves_the_scale(one_rank, stage):
     assert engine.optimizer.step_count == 3
     assert not torch.equal(engine.optimizer.master(), before)
     engine.close()
+
+
+# -- construction from the meta device -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", [0, 3])
+def test_an_engine_built_from_the_meta_device_holds_the_same_weights(one_rank, stage):
+    """The runner builds each engine from a model without weights: its units are initialised one
+    at a time and partitioned as they are, to exactly the values of the materialised model."""
+    config = DemoConfig(world_size=1, model=TINY, dtype="fp32", progress=False)
+    whole = build_model(TINY, 0)
+    expected = torch.cat([p.detach().reshape(-1) for p in whole.parameters()])
+    meta = build_model(TINY, 0, materialize=False)
+    assert all(p.is_meta for p in meta.parameters())
+    engine = ENGINES[stage](meta, cfg=config, comm=one_rank, device=torch.device("cpu"))
+    assert torch.equal(engine.full_parameters(), expected)
+    assert all(p.is_meta for p in meta.parameters()), "no unit keeps its fp32 weights"
+    engine.close()

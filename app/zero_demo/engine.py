@@ -45,7 +45,7 @@ from .audit import StorageAudit
 from .comm import CountingComm, Pending, all_gather_tensor
 from .config import STAGE_NAMES, DemoConfig
 from .inventory import Held, take
-from .model import TinyGPT, loss_fn
+from .model import TinyGPT, loss_fn, materialized_units
 from .optimizer import ShardedAdamW
 from .phases import Clock, PhaseMemory
 from .sharding import FlatLayout
@@ -111,8 +111,12 @@ class Engine(ABC):
         # Time per span of a step (collectives, Adam, copies); the collectives report to it too.
         self.clock = Clock(device)
         comm.clock = self.clock
+        # The stage's buffers, then the model unit by unit into them and into the fp32 master
+        # shard (from the meta device: one unit's fp32 weights at a time, see materialized_units).
+        self._allocate()
+        master = self._materialize(model)
         self.optimizer = ShardedAdamW(
-            self.layout.shard_of(model.units, self.shard_rank),
+            master,
             tier=OFFLOAD_TIER[offload],
             device=device,
             hyper=cfg.optim,
@@ -145,8 +149,27 @@ class Engine(ABC):
 
     # -- what each stage defines -------------------------------------------------------------
     @abstractmethod
+    def _allocate(self) -> None:
+        """Create the (empty) low-precision parameter buffer the stage keeps."""
+
+    @abstractmethod
+    def _fill(self, i: int, flat: torch.Tensor) -> None:
+        """Copy unit ``i``'s fp32 flat parameters (padded) into what the stage keeps of them."""
+
+    @abstractmethod
     def _build(self, model: TinyGPT) -> None:
-        """Create the low-precision parameters (and gradient buffers) the stage keeps."""
+        """The rest of the stage's state (leaves, gradient buffers, hooks), parameters filled."""
+
+    def _materialize(self, model: TinyGPT) -> torch.Tensor:
+        """Fill the stage's buffers unit by unit; the rank's fp32 master shard."""
+        master = torch.empty(self.layout.shard_numel, dtype=torch.float32)
+        for i, unit in materialized_units(model, self.cfg.seed):
+            u = self.layout.units[i]
+            flat = self.layout.flatten(unit, i)
+            master[u.in_shard()].copy_(flat[u.shard_range(self.shard_rank)])
+            self._fill(i, flat)
+            del flat
+        return master
 
     @abstractmethod
     def _full_params(self, u: int) -> torch.Tensor:
@@ -368,9 +391,13 @@ class _ReplicatedParams(Engine):
     ``leaf.grad``: the gradient *bucket* the collectives work on.
     """
 
+    def _allocate(self) -> None:
+        self.flat_params = torch.empty(self.layout.padded_psi, dtype=self.dtype, device=self.device)
+
+    def _fill(self, i: int, flat: torch.Tensor) -> None:
+        self.flat_params[self.layout.units[i].in_flat()].copy_(flat)
+
     def _build(self, model: TinyGPT) -> None:
-        flat = torch.cat([self.layout.flatten(unit, i) for i, unit in enumerate(model.units)])
-        self.flat_params = flat.to(self.device, self.dtype)
         self.leaves = [self.flat_params[u.in_flat()].requires_grad_() for u in self.layout.units]
 
     def _full_params(self, u: int) -> torch.Tensor:
@@ -725,9 +752,17 @@ class Stage3(_ShardedGradients):
 
     stage = 3
 
+    def _allocate(self) -> None:
+        self.param_shard = torch.empty(
+            self.layout.shard_numel, dtype=self.dtype, device=self.device
+        )
+
+    def _fill(self, i: int, flat: torch.Tensor) -> None:
+        u = self.layout.units[i]
+        self.param_shard[u.in_shard()].copy_(flat[u.shard_range(self.rank)])
+
     def _build(self, model: TinyGPT) -> None:
-        shard = self.layout.shard_of(model.units, self.rank)
-        self.param_shard = shard.to(self.device, self.dtype).requires_grad_()
+        self.param_shard.requires_grad_()
         self.grad_shard = self._new_grad_shard()
         self._regathered: dict[int, torch.Tensor] = {}
         # Overlap: the next unit's all-gather, started while this unit computes.

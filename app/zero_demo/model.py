@@ -12,6 +12,8 @@ from the same seed, so they all start from identical weights.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -92,13 +94,41 @@ class TinyGPT(nn.Module):
         return x
 
 
-def build_model(cfg: ModelConfig, seed: int) -> TinyGPT:
-    """The model in fp32 on the CPU, initialised from ``seed`` alone (GPT-2 style init)."""
-    generator = torch.Generator().manual_seed(seed)
+def build_model(cfg: ModelConfig, seed: int, materialize: bool = True) -> TinyGPT:
+    """The model, initialised from ``seed`` alone (GPT-2 style init), in fp32 on the CPU; with
+    ``materialize=False`` on the meta device, without weights: ``materialized_units`` gives its
+    units one at a time with the same values (how the engines build it, see ``engine``)."""
     with torch.device("meta"):
         model = TinyGPT(cfg)
-    _materialize(model)
-    for name, p in model.named_parameters():
+    if materialize:
+        _materialize(model)
+        _initialize(model, torch.Generator().manual_seed(seed))
+    return model
+
+
+def materialized_units(model: TinyGPT, seed: int) -> Iterator[tuple[int, nn.Module]]:
+    """The units with their weights, one at a time (index, unit).
+
+    A model on the meta device is materialised unit by unit, with exactly the values
+    ``build_model`` gives (one generator, the same order of parameters), and each unit goes back
+    to the meta device once the caller is done with it: never more than one unit's fp32 weights
+    exist at once, which is what lets a rank keep only its shard of a model it could not hold
+    whole (DeepSpeed's ``zero.Init``, FSDP's meta-device init). A materialised model's units come
+    as they are.
+    """
+    if not any(p.is_meta for p in model.parameters()):
+        yield from enumerate(model.units)
+        return
+    generator = torch.Generator().manual_seed(seed)
+    for i, unit in enumerate(model.units):
+        _materialize(unit)
+        _initialize(unit, generator)
+        yield i, unit
+        unit.to("meta")  # its weights are freed
+
+
+def _initialize(module: nn.Module, generator: torch.Generator) -> None:
+    for name, p in module.named_parameters():
         with torch.no_grad():
             if name.endswith("bias"):
                 p.zero_()
@@ -106,7 +136,6 @@ def build_model(cfg: ModelConfig, seed: int) -> TinyGPT:
                 p.fill_(1.0)
             else:
                 p.normal_(0.0, 0.02, generator=generator)
-    return model
 
 
 def _materialize(module: nn.Module) -> None:

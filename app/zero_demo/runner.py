@@ -231,7 +231,8 @@ def _warm_up(cfg: DemoConfig, comm: CountingComm, device: torch.device) -> None:
     whichever stage runs first. A warm-up on a smaller model left the first measured stage with a
     one-time excess (the allocator had no blocks of the real sizes yet)."""
     for stage in cfg.stages:
-        engine = ENGINES[stage](build_model(cfg.model, cfg.seed), cfg=cfg, comm=comm, device=device)
+        model = build_model(cfg.model, cfg.seed, materialize=False)
+        engine = ENGINES[stage](model, cfg=cfg, comm=comm, device=device)
         engine.phases = PhaseMemory(device)
         with engine.phases.step(cfg.phase_memory, start_bytes=0):
             engine.train_step(
@@ -260,7 +261,7 @@ def _run_stage(
     # What is alive before the engine is not the engine's; the rank unfreezes (see run_rank).
     audit = StorageAudit(device, keep_frozen=True)
     engine = ENGINES[stage](
-        build_model(cfg.model, cfg.seed),
+        build_model(cfg.model, cfg.seed, materialize=False),  # partitioned as materialised
         cfg=cfg,
         comm=comm,
         device=device,
