@@ -176,11 +176,23 @@ def candidates(
     return answer, [Candidate(p, p.statement, None) for p in template.pitfalls if p.statement]
 
 
+# Choices show at least this many significant figures: with fewer, values 5% apart could read
+# alike (1.9 and 2.0 as "2"), and a template's older 'precision' (once a count of decimals)
+# still renders as before, choice for choice.
+MIN_FIGURES = 3
+
+
+def figures_of(template: Template) -> int:
+    """The significant figures of a numeric template's choices: its ``precision``, at least
+    :data:`MIN_FIGURES`; 0 (a whole count) stays 0."""
+    return 0 if template.precision == 0 else max(template.precision, MIN_FIGURES)
+
+
 def _numeric(template: Template, pitfall: Pitfall | None, value: Fraction) -> Candidate:
     """A numeric candidate, shown on its own in its readable unit (messages, clash of texts);
     :func:`displayed` shows the chosen ones together."""
     assert template.unit is not None
-    figures = template.precision
+    figures = figures_of(template)
     en = format_readable(value, template.unit, figures, "en")
     has_zh = get_unit(template.unit).zh is not None
     text = Text(en, format_readable(value, template.unit, figures, "zh") if has_zh else en)
@@ -316,7 +328,7 @@ def choice_unit(template: Template, c: Candidate, memo: Memo | None = None) -> s
     assert template.unit is not None and c.value is not None
     if memo is not None and id(c) in memo.units:
         return memo.units[id(c)]
-    unit = readable_unit([c.value], template.unit, template.precision)
+    unit = readable_unit([c.value], template.unit, figures_of(template))
     if memo is not None:
         memo.units[id(c)] = unit
     return unit
@@ -341,7 +353,7 @@ def question_figures(
     """The template's significant figures, or fewer when every shown value (in its own unit)
     would only lose trailing zeros (6.0×, 12×, 1.5×, 48× rather than 6.00×, 12.0×, 1.50×,
     48.0×)."""
-    figures = template.precision
+    figures = figures_of(template)
     if figures <= 1 or any(get_unit(unit).whole for unit in units):
         return figures
     memo = memo if memo is not None else Memo()
