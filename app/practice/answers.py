@@ -54,6 +54,7 @@ from app.problems import Conflict, UnknownChoiceError
 from app.review.service import ReviewKey, preload, record_review
 
 MAX_DURATION_MS = 24 * 3600 * 1000
+WRITE_TRIES = 3  # a batch written whole, before it is written answer by answer
 log = logging.getLogger(__name__)
 
 
@@ -396,13 +397,22 @@ class AnswerWriter:
     def _write(self, batch: list[_Pending]) -> None:
         """The whole batch in one go; when that fails (a lost insert race on PostgreSQL, an
         answer that cannot be stored), it is rolled back and written again answer by answer."""
-        try:
-            self._write_together(batch)
-        except Exception as exc:  # noqa: BLE001 - rolled back: nothing of it is stored
-            log.info("a batch of %d answers is retried one by one: %s", len(batch), exc)
-            for item in batch:
-                item.outcome, item.error = None, None
-            self._write_each(batch)
+        # In one order on every worker (a question's answers keep their arrival order), so two
+        # processes' batches take the review items' row locks alike and do not deadlock.
+        ordered = sorted(
+            batch, key=lambda i: (i.learner.id, i.question.card_id, i.question.template_id)
+        )
+        for attempt in range(WRITE_TRIES):
+            try:
+                self._write_together(ordered)
+                return
+            except Exception as exc:  # noqa: BLE001 - rolled back: nothing of it is stored
+                # A deadlock or a concurrent insert of the same review item (PostgreSQL with
+                # several processes): the next try reads what the other process committed.
+                log.info("a batch of %d answers is tried again (%d): %s", len(batch), attempt, exc)
+                for item in batch:
+                    item.outcome, item.error = None, None
+        self._write_each(ordered)
 
     def _write_together(self, batch: list[_Pending]) -> None:
         """Two reads for the batch (the ids already stored, the questions answered before),
@@ -487,11 +497,15 @@ class AnswerWriter:
                     # Another process stored this client_answer_id meanwhile (PostgreSQL).
                     stored = _find(session, item.client_answer_id)
                     item.outcome, item.error = None, None
-                    if stored is None:
-                        item.error = Conflict(
-                            "the answer could not be stored: send it again",
-                            code="answer_conflict",
-                        )
+                    if stored is None:  # a review item inserted meanwhile: once more
+                        try:
+                            with session.begin_nested():
+                                item.outcome = _store_or_replay(session, item)
+                        except Exception:  # noqa: BLE001 - not stored: say so, the client resends
+                            item.error = Conflict(
+                                "the answer could not be stored: send it again",
+                                code="answer_conflict",
+                            )
                     elif not _same_question(stored, item.learner, item.question):
                         item.error = answer_id_reused()
                     else:
