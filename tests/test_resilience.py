@@ -411,3 +411,34 @@ def test_an_unreachable_database_never_gives_a_bare_500(tmp_path, cards):
         response = client.request(method, path, headers=token, json={})
         assert response.status_code in (401, 404, 422, 503), (path, response.status_code)
         assert response.status_code != 500
+
+
+def test_a_locked_sqlite_database_is_a_busy_503_after_the_busy_timeout(tmp_path, cards, db_url):
+    app = create_app(make_settings(tmp_path, db_url, **FAST), cards=cards)
+    with TestClient(app) as client:
+        with app.state.engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 500
+        holder = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+            response, elapsed = timed(lambda: client.post(f"{API}/learners"))
+            body = assert_unavailable(response, "busy")
+            assert body["code"] == "busy" and 0.4 < elapsed < 3, elapsed
+            assert_unrelated_routes_answer(client)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert client.post(f"{API}/learners").status_code == 201
+
+
+@pytest.mark.postgres
+def test_postgres_sessions_carry_the_statement_timeout(tmp_path, cards, pg_url):
+    migrate(pg_url)
+    app = create_app(make_settings(tmp_path, pg_url, **FAST), cards=cards)
+    with app.state.engine.connect() as connection:
+        assert connection.exec_driver_sql("SHOW statement_timeout").scalar() == "1s"
+        started = time.monotonic()
+        with pytest.raises(sa_exc.OperationalError) as slow:
+            connection.exec_driver_sql("SELECT pg_sleep(5)")
+        assert failure_kind(slow.value) == "timeout" and time.monotonic() - started < 2.5
+    app.state.engine.dispose()
