@@ -6,6 +6,7 @@ elsewhere. Database trouble (overload, unreachable, timed out, full, read-only: 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -129,7 +130,27 @@ def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     message = PAGE_MESSAGES.get(exc.status_code)
     if message is None or request.url.path.startswith(API_PREFIX):
         message = Text(str(exc.detail), str(exc.detail))
-    return error_response(request, exc.status_code, message, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        allowed = allowed_methods(request.app, request.url.path)
+        if allowed:
+            headers["Allow"] = ", ".join(allowed)
+    return error_response(request, exc.status_code, message, headers=headers)
+
+
+def allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """Every method the API describes for ``path`` (routing reports only the first route's)."""
+    patterns = getattr(app.state, "allow_patterns", None)
+    if patterns is None:
+        patterns = []
+        for template, operations in app.openapi().get("paths", {}).items():
+            regex = "^" + re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)) + "$"
+            patterns.append((re.compile(regex), sorted(m.upper() for m in operations)))
+        app.state.allow_patterns = patterns
+    for regex, methods in patterns:
+        if regex.match(path):
+            return methods
+    return []
 
 
 BUSY = Text("The service is busy: retry in a moment.", "服务繁忙，请稍后重试。")

@@ -20,6 +20,7 @@ router = APIRouter(
     prefix="/instructor",
     tags=["instructor"],
     responses={
+        400: {"model": ProblemPublic, "description": "A body that is not JSON, or bad input."},
         401: {"model": ProblemPublic},
         403: {"model": ProblemPublic, "description": "Not an instructor."},
         404: {"model": ProblemPublic},
