@@ -1,5 +1,7 @@
 """bench/service.py in a tiny run: both servers start with one and two workers, the table prints,
-every exactly-once check passes; the pieces are separate modules and the Lua is its own file."""
+every exactly-once check passes; the pieces are separate modules and the Lua is its own file.
+And the answer path it measures: group commit stores concurrent answers once each, and a batch
+whose commit fails acknowledges none of them."""
 
 from __future__ import annotations
 
@@ -90,3 +92,82 @@ def test_service_benchmark_prints_its_table_and_passes_its_checks():
     assert "× bare JSON" in out and "× insert" in out and "target" in out
     assert out.count("ok    attempts stored exactly once") == 2
     assert "FAIL" not in out
+
+
+# --- the answer path the benchmark measures: group commit -----------------------------------
+
+
+def _answers(client, count):
+    from test_token_binding import fetch, new_learner
+
+    bearer = new_learner(client)
+    questions = [fetch(client, bearer, seed=s) for s in range(1, 6)]
+    import uuid
+
+    return bearer, [
+        {
+            "token": questions[i % 5]["token"],
+            "choice_id": "abcd"[i % 4],
+            "client_answer_id": str(uuid.uuid4()),
+        }
+        for i in range(count)
+    ]
+
+
+def test_concurrent_answers_share_transactions_and_are_each_stored_once(app, client, db):
+    import asyncio
+
+    from app.models import Attempt, ReviewLog
+
+    bearer, bodies = _answers(client, 60)
+    bodies += bodies[:20]  # concurrent replays of the same client_answer_id
+
+    async def send_all():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            return await asyncio.gather(
+                *(c.post("/api/v1/answers", json=b, headers=bearer) for b in bodies)
+            )
+
+    import httpx
+
+    responses = asyncio.run(send_all())
+    assert [r.status_code for r in responses] == [200] * len(bodies)
+    ids = [r.client_answer_id for r in db.query(Attempt).all()]
+    assert sorted(ids) == sorted({b["client_answer_id"] for b in bodies})
+    by_id = {}
+    for body, response in zip(bodies, responses, strict=True):
+        by_id.setdefault(body["client_answer_id"], set()).add(response.json()["attempt_id"])
+    assert all(len(v) == 1 for v in by_id.values())  # a replay names the stored attempt
+    # Five questions: five first answers, each rated once; the rest are retries.
+    firsts = db.query(Attempt).filter(Attempt.first_answer.is_(True)).count()
+    assert firsts == 5 and db.query(ReviewLog).count() == 5
+
+
+def test_a_batch_whose_commit_fails_acknowledges_nothing(app, client, db, monkeypatch):
+    from contextlib import contextmanager
+
+    from sqlalchemy.exc import OperationalError
+
+    import app.practice.answers as answers
+    from app.models import Attempt
+
+    bearer, bodies = _answers(client, 1)
+    real = answers.write_transaction
+
+    @contextmanager
+    def failing(session):
+        with real(session):
+            yield session
+            session.flush()
+            raise OperationalError("COMMIT", {}, Exception("disk I/O error"))
+
+    monkeypatch.setattr(answers, "write_transaction", failing)
+    refused = client.post("/api/v1/answers", json=bodies[0], headers=bearer)
+    assert refused.status_code >= 500 and refused.status_code != 200
+    assert db.query(Attempt).count() == 0
+    monkeypatch.setattr(answers, "write_transaction", real)
+    again = client.post("/api/v1/answers", json=bodies[0], headers=bearer)
+    assert again.status_code == 200 and again.json()["replayed"] is False
+    db.commit()  # a fresh read
+    assert db.query(Attempt).count() == 1
