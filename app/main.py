@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -76,8 +77,17 @@ def create_app(
     """A ready-to-serve app; ``cards`` may be passed in already loaded (tests do)."""
     settings = settings if settings is not None else get_settings()
     cards = cards if cards is not None else load_cards(settings.cards_dir)
-    secret_key = resolve_secret_key(settings)
-    ensure_sqlite_folder(settings.database_url)
+    try:
+        secret_key = resolve_secret_key(settings)
+        ensure_sqlite_folder(settings.database_url)
+        startup_error = None
+    except OSError as exc:
+        # An unwritable data folder: the start-up gate refuses with one line (app.observability);
+        # this throwaway key never serves a request.
+        secret_key, startup_error = (
+            secrets.token_urlsafe(48),
+            f"{exc.strerror or exc}: {exc.filename}",
+        )
     engine = make_engine(
         settings.database_url,
         sqlite_synchronous=settings.sqlite_synchronous,
@@ -105,6 +115,7 @@ def create_app(
     )
     sessions = make_sessionmaker(engine)
     app.state.settings = settings
+    app.state.startup_error = startup_error
     app.state.engine = engine
     app.state.sessionmaker = sessions
     app.state.live_catalog = LiveCatalog(sessions, cards)

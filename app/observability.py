@@ -547,6 +547,9 @@ def readyz_response(app: FastAPI) -> JSONResponse:
 
 def startup_refusal(app: FastAPI) -> str | None:
     """One line saying why the server must not start, or None."""
+    early = getattr(app.state, "startup_error", None)
+    if early:
+        return f"refusing to start: the data folder is unusable: {early}"
     checks = readiness(app)
     for name in ("data_folder", "migrations", "database", "cards"):
         check = checks.get(name)
@@ -596,6 +599,8 @@ class StartupGate:
             await self.app(scope, replay, send)
             return
         open_paths = ("/healthz", "/readyz")
+        if self.refused is None and getattr(self.fastapi_app.state, "startup_error", None):
+            self.refused = startup_refusal(self.fastapi_app)  # served without lifespan events
         if self.refused is not None and scope["type"] == "http" and scope["path"] not in open_paths:
             response = _problem(503, "not_started", self.refused)
             await response(scope, receive, send)

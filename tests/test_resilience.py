@@ -442,3 +442,24 @@ def test_postgres_sessions_carry_the_statement_timeout(tmp_path, cards, pg_url):
             connection.exec_driver_sql("SELECT pg_sleep(5)")
         assert failure_kind(slow.value) == "timeout" and time.monotonic() - started < 2.5
     app.state.engine.dispose()
+
+
+def test_a_data_folder_that_cannot_exist_refuses_to_start_with_one_line(tmp_path, cards):
+    # A real unwritable folder even for root: its parent is a file. No SECRET_KEY: the
+    # development key would have to be written there.
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder")
+    settings = make_settings(
+        tmp_path, f"sqlite:///{blocker / 'data' / 'infracards.db'}", secret_key=None
+    )
+    settings.data_dir = blocker / "data"
+    app = create_app(settings, cards=cards)  # no traceback out of the factory
+    with pytest.raises(StartupRefused, match="data folder is unusable: Not a directory") as refused:
+        with TestClient(app):
+            pass
+    assert "\n" not in str(refused.value)
+    # Served without lifespan events, it still answers nothing but its health.
+    client = TestClient(create_app(settings, cards=cards))
+    assert client.get("/healthz").status_code == 200
+    refused_api = client.get(f"{API}/cards")
+    assert refused_api.status_code == 503 and refused_api.json()["code"] == "not_started"
