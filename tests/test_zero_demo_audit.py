@@ -166,3 +166,40 @@ def test_an_engine_built_from_the_meta_device_holds_the_same_weights(one_rank, s
     assert torch.equal(engine.full_parameters(), expected)
     assert all(p.is_meta for p in meta.parameters()), "no unit keeps its fp32 weights"
     engine.close()
+
+
+# -- gradient accumulation in low precision -------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", [0, 1])
+def test_bf16_micro_batches_accumulate_in_fp32_and_round_once(one_rank, stage):
+    """DDP and ZeRO-1 with K = 4 in bf16: the gradient the optimizer gets is the fp32 sum of the
+    four micro-batches' bf16 gradients, rounded to bf16 once (not four bf16 additions)."""
+    k = 4
+    micro = [batch(step) for step in range(k)]
+
+    def captured(engine, batches):
+        grads = []
+
+        def capture(inv_scale):
+            grads.append([leaf.grad.clone() for leaf in engine.leaves])
+
+        engine._step = capture  # the gradients as the optimizer step would get them, no update
+        engine.accumulation_step(batches)
+        return grads
+
+    engine = make_engine(ENGINES[stage], one_rank, dtype="bf16", audit=False)
+    (got,) = captured(engine, micro)
+    # Each micro-batch alone (same weights: no update above); its loss scaled by 1/K is exact
+    # in binary floating point, so each term is the bf16 gradient divided by 4.
+    alone = [captured(make_engine(ENGINES[stage], one_rank, dtype="bf16", audit=False), [m])[0]
+             for m in micro]  # fmt: skip
+    chained_differs = False
+    for u, g in enumerate(got):
+        terms = [a[u].float() / k for a in alone]
+        assert torch.equal(g, sum(terms).to(torch.bfloat16)), u
+        chained = terms[0].to(torch.bfloat16)
+        for t in terms[1:]:
+            chained = chained + t.to(torch.bfloat16)
+        chained_differs |= not torch.equal(chained, g)
+    assert chained_differs, "bf16 additions would have given the same gradients: no test"

@@ -127,7 +127,7 @@ class Engine(ABC):
             clock=self.clock,
         )
         # Gradient accumulation: which micro-batch of the step runs (hooks read it).
-        self._micro, self._last_micro = 0, True
+        self._micro, self._last_micro, self._micro_batches = 0, True, 1
         # Asynchronous collectives of this backward, with what to do once each lands.
         self._pending: list[tuple[Pending, object, torch.Tensor]] = []
         # Communication buffers alive right now (weak references) and the most bytes at once.
@@ -251,6 +251,7 @@ class Engine(ABC):
         losses = []
         for k, (tokens, targets) in enumerate(micro_batches):
             self._micro, self._last_micro = k, k == len(micro_batches) - 1
+            self._micro_batches = len(micro_batches)
             with self._phase("forward"):
                 tokens, targets = tokens.to(self.device), targets.to(self.device)
                 x = tokens
@@ -399,6 +400,27 @@ class _ReplicatedParams(Engine):
 
     def _build(self, model: TinyGPT) -> None:
         self.leaves = [self.flat_params[u.in_flat()].requires_grad_() for u in self.layout.units]
+        # DDP and ZeRO-1 accumulate K micro-batches in the full gradient: in bf16/fp16 that sum
+        # is kept in fp32 between micro-batches and rounded once, on the last one (registered
+        # first: it runs before the stage's own hooks read the gradient). ZeRO-2/3 sum into
+        # their gradient shard.
+        self._grad_acc: dict[int, torch.Tensor] = {}
+        if self.stage in (0, 1) and self.dtype != torch.float32:
+            for u, leaf in enumerate(self.leaves):
+                leaf.register_post_accumulate_grad_hook(partial(self._accumulate_fp32, u))
+
+    def _accumulate_fp32(self, u: int, leaf: torch.Tensor) -> None:
+        if self._micro_batches == 1:
+            return
+        acc = self._grad_acc.get(u)
+        if acc is None:
+            self._grad_acc[u] = acc = torch.zeros(leaf.grad.shape, device=leaf.grad.device)
+        acc.add_(leaf.grad)
+        if self._last_micro:
+            leaf.grad.copy_(acc)  # one rounding of the fp32 sum
+            del self._grad_acc[u]
+        else:
+            leaf.grad = None  # the next micro-batch's gradient starts afresh
 
     def _full_params(self, u: int) -> torch.Tensor:
         return self.leaves[u]
@@ -409,10 +431,14 @@ class _ReplicatedParams(Engine):
 
     def _held_full_grads(self) -> list[Held]:
         what = f"{self.cfg.dtype} gradients (full)"
+        accumulating = "fp32 gradient sum of the micro-batches so far (full)"
         return [
-            Held.of("grads", "device", what, leaf.grad)
-            for leaf in self.leaves
-            if leaf.grad is not None
+            *(
+                Held.of("grads", "device", what, leaf.grad)
+                for leaf in self.leaves
+                if leaf.grad is not None
+            ),
+            *(Held.of("grads", "device", accumulating, t) for t in self._grad_acc.values()),
         ]
 
     @torch.no_grad()
