@@ -464,3 +464,21 @@ def test_importing_the_demo_package_does_not_import_torch():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_a_failing_rank_reports_its_own_error(tmp_path):
+    """When a rank raises, the run ends with that rank's traceback (RankFailed), not with the
+    signal of a peer that gloo aborted as the failing rank left ('terminate called without an
+    active exception', SIGABRT)."""
+    from app.zero_demo.runner import RankFailed
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")  # the ranks cannot make their offload folders in it
+    with pytest.raises(RankFailed) as failed:
+        run_demo(
+            world_size=2, stages=(0,), steps=1, reference=False, offloads=("disk",),
+            offload_dir=str(blocked),
+        )  # fmt: skip
+    message = str(failed.value)
+    assert message.startswith("rank ")
+    assert "NotADirectoryError" in message or "FileExistsError" in message, message
