@@ -277,8 +277,11 @@ class RequestContextMiddleware:
         status = [500]
         started = time.perf_counter()
 
+        started_response = [False]
+
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
+                started_response[0] = True
                 status[0] = message["status"]
                 MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
             await send(message)
@@ -288,6 +291,13 @@ class RequestContextMiddleware:
                 await self._metrics(scope, receive, send_with_id)
                 return
             await self.app(scope, receive, send_with_id)
+        except Exception:
+            # Logged here, inside the request's context (its id on the traceback's line), and
+            # answered with the id, so that a report can be matched to the log; then re-raised.
+            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            if status[0] == 500 and not started_response[0]:
+                await _internal_error(scope, request_id)(scope, receive, send_with_id)
+            raise
         finally:
             elapsed = time.perf_counter() - started
             method = scope["method"] if scope["method"] in METHODS else "OTHER"
@@ -332,6 +342,13 @@ class RequestContextMiddleware:
                 body = await anyio.to_thread.run_sync(self.metrics.exposition)
                 response = Response(body, media_type=CONTENT_TYPE_LATEST)
         await response(scope, receive, send)
+
+
+def _internal_error(scope: Scope, request_id: str) -> Response:
+    detail = f"Something went wrong on our side (request id {request_id})."
+    if str(scope.get("path", "")).startswith(("/api/", "/openapi")):
+        return _problem(500, "internal_error", detail)
+    return Response(detail, 500, media_type="text/plain; charset=utf-8")
 
 
 def _problem(status: int, code: str, detail: str) -> JSONResponse:

@@ -253,3 +253,16 @@ def test_metrics_count_latency_per_route_answers_and_database_errors(metered):
     assert sample(text, "infracards_database_errors_total", kind="disk_full") == 1
     assert sample(text, count, route=f"{API}/learners", status="503") == 1
     assert sample(text, "infracards_answers_stored_total") == 2
+
+
+def test_an_unhandled_error_is_logged_and_answered_with_its_request_id(app, log_lines):
+    def boom() -> None:
+        raise RuntimeError("a bug")
+
+    app.add_api_route(f"{API}/boom", boom)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get(f"{API}/boom", headers={"X-Request-ID": "bug-1"})
+    assert response.status_code == 500 and response.headers["x-request-id"] == "bug-1"
+    assert response.json()["code"] == "internal_error" and "bug-1" in response.json()["detail"]
+    error = next(line for line in log_lines if line["message"].startswith("unhandled error"))
+    assert error["request_id"] == "bug-1" and "RuntimeError: a bug" in error["exception"]
