@@ -69,7 +69,7 @@ class Settings(BaseSettings):
 
     # --- hardening (app.observability, app.web.security) ---
     # Host headers accepted (comma-separated; "*.example.com" wildcards; "*" accepts any).
-    trusted_hosts: str = "localhost,127.0.0.1,::1,testserver"
+    trusted_hosts: str = "localhost,127.0.0.1,[::1],testserver"
     # Largest request body (bytes); the instructor card-document routes accept max_card_body_bytes.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     max_card_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)

@@ -50,7 +50,7 @@ def test_an_untrusted_host_is_refused_not_echoed_in_a_redirect(client):
     assert response.status_code == 400
     assert "evil.example" not in response.headers.get("location", "")
     # The trusted ones (with a port too) still redirect to themselves.
-    for host in ("testserver", "localhost:8000", "127.0.0.1:8000"):
+    for host in ("testserver", "localhost:8000", "127.0.0.1:8000", "[::1]:8000"):
         ok = client.get("/static", headers={"Host": host}, follow_redirects=False)
         assert ok.status_code in (307, 404), (host, ok.status_code)
         assert "evil" not in ok.headers.get("location", "")
