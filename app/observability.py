@@ -73,6 +73,14 @@ MIN_FREE_BYTES = 16 * 1024 * 1024
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
+def _header(scope: Scope, name: bytes, default: str | None = "") -> str | None:
+    """One request header (``name`` in lower case) straight from the scope: no parsing of all."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return default
+
+
 def current_request_id() -> str:
     return _request_id.get()
 
@@ -271,7 +279,7 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        incoming = Headers(scope=scope).get(REQUEST_ID_HEADER, "")
+        incoming = _header(scope, b"x-request-id")
         request_id = incoming if _SANE_REQUEST_ID.match(incoming) else uuid.uuid4().hex
         token = _request_id.set(request_id)
         status = [500]
@@ -394,16 +402,15 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
         limit = self.limit(scope["path"])
-        declared = headers.get("content-length")
+        declared = _header(scope, b"content-length", None)
         if declared is not None:
             if declared.strip().isdigit() and int(declared) > limit:
                 await self._refuse(scope, receive, send, limit)
                 return
             await self.app(scope, receive, send)
             return
-        if "chunked" not in headers.get("transfer-encoding", "").lower():
+        if "chunked" not in (_header(scope, b"transfer-encoding") or "").lower():
             await self.app(scope, receive, send)
             return
         messages: list[Message] = []
