@@ -337,6 +337,19 @@ def render_text(doc: dict, chart: str | None = None) -> str:
         "An all-reduce of n elements counts 2n (reduce-scatter + all-gather, as a ring does it). gloo emulates "
         "reduce-scatter with an all-reduce, so the wire is not the measure. Δ is padding, as above."
     )
+    if any(r.get("checkpoint_activations") for r in results):
+        out.append(
+            "Activation checkpointing is on: each transformer block runs its forward again in backward, "
+            "so ZeRO-3 all-gathers every block a third time per micro-batch (Δ above: the blocks' Ψ on "
+            "top of padding); the other stages keep their parameters and gather nothing more."
+        )
+    buckets = next((r["gradient_buckets"] for r in results if r.get("gradient_buckets")), None)
+    if buckets and any(len(b) > 1 for b in buckets):
+        out.append(
+            f"Gradient buckets (--bucket-size): {len(buckets)} for DDP and ZeRO-2, layers "
+            + ", ".join("+".join(str(u) for u in b) for b in buckets)
+            + " in backward order; one collective each, the same elements."
+        )
     if any(r.get("grad_accum", 1) != 1 for r in results):
         out.append(
             "With K micro-batches per step, DDP (no_sync) and ZeRO-1 still reduce once per step; ZeRO-2 "
