@@ -676,6 +676,9 @@ class Stage2(_ShardedGradients, _ReplicatedParams):
     it (a post-accumulate-grad hook on the unit's leaf), into the rank's gradient shard; the full
     gradient is freed on the spot. So at most one unit's full gradient (one bucket) exists at a
     time, and the rank keeps 2Ψ/N_d bytes of gradients instead of 2Ψ. Same volume as ZeRO-1.
+    With ``--bucket-size``, consecutive units are copied into one bucket (rank-major) and
+    reduce-scattered together once it is full: one bucket filling and, with overlap, one in
+    flight, each at least the bucket size.
     """
 
     stage = 2
