@@ -167,6 +167,12 @@ def test_closed_port_requests_are_503s_and_other_routes_answer(tmp_path, cards):
     assert checks["database"]["ok"] is False and checks["database"]["kind"] == "unreachable"
     assert checks["cards"]["ok"] is False
     assert_unrelated_routes_answer(client)
+    # What needs no stored state goes on: the card list, a page for a new visitor, a question
+    # (its token is signed, nothing is stored until it is answered).
+    for path in ("/", f"/cards/{CARD_ID}", f"{API}/cards"):
+        assert client.get(path).status_code == 200, path
+    question = client.get(f"{API}/cards/{CARD_ID}/points/optimizer-memory/question?seed=1")
+    assert question.status_code == 200 and question.json()["token"]
     # A page that needs the visitor's session: a 503 page, quickly, not a hang or a 500.
     client.cookies.set("infracards_session", "s" * 40)
     page, elapsed = timed(lambda: client.get("/"))
