@@ -589,7 +589,7 @@ async def answer_question_grouped(
     """:func:`answer_question` for the event loop: a question token is graded here and stored
     by the app's :class:`AnswerWriter`; a session token takes the one-request path in the
     threadpool (its position's first answer and the exam clock are checked there)."""
-    from starlette.concurrency import run_in_threadpool
+    import anyio.to_thread  # the threadpool the web framework's sync routes use
 
     now = now or ctx.clock()
     content = ctx.signer.verify(token, ctx.catalog)
@@ -609,7 +609,7 @@ async def answer_question_grouped(
                     now=now,
                 )
 
-        return await run_in_threadpool(in_session)
+        return await anyio.to_thread.run_sync(in_session)
     assert content.question is not None
     check_token_owner(content, learner.id)
     variant, result = graded(ctx, content.question, choice_id)
