@@ -121,6 +121,15 @@ class Attempt(Base):
     __table_args__ = (
         Index("ix_attempts_learner_id_created_at", "learner_id", "created_at"),
         Index("ix_attempts_session_position", "practice_session_id", "position"),
+        # Is this the learner's first answer to the question? (looked up on every answer)
+        Index(
+            "ix_attempts_question",
+            "learner_id",
+            "card_id",
+            "template_id",
+            "template_version",
+            "seed",
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -75,15 +75,34 @@ class Server:
         }
         subprocess.run(
             [sys.executable, "-m", "app.cli", "migrate"],
-            cwd=ROOT, env=self.env, check=True, capture_output=True, timeout=300,
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=300,
         )
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = (data / "server.log").open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--host",
-             "127.0.0.1", "--port", str(self.port), "--no-access-log", "--log-level", "warning"],
-            cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "app.main:create_app",
+                "--factory",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--no-access-log",
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 
@@ -136,7 +155,9 @@ async def prepare(url: str, learners: int, answers: int) -> list[tuple[str, dict
         return items[:answers]
 
 
-async def answer_round(url: str, items: list[tuple[str, dict[str, str]]], concurrency: int) -> float:
+async def answer_round(
+    url: str, items: list[tuple[str, dict[str, str]]], concurrency: int
+) -> float:
     queue = list(reversed(items))
     failures: list[str] = []
 
@@ -150,7 +171,9 @@ async def answer_round(url: str, items: list[tuple[str, dict[str, str]]], concur
                 failures.append(f"{response.status_code} {response.text[:120]}")
 
     limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=60, trust_env=False, limits=limits) as client:
+    async with httpx.AsyncClient(
+        base_url=url, timeout=60, trust_env=False, limits=limits
+    ) as client:
         started = time.perf_counter()
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
         elapsed = time.perf_counter() - started

@@ -26,7 +26,7 @@ FORBIDDEN_IN_DOMAIN = {
     "app.review",
 }
 WEB = {"fastapi", "jinja2", "app.web", "app.api", "app.deps", "app.errors"}
-USE_CASE_PACKAGES = ("auth", "catalog", "practice", "review")
+USE_CASE_PACKAGES = ("auth", "catalog", "practice", "review", "authoring", "analytics")
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -159,6 +159,7 @@ def read_my_due_reviews(
             signer=ctx.signer,
             card_id=item.card_id,
             template_id=item.template_id,
+            learner_id=learner.id,
         )
         point = card.point_by_slug(question.variant.id.point)
         out.append(

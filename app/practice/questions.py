@@ -281,14 +281,19 @@ def question_for_template(
     card_id: str,
     template_id: str,
     seed: int | None = None,
+    learner_id: str | None = None,
 ) -> Question:
-    """A fresh variant of one template of the latest card (a review, "practise again")."""
+    """A fresh variant of one template of the latest card (a review, "practise again"), its
+    token bound to ``learner_id`` when given."""
     card = get_card(catalog, card_id)
     template = card.template(template_id)
     if template is None:
         raise retired()
     variant = generate(card, template, random_seed() if seed is None else seed)
-    return Question(variant=variant, token=signer.sign(variant.id), expires_at=signer.expires_at())
+    _remember(catalog, card, variant)
+    return Question(
+        variant=variant, token=signer.sign(variant.id, learner_id), expires_at=signer.expires_at()
+    )
 
 
 class VariantCache:

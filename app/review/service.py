@@ -105,10 +105,15 @@ def preload(
     items = {
         (i.learner_id, i.card_id, i.template_id): i
         for i in session.scalars(
-            select(ReviewItem).where(
+            select(ReviewItem)
+            .where(
                 ReviewItem.learner_id.in_(learners),
                 ReviewItem.template_id.in_({k[2] for k in keys}),
             )
+            # Locked until the batch commits (PostgreSQL; SQLite's write lock already covers
+            # it), in one order: two processes rating the same item cannot lose an update.
+            .order_by(ReviewItem.id)
+            .with_for_update()
         )
     }
     return exam_dates, {k: v for k, v in items.items() if k in keys}
@@ -118,11 +123,13 @@ def _item(
     session: Session, learner_id: str, card_id: str, point: str, template_id: str, now: datetime
 ) -> ReviewItem:
     item = session.scalars(
-        select(ReviewItem).where(
+        select(ReviewItem)
+        .where(
             ReviewItem.learner_id == learner_id,
             ReviewItem.card_id == card_id,
             ReviewItem.template_id == template_id,
         )
+        .with_for_update()
     ).first()
     if item is None:
         item = ReviewItem(
