@@ -639,3 +639,11 @@ def test_a_summary_opened_mid_session_says_so_and_links_back(client, app):
     page = start(client, "card", size=3)
     summary = client.get(str(page.url) + "/summary")
     assert "not finished yet" in summary.text and f'href="{page.url.path}"' in summary.text
+
+
+def test_run_it_yourself_shows_the_recorded_chart(client):
+    page = client.get(f"/cards/{CARD_ID}/run-it-yourself").text
+    assert f'src="/cards/{CARD_ID}/run-it-yourself/chart.svg"' in page
+    chart = client.get(f"/cards/{CARD_ID}/run-it-yourself/chart.svg")
+    assert chart.status_code == 200 and chart.headers["content-type"].startswith("image/svg+xml")
+    assert chart.content.lstrip().startswith(b"<svg") and b"<script" not in chart.content

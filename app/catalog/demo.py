@@ -66,6 +66,16 @@ def demo_results_path(cards_dir: Path, card_id: str) -> Path:
     return cards_dir / DEMO_RESULTS_DIR / f"{card_id}.json"
 
 
+def demo_chart(*, cards_dir: Path, card: Card) -> bytes | None:
+    """The chart the demo drew beside its recorded results (SVG), or None."""
+    path = cards_dir / DEMO_RESULTS_DIR / f"{card.id}.svg"
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if data.lstrip().startswith((b"<svg", b"<?xml")) else None
+
+
 def load_demo_results(*, cards_dir: Path, card: Card) -> DemoResults | None:
     """The recorded demo results for ``card``, or None when there are none (or unreadable)."""
     path = demo_results_path(cards_dir, card.id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from app.catalog.demo import DEMO_COMMANDS, load_demo_results
+from app.catalog.demo import DEMO_COMMANDS, demo_chart, load_demo_results
 from app.deps import CatalogDep, SettingsDep, VisitorDep
 from app.domain.practice import DEFAULT_SIZE
 from app.domain.texts import Text
@@ -48,7 +48,22 @@ def run_it_yourself(
         )
     context = {
         "card": card,
+        "has_chart": demo_chart(cards_dir=settings.cards_dir, card=card) is not None,
         "demo_commands": DEMO_COMMANDS,
         "demo": load_demo_results(cards_dir=settings.cards_dir, card=card),
     }
     return render_page(request, "run_it.html", context, lang=visitor.lang)
+
+
+@router.get("/cards/{card_id}/run-it-yourself/chart.svg")
+def demo_chart_image(card_id: str, catalog: CatalogDep, settings: SettingsDep) -> Response:
+    """The recorded chart: memory per stage by term against the formula, peaks, time."""
+    card = get_card(catalog, card_id)
+    chart = demo_chart(cards_dir=settings.cards_dir, card=card) if "demo" in card.attachments else None
+    if chart is None:
+        raise NotFound(Text("No chart was recorded.", "没有记录图表。"), code="no_chart")
+    return Response(
+        chart,
+        media_type="image/svg+xml",
+        headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"},
+    )
