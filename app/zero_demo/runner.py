@@ -93,6 +93,13 @@ def _spawned_rank(rank: int, cfg: DemoConfig, store_path: str, out_path: str) ->
         raise
     finally:
         dist.destroy_process_group()
+    # The work is done, written and agreed on (the barrier). Leave without the interpreter's
+    # teardown: a C++ thread still joinable when its owner is destroyed at exit (a profiler or
+    # gloo helper) makes std::terminate abort the process ("terminate called without an active
+    # exception"), which turned finished runs into failures now and then.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _torchrun_rank(cfg: DemoConfig) -> dict | None:
