@@ -65,24 +65,11 @@ from app.domain.cards import Card  # noqa: E402
 from app.domain.catalog import load_cards  # noqa: E402
 from app.domain.generation import generate  # noqa: E402
 from app.models import Attempt, Learner  # noqa: E402
+from app.practice.answers import stored_choices  # noqa: E402
 
 CARD_ID = "zero-memory-offload"
 PASSWORD = "correct horse battery"
 SEEDS_PER_TEMPLATE = 40
-
-
-def stored_choices(variant) -> list[dict]:  # type: ignore[no-untyped-def]
-    """The choices as ``app.practice.answers`` stores them."""
-    return [
-        {
-            "id": c.id,
-            "text": {"en": c.text.en, "zh": c.text.zh},
-            "value": c.value,
-            "unit": c.unit,
-            "pitfall_id": c.pitfall_id,
-        }
-        for c in variant.choices
-    ]
 
 
 def seed_attempts(db_url: str, card: Card, *, attempts: int, learners: int, seed: int = 7) -> dict:

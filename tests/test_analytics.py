@@ -34,6 +34,7 @@ from app.domain.analytics import (
 )
 from app.domain.generation import generate
 from app.models import Attempt, Learner
+from app.practice.answers import stored_choices
 
 API = "/api/v1"
 PASSWORD = "correct horse battery"
@@ -84,19 +85,6 @@ def expected_discrimination(rows, template_id, *, min_rest=3, min_learners=5, va
 
 
 # --- seeding ------------------------------------------------------------------------------------
-
-
-def stored_choices(variant):
-    return [
-        {
-            "id": c.id,
-            "text": {"en": c.text.en, "zh": c.text.zh},
-            "value": c.value,
-            "unit": c.unit,
-            "pitfall_id": c.pitfall_id,
-        }
-        for c in variant.choices
-    ]
 
 
 def seed(db, card, *, learners=10, rounds=5):

@@ -38,7 +38,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.auth.service import LearnerRef, now_utc
 from app.db import write_transaction
 from app.domain.catalog import Catalog
-from app.domain.generation import Choice, Grade, UnknownChoice, Variant, grade
+from app.domain.generation import Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
 from app.domain.texts import Text
 from app.models import Attempt, PracticeSession, ReviewItem
@@ -240,7 +240,7 @@ def _new_attempt(
         template_version=identity.template_version,
         seed=identity.seed,
         params=dict(variant.params),
-        choices=[_stored_choice(c) for c in variant.choices],
+        choices=stored_choices(variant),
         choice_id=result.chosen_choice_id,
         correct_choice_id=result.correct_choice_id,
         correct=result.correct,
@@ -312,14 +312,18 @@ def _same_question(stored: Attempt, learner: LearnerRef, question: QuestionId) -
     )
 
 
-def _stored_choice(choice: Choice) -> dict[str, Any]:
-    return {
-        "id": choice.id,
-        "text": {"en": choice.text.en, "zh": choice.text.zh},
-        "value": choice.value,
-        "unit": choice.unit,
-        "pitfall_id": choice.pitfall_id,
-    }
+def stored_choices(variant: Variant) -> list[dict[str, Any]]:
+    """The choices shown, as an attempt stores them (``attempts.choices``)."""
+    return [
+        {
+            "id": choice.id,
+            "text": {"en": choice.text.en, "zh": choice.text.zh},
+            "value": choice.value,
+            "unit": choice.unit,
+            "pitfall_id": choice.pitfall_id,
+        }
+        for choice in variant.choices
+    ]
 
 
 def stored_question(attempt: Attempt) -> QuestionId:
