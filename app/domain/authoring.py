@@ -18,7 +18,13 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from .cards import Card, CardError, _CardIn, parse_card
+from .cards import (
+    Card,
+    CardError,
+    _CardIn,
+    document_templates,
+    parse_card,
+)
 from .validation import validate_template
 
 Severity = Literal["error", "warning"]
@@ -129,12 +135,8 @@ def _warnings(card: Card) -> list[CardProblem]:
 
 
 def template_documents(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for point in document.get("points", []) or []:
-        for template in point.get("templates", []) or []:
-            if isinstance(template, dict) and "id" in template:
-                out[str(template["id"])] = template
-    return out
+    """The templates of a card document by id."""
+    return {str(t["id"]): t for _, t in document_templates(document) if "id" in t}
 
 
 def _content(template: Mapping[str, Any]) -> str:
@@ -209,17 +211,6 @@ def diff_documents(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[
 
 
 # --- editing a document piece by piece (the dashboard's forms) --------------------------------
-
-
-def find_template_document(
-    document: Mapping[str, Any], template_id: str
-) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The (exam point, template) documents of ``template_id``."""
-    for point in document.get("points", []) or []:
-        for template in point.get("templates", []) or []:
-            if isinstance(template, dict) and template.get("id") == template_id:
-                return point, template
-    return None
 
 
 def put_template(

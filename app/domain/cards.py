@@ -9,11 +9,11 @@ Validation over the parameter domains lives in :mod:`app.domain.validation`, and
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -23,7 +23,8 @@ from .languages import LANGS
 from .texts import Text, TextTemplate, compile_text
 from .units import FORMATS, UNITS, UnitError, format_value
 
-Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$", max_length=80)]
+SLUG_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN, max_length=80)]
 
 
 class CardError(ValueError):
@@ -525,3 +526,26 @@ def card_to_yaml(document: Mapping[str, object]) -> str:
         strip(dict(document)), allow_unicode=True, sort_keys=False, width=100
     )
     return text
+
+
+def document_templates(
+    document: Mapping[str, object],
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every (exam point, template) of a card document, in order; malformed parts are skipped."""
+    points = document.get("points")
+    for point in points if isinstance(points, list) else []:
+        if not isinstance(point, dict):
+            continue
+        templates = point.get("templates")
+        for template in templates if isinstance(templates, list) else []:
+            if isinstance(template, dict):
+                yield point, template
+
+
+def find_template_document(
+    document: Mapping[str, object], template_id: str
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The (exam point, template) documents of ``template_id``, or None."""
+    return next(
+        ((p, t) for p, t in document_templates(document) if t.get("id") == template_id), None
+    )

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cards import Card, CardError, ExamPoint, Template, read_cards
+from .cards import Card, CardError, ExamPoint, Template, find_template_document, read_cards
 from .generation import Variant, generate
 from .identity import QuestionId
 from .validation import validate_card
@@ -40,14 +40,8 @@ def document_hash(document: Mapping[str, object]) -> str:
 
 
 def template_document(document: Mapping[str, object], template_id: str) -> object | None:
-    points = document.get("points")
-    if not isinstance(points, list):
-        return None
-    for point in points:
-        for template in point.get("templates", []) if isinstance(point, dict) else []:
-            if isinstance(template, dict) and template.get("id") == template_id:
-                return template
-    return None
+    found = find_template_document(document, template_id)
+    return found[1] if found is not None else None
 
 
 def check_versions(new: Card, stored: Iterable[Card]) -> None:

@@ -21,12 +21,11 @@ from app.authoring.sandbox import check_formula as sandboxed_check
 from app.deps import ContextDep, InstructorVisitor, SessionDep
 from app.domain.authoring import (
     add_point,
-    find_template_document,
     new_card_document,
     put_template,
     remove_template,
 )
-from app.domain.cards import CardError, card_definitions
+from app.domain.cards import SLUG_PATTERN, CardError, card_definitions, find_template_document
 from app.domain.formulas import FormulaError
 from app.domain.identity import MAX_SEED
 from app.problems import InvalidInput, Problem
@@ -34,7 +33,7 @@ from app.web.forms import check_csrf
 from app.web.templating import link, render_page
 
 router = APIRouter(include_in_schema=False, prefix="/instructor")
-_SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_SLUG = re.compile(SLUG_PATTERN)
 MAX_PITFALLS = 30
 
 
