@@ -396,3 +396,49 @@ def test_validation_refuses_a_doubled_word():
     with pytest.raises(CardError, match=r"stem \(zh\): doubled word '的的'") as caught:
         card_with(data=data)
     assert caught.value.template_id == "zero1-per-rank" and caught.value.field == "stem.zh"
+
+
+def _everything(variant):
+    """Every field a learner or the grader can see, for comparing two variants whole."""
+    return (
+        variant.id,
+        variant.params,
+        variant.params_display,
+        variant.stem,
+        variant.correct_choice_id,
+        variant.answer,
+        variant.solution,
+        [(c.id, c.text, c.value, c.unit, c.pitfall_id, c.explanation) for c in variant.choices],
+    )
+
+
+def test_a_cached_combination_gives_the_variant_a_cold_start_gives(monkeypatch):
+    """Many seeds share one parameter combination (cached per process): the variant of a seed is
+    the same whether its combination was cached by other seeds first or built for it alone."""
+    import app.domain.generation as generation
+    from app.domain.catalog import load_cards
+
+    card = load_cards("cards")["zero-memory-offload"]
+    templates = [t for p in card.points for t in p.templates]
+    seeds = range(40)
+    for template in templates:  # warm: every combination these seeds reach is cached
+        for seed in range(1000, 1400):
+            generate(card, template, seed)
+    warm = {(t.id, s): _everything(generate(card, t, s)) for t in templates for s in seeds}
+    monkeypatch.setattr(generation, "COMBINATIONS_KEPT", 0)  # nothing kept: each one built anew
+    generation._combinations.clear()
+    cold = {(t.id, s): _everything(generate(card, t, s)) for t in templates for s in seeds}
+    assert generation._combinations == {}
+    assert warm == cold
+
+
+def test_a_draft_under_the_same_template_id_and_version_is_not_served_the_cached_one(card):
+    """An instructor's preview of an edited template (same id and version until published) shows
+    the edit, not the combination cached for the published template."""
+    published = card.points[0].templates[0]
+    before = generate(card, published, 7)
+    edited = {**TEMPLATE["stem"], "en": "Edited: " + TEMPLATE["stem"]["en"]}
+    draft = card_with({"stem": edited})  # the stem changed, id and version did not
+    after = generate(draft, draft.points[0].templates[0], 7)
+    assert after.id == before.id and after.params == before.params
+    assert before.stem.en.startswith("ZeRO-1, ") and after.stem.en.startswith("Edited: ZeRO-1, ")

@@ -30,7 +30,9 @@ and the figures on the shown set only, never on which choice is the key.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -371,19 +373,93 @@ def question_figures(
 # --- the public API ---------------------------------------------------------------------------
 
 
+class Combination:
+    """What a template gives for one combination of parameter values, whatever the seed: the
+    evaluated candidates, their clash verdicts and display texts (:class:`Memo`), and the
+    rendered stem, solution and explanations (which also depend on how the answer is shown:
+    its unit and figures follow the shown set). Seeds only decide which combination, which
+    pitfalls and in what order, so many seeds share one combination: a card's whole parameter
+    domain is often a few hundred combinations.
+
+    Immutable once built but for its memo dictionaries, which only ever gain entries equal to
+    what any thread would compute; safe to share between threads.
+    """
+
+    __slots__ = (
+        "template",
+        "values",
+        "answer",
+        "pitfalls",
+        "memo",
+        "params",
+        "params_display",
+        "_texts",
+    )
+
+    def __init__(self, template: Template, values: dict[str, Fraction]) -> None:
+        self.template = template
+        self.values = values
+        self.answer, self.pitfalls = candidates(template, values)
+        self.memo = Memo()
+        self.params = {name: _exact(value) for name, value in values.items()}
+        self.params_display = named_values(template, values)
+        self._texts: dict[tuple[object, ...], Text] = {}
+
+    def named(self, answer: Candidate) -> dict[str, str | Text]:
+        """What ``{name}`` placeholders show, with ``{answer}`` as the shown answer's text."""
+        return {**self.params_display, "answer": answer.text}
+
+    def rendered(self, key: tuple[object, ...], render: Callable[[], Text]) -> Text:
+        found = self._texts.get(key)
+        if found is None:
+            found = self._texts[key] = render()
+        return found
+
+
+# Combinations kept per process (least recently used first out); each holds a few kilobytes.
+COMBINATIONS_KEPT = 4096
+_combinations: OrderedDict[tuple[int, tuple[int, ...]], Combination] = OrderedDict()
+_combinations_lock = threading.Lock()
+
+
+def combination(template: Template, values: dict[str, Fraction]) -> Combination:
+    """The (cached) :class:`Combination` of ``template`` for ``values``.
+
+    Keyed by the template object itself (identity, checked: a draft previewed under a published
+    template's id and version is another object) and the values' numerators and denominators.
+    """
+    key = (id(template), tuple(n for v in values.values() for n in (v.numerator, v.denominator)))
+    with _combinations_lock:
+        found = _combinations.get(key)
+        if found is not None and found.template is template:
+            _combinations.move_to_end(key)
+            return found
+    built = Combination(template, values)
+    with _combinations_lock:
+        _combinations[key] = built
+        while len(_combinations) > COMBINATIONS_KEPT:
+            _combinations.popitem(last=False)
+    return built
+
+
 def generate(card: Card, template: Template, seed: int) -> Variant:
     """The variant of ``template`` for ``seed``: the same inputs always give the same variant."""
     identity = question_id(card, template, seed)
     rng = variant_rng(identity)
-    values = draw_params(template, rng)
-    answer, pitfalls = candidates(template, values)
-    shown = arrange(template, answer, pitfalls, rng)
+    content = combination(template, draw_params(template, rng))
+    values = content.values
+    shown = arrange(template, content.answer, content.pitfalls, rng, content.memo)
     answer = next(c for c in shown if c.pitfall is None)
 
-    named = text_values(template, values, answer)
+    named = content.named(answer)
     choices = []
     for choice_id, candidate in zip(CHOICE_IDS, shown, strict=False):
-        explanation = explain(candidate, values, named) if candidate.pitfall is not None else None
+        explanation = None
+        if candidate.pitfall is not None:
+            explanation = content.rendered(
+                ("explain", candidate.pitfall.id, answer.text, candidate.text),
+                lambda c=candidate: explain(c, values, named),  # type: ignore[misc]
+            )
         choices.append(
             Choice(
                 id=choice_id,
@@ -398,13 +474,16 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
     return Variant(
         id=identity,
         kind=template.kind,
-        params={name: _exact(value) for name, value in values.items()},
-        params_display={name: named[name] for name in values},
-        stem=template.stem.render(values, named),
+        params=dict(content.params),
+        params_display=dict(content.params_display),
+        stem=content.rendered(("stem", answer.text), lambda: template.stem.render(values, named)),
         choices=tuple(choices),
         correct_choice_id=correct,
         answer=answer.text,
-        solution=tuple(step.render(values, named) for step in template.solution),
+        solution=tuple(
+            content.rendered(("solution", i, answer.text), lambda s=step: s.render(values, named))  # type: ignore[misc]
+            for i, step in enumerate(template.solution)
+        ),
     )
 
 
