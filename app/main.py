@@ -20,7 +20,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 from swagger_ui_bundle import swagger_ui_path
 
 from app.api.openapi import install_openapi
-from app.api.router import api_router
+from app.api.router import API_PREFIX, API_ROUTERS
 from app.auth.cookies import BrowserSessionMiddleware, CsrfSigner
 from app.auth.ratelimit import LoginLimiter
 from app.catalog.service import LiveCatalog
@@ -32,7 +32,8 @@ from app.errors import install_error_handlers
 from app.observability import install_guards, install_observability
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
-from app.web.routes import router as web_router
+from app.routing import include_flat
+from app.web.routes import PAGE_ROUTERS
 from app.web.security import SecurityHeadersMiddleware, docs_csp
 from app.web.templating import make_templates
 
@@ -135,9 +136,17 @@ def create_app(
     app.add_middleware(SecurityHeadersMiddleware, hsts_max_age_s=hsts)
     install_observability(app, settings)  # outermost: request ids, logs, metrics, /readyz
     install_error_handlers(app)
-    app.include_router(api_router)
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        # The process is alive: nothing else is touched (no database, no thread). See /readyz.
+        return {"status": "ok"}
+
+    for router in API_ROUTERS:
+        include_flat(app.router, router, prefix=API_PREFIX)
     install_openapi(app)
-    app.include_router(web_router)
+    for router in PAGE_ROUTERS:
+        include_flat(app.router, router, include_in_schema=False)
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
     app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
 
@@ -156,10 +165,5 @@ def create_app(
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
         return HTMLResponse(docs_page, headers=docs_headers)
-
-    @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> dict[str, str]:
-        # The process is alive: nothing else is touched (no database, no thread). See /readyz.
-        return {"status": "ok"}
 
     return app

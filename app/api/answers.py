@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
 from app.api import present
-from app.deps import ApiLang, ApiLearner, ContextDep, SessionDep
+from app.api.responses import ModelResponse
+from app.deps import BEARER_SECURITY, ApiLang, ApiLearner, ContextDep, LearnerCallDep, SessionDep
 from app.practice.answers import answer_question, answer_question_grouped
 from app.problems import Problem
 from app.schemas import (
@@ -51,18 +52,19 @@ def _answer(body: AnswerCreate, session: SessionDep, ctx: ContextDep, learner: A
     )
 
 
-@router.post("/answers", response_model=AnswerPublic, responses=ANSWER_ERRORS)
-async def create_answer(
-    body: AnswerCreate, request: Request, ctx: ContextDep, learner: ApiLearner, lang: ApiLang
-) -> AnswerPublic:
+@router.post(
+    "/answers", response_model=AnswerPublic, responses=ANSWER_ERRORS, openapi_extra=BEARER_SECURITY
+)
+async def create_answer(body: AnswerCreate, request: Request, call: LearnerCallDep) -> Response:
     """Grade a choice and record the attempt; resending a client_answer_id replays the result.
 
     Answered 200 only once the attempt is committed (answers arriving together share one
     transaction: group commit, see app.practice.answers.AnswerWriter)."""
+    ctx = call.ctx
     outcome = await answer_question_grouped(
         state=request.app.state,
         ctx=ctx,
-        learner=learner,
+        learner=call.learner,
         token=body.token,
         choice_id=body.choice_id,
         client_answer_id=body.client_answer_id,
@@ -70,7 +72,7 @@ async def create_answer(
         answered_at=body.answered_at,
         now=ctx.clock(),
     )
-    return present.answer(outcome, lang)
+    return ModelResponse(present.answer(outcome, call.lang))
 
 
 @router.post("/answers/batch", response_model=AnswerBatchPublic, responses=ANSWER_ERRORS)

@@ -17,8 +17,18 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.api import present
+from app.api.responses import ModelResponse
 from app.catalog.demo import load_demo_results
-from app.deps import ApiLang, CatalogDep, OptionalApiLearner, SettingsDep, SignerDep
+from app.deps import (
+    BEARER_SECURITY,
+    ApiCallDep,
+    ApiLang,
+    CatalogDep,
+    OptionalApiLearner,
+    SettingsDep,
+    SignerDep,
+)
+from app.domain.catalog import Catalog
 from app.domain.identity import MAX_SEED
 from app.practice.questions import get_card, new_question
 from app.schemas import (
@@ -82,49 +92,48 @@ def read_card(
 
 
 @router.get(
-    "/cards/{card_id}/points/{point}/question", response_model=QuestionPublic, responses=NOT_FOUND
+    "/cards/{card_id}/points/{point}/question",
+    response_model=QuestionPublic,
+    responses=NOT_FOUND,
+    openapi_extra=BEARER_SECURITY,
 )
 async def read_point_question(
-    card_id: CardId,
-    point: PointRef,
-    catalog: CatalogDep,
-    signer: SignerDep,
-    lang: ApiLang,
-    learner: OptionalApiLearner,
-    seed: Seed = None,
-) -> QuestionPublic:
+    card_id: CardId, point: PointRef, call: ApiCallDep, seed: Seed = None
+) -> Response:
     """A question on one exam point (random seed unless given); nothing in it reveals the key.
 
     With a bearer token the question's token is bound to that learner."""
+    catalog = call.ctx.catalog
     item = new_question(
         catalog=catalog,
-        signer=signer,
+        signer=call.ctx.signer,
         card_id=card_id,
         point=point,
         seed=seed,
-        learner_id=learner.id if learner else None,
+        learner_id=call.learner.id if call.learner else None,
     )
-    return present.question(item, lang, _number(catalog, item))
+    return ModelResponse(present.question(item, call.lang, _number(catalog, item)))
 
 
-@router.get("/cards/{card_id}/question", response_model=QuestionPublic, responses=NOT_FOUND)
+@router.get(
+    "/cards/{card_id}/question",
+    response_model=QuestionPublic,
+    responses=NOT_FOUND,
+    openapi_extra=BEARER_SECURITY,
+)
 async def read_card_question(
-    card_id: CardId,
-    catalog: CatalogDep,
-    signer: SignerDep,
-    lang: ApiLang,
-    learner: OptionalApiLearner,
-    seed: Seed = None,
+    card_id: CardId, call: ApiCallDep, seed: Seed = None
 ) -> QuestionPublic:
     """A question on a random exam point of the card (bound to the bearer token's learner)."""
+    catalog = call.ctx.catalog
     item = new_question(
         catalog=catalog,
-        signer=signer,
+        signer=call.ctx.signer,
         card_id=card_id,
         seed=seed,
-        learner_id=learner.id if learner else None,
+        learner_id=call.learner.id if call.learner else None,
     )
-    return present.question(item, lang, _number(catalog, item))
+    return ModelResponse(present.question(item, call.lang, _number(catalog, item)))
 
 
 @router.get("/cards/{card_id}/questions", response_model=QuestionBatchPublic, responses=NOT_FOUND)
@@ -151,7 +160,7 @@ def read_card_questions(
     )
 
 
-def _number(catalog: CatalogDep, item: Any) -> int | None:
+def _number(catalog: Catalog, item: Any) -> int | None:
     card = catalog.latest(item.variant.id.card_id)
     found = card.point_by_slug(item.variant.id.point) if card else None
     return found.number if found else None
