@@ -442,3 +442,28 @@ def test_a_draft_under_the_same_template_id_and_version_is_not_served_the_cached
     after = generate(draft, draft.points[0].templates[0], 7)
     assert after.id == before.id and after.params == before.params
     assert before.stem.en.startswith("ZeRO-1, ") and after.stem.en.startswith("Edited: ZeRO-1, ")
+
+
+def test_a_validated_card_is_served_from_combinations_built_by_its_validation(monkeypatch):
+    """Loading a card validates it over its whole parameter domain with the generator's own
+    cached evaluation, so the first learners' questions need no formula evaluated."""
+    import app.domain.generation as generation
+    from app.domain.catalog import load_cards
+
+    card = load_cards("cards")["zero-memory-offload"]
+    built = []
+
+    class Counted(generation.Combination):
+        __slots__ = ()
+
+        def __init__(self, template, values):
+            built.append((template.id, dict(values)))
+            super().__init__(template, values)
+
+    monkeypatch.setattr(generation, "Combination", Counted)
+    templates = [t for p in card.points for t in p.templates]
+    assert sum(t.domain_size() for t in templates) <= generation.COMBINATIONS_KEPT
+    for template in templates:
+        for seed in range(200):
+            generate(card, template, seed)
+    assert built == []

@@ -55,15 +55,29 @@ class CsrfSigner:
         return hmac.compare_digest(submitted.encode(), self.token(session.secret).encode())
 
 
+# Paths that never use the browser session: the JSON API takes bearer tokens only (a cookie is
+# not a credential there), and static files, health, metrics and the OpenAPI document need none.
+SESSIONLESS_PREFIXES = (
+    "/api/",
+    "/static/",
+    "/docs-assets/",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+)
+
+
 class BrowserSessionMiddleware:
-    """Puts the browser session on ``request.state``; sets or clears the cookie as needed."""
+    """Puts the browser session on ``request.state``; sets or clears the cookie as needed (on
+    pages only: see ``SESSIONLESS_PREFIXES``)."""
 
     def __init__(self, app: ASGIApp, *, secure: bool) -> None:
         self.app = app
         self.secure = secure
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"].startswith(SESSIONLESS_PREFIXES):
             await self.app(scope, receive, send)
             return
         value = HTTPConnection(scope).cookies.get(COOKIE_NAME)

@@ -36,8 +36,8 @@ from .cards import Card, CardError, Template
 from .formulas import FormulaError
 from .generation import (
     Candidate,
-    candidates,
     clash,
+    combination,
     explain,
     named_values,
     side,
@@ -70,7 +70,9 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
     for values in parameter_combinations(template):
         where = f"card {card.id!r}, template {template.id!r}, parameters {_show(template, values)}"
         try:
-            answer, pitfalls = candidates(template, values)
+            # The generator's own (cached) evaluation: a validated card is served warm.
+            evaluated_here = combination(template, values)
+            answer, pitfalls = evaluated_here.answer, evaluated_here.pitfalls
             rendered = _render_texts(template, values, answer, pitfalls)
         except FormulaError as exc:
             raise CardError(f"{where}: {exc}") from None
