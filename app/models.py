@@ -19,7 +19,7 @@ from sqlalchemy import (
     String,
     UniqueConstraint,
 )
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db import Base
 
@@ -130,6 +130,8 @@ class Attempt(Base):
             "template_version",
             "seed",
         ),
+        # How often has the learner fallen for this pitfall? (asked on every wrong answer)
+        Index("ix_attempts_learner_pitfall", "learner_id", "card_id", "pitfall_id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -195,6 +197,8 @@ class ReviewLog(Base):
         ForeignKey("review_items.id", ondelete="CASCADE"), index=True
     )
     attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempts.id", ondelete="SET NULL"))
+    # Lets a batch of answers add an attempt and its rating and flush both at once.
+    attempt: Mapped[Attempt | None] = relationship()
     rating: Mapped[int] = mapped_column(Integer)
     reviewed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     due_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

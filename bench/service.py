@@ -12,23 +12,27 @@ Everything happens on 127.0.0.1 in a temporary folder that is removed afterwards
 scenario — SQLite, then PostgreSQL (``--postgres URL``, default ``TEST_POSTGRES_URL`` or the
 local server at 127.0.0.1:5432 database ``test`` when it answers; a fresh database is created
 beside it and dropped afterwards), each with one and with two uvicorn workers (``--workers``) —
-two servers run one after the other on a free port:
+two servers run side by side, each on a free port, loaded in turn in ``--rounds`` interleaved
+rounds (every baseline endpoint, then every app endpoint, again and again), so that a machine
+whose speed drifts during the run slows both sides of a ratio alike:
 
 1. the baseline app: ``GET /json``, a bare ``async`` JSON endpoint, and ``POST /insert``, a sync
    endpoint inserting one row into the scenario's kind of database (SQLite: WAL, ``BEGIN
    IMMEDIATE``, ``synchronous=NORMAL``, like the app's database);
 2. the app (``uvicorn app.main:create_app --factory``), freshly migrated: ``GET /healthz``; ``GET
    /api/v1/cards/zero-memory-offload/points/{n}/question?seed=...`` (anonymous, n and seed
-   varied); ``POST /api/v1/answers`` with question tokens fetched beforehand by one learner
-   (bound to it) and a fresh ``client_answer_id`` per request (grade, store the attempt, rate
-   the review); the same POSTs again with ids already stored (the idempotent replay path).
+   varied); ``POST /api/v1/answers``, each to its own question (fetched beforehand by one
+   learner, bound to it) with a fresh ``client_answer_id``: every one is a first answer (grade,
+   store the attempt, rate the review, bring a pitfall fallen for twice forward); the same POSTs
+   again with ids already stored (the idempotent replay path).
 
-Each endpoint gets a short warm-up (not reported), then ``--requests`` requests from
-``--concurrency`` keep-alive connections, capped at ``--max-seconds``. The table shows per
-endpoint: responses, req/s, latency p50 and p99 (ms, wrk's, including queueing at that
-concurrency), requests not answered 200, the CPU the server (all its processes) and wrk used
-while the load ran (percent of one core) and the ratio of req/s to its baseline from the same
-scenario, beside the targets of issue 9: question ≥ 0.5 × bare JSON with p99 < 50 ms, answers ≥
+Each endpoint gets a short warm-up in the first round (not reported), then ``--requests``
+requests in all (a share per round) from ``--concurrency`` keep-alive connections, each round
+capped at ``--max-seconds``. The table shows per endpoint: responses, req/s (over the time
+loaded), latency p50 and p99 (ms, wrk's, including queueing at that concurrency; the median of
+the rounds'), requests not answered 200, the CPU the server (all its processes) and wrk used
+while the load ran (percent of one core) and the ratio of req/s to its baseline (the median of
+the rounds' ratios), beside the targets of issue 9: question ≥ 0.5 × bare JSON with p99 < 50 ms, answers ≥
 0.7 × the one-row insert with p99 < 100 ms. Read the ratios, not the absolute numbers: both
 sides ran on the same machine state within one run.
 
@@ -99,6 +103,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             tmp,
             args.startup_timeout,
             args.seed,
+            args.rounds,
         )
         backends = [b for b in args.backends if b == "sqlite" or pg]
         if "postgres" in args.backends and not pg and args.backends == ["postgres"]:
@@ -124,6 +129,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "workers": args.workers,
             "postgres": pg,
             "seed": args.seed,
+            "rounds": args.rounds,
             "cpus": os.cpu_count(),
             "load_average": list(os.getloadavg()),
             "python": sys.version.split()[0],
@@ -287,6 +293,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="URL",
         help="PostgreSQL server to also run on (default TEST_POSTGRES_URL, else "
         f"{DEFAULT_POSTGRES} when it answers); 'none' for SQLite only",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=3,
+        help="interleaved rounds the requests are split over (default 3)",
     )
     parser.add_argument("--wrk", default=None, help="the wrk executable (default: wrk on PATH)")
     parser.add_argument("--seed", type=int, default=0, help="seed for question numbers and seeds")

@@ -2,18 +2,22 @@
 
 One scenario is a database (a fresh SQLite file or PostgreSQL database) and a number of uvicorn
 workers. It runs the baseline app (bare async JSON, one-row insert into the same kind of
-database) and then the app, each endpoint as one :class:`Phase` (a short warm-up, then the
-measured requests, both sent by wrk), and checks afterwards that every POST was answered 200 and
-that the database holds exactly one row per distinct ``client_answer_id`` sent.
+database) and the app side by side, each endpoint as one :class:`Phase` (a short warm-up in the
+first round, then its share of the measured requests, both sent by wrk), in interleaved rounds
+whose ratios are taken per round (the median is reported), and checks afterwards that every POST
+was answered 200 and that the database holds exactly one row per distinct ``client_answer_id``
+sent.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import random
 import secrets
+import statistics
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -23,13 +27,13 @@ from typing import Any
 
 import httpx
 from service_baseline import BASELINE_DB_ENV, TABLE
-from service_load import REQUEST_TIMEOUT_S, Spec, run_wrk
+from service_load import REQUEST_TIMEOUT_S, Load, Spec, run_wrk
 from service_servers import BenchError, Database, Server, log_tail, migrate, process_cpu_s, serve
 
 BENCH_DIR = Path(__file__).resolve().parent
 CARD_ID = "zero-memory-offload"
 MAX_SEED = 2**31 - 1  # app.domain.identity.MAX_SEED
-TOKEN_POOL = 200  # distinct questions the answer POSTs are spread over
+QUESTION_BATCH = 50  # GET .../questions?count= when fetching the answer phase's questions
 
 
 def progress(message: str) -> None:
@@ -77,6 +81,7 @@ class Options:
     workdir: Path
     startup_timeout: float
     seed: int
+    rounds: int = 3
 
 
 @dataclass(frozen=True)
@@ -90,19 +95,25 @@ def warmup_count(requests: int) -> int:
     return min(200, max(5, requests // 10))
 
 
-def run_phase(phase: Phase, server: Server, opts: Options) -> PhaseResult:
-    """Warm up, then measure ``opts.requests`` requests; both with wrk."""
+def run_phase(
+    phase: Phase, server: Server, opts: Options, requests: int, warm_up: bool
+) -> PhaseResult:
+    """Warm up (when ``warm_up``), then measure ``requests`` requests; both with wrk."""
     progress(f"    {phase.label} ...")
-    warm = run_wrk(
-        opts.wrk,
-        server.url,
-        phase.headers,
-        phase.make_specs(warmup_count(opts.requests)),
-        opts.concurrency,
-        60.0,  # generous: a warm-up cut short would count its in-flight requests unanswered
-        opts.workdir,
+    warm = (
+        run_wrk(
+            opts.wrk,
+            server.url,
+            phase.headers,
+            phase.make_specs(warmup_count(opts.requests)),
+            opts.concurrency,
+            60.0,  # generous: a warm-up cut short would count its in-flight requests unanswered
+            opts.workdir,
+        )
+        if warm_up
+        else Load([], 0, 0, 0, 0.0, math.nan, math.nan, None)
     )
-    specs = phase.make_specs(opts.requests)
+    specs = phase.make_specs(requests)
     cpu_before = process_cpu_s(server.pid)
     load = run_wrk(
         opts.wrk,
@@ -172,7 +183,8 @@ def app_phases(
     server: Server, rng: random.Random, pool_size: int, answered: list[Spec]
 ) -> list[Phase]:
     """The app's endpoints; creates a learner and fetches the question tokens first (with its
-    bearer token, so they are bound to it).
+    bearer token, so they are bound to it): ``pool_size`` distinct questions, one per answer
+    POST, so that every answer is the learner's first to its question and rates a review.
 
     The replay phase resends requests from ``answered``, which the caller fills with what the
     answer phase sent.
@@ -190,15 +202,23 @@ def app_phases(
             raise BenchError(f"the app serves no card {CARD_ID!r} (it has {sorted(cards)})")
         points = [point["number"] for point in cards[CARD_ID]["points"]]
         pool: list[tuple[str, list[str]]] = []
-        for i in range(pool_size):
-            path = question_path(points[i % len(points)], rng.randint(0, MAX_SEED))
-            response = client.get(path, headers=auth)
+        seen: set[tuple[object, ...]] = set()
+        while len(pool) < pool_size:
+            response = client.get(
+                f"/api/v1/cards/{CARD_ID}/questions",
+                params={"count": QUESTION_BATCH},
+                headers=auth,
+            )
             if response.status_code != 200:
                 raise BenchError(
-                    f"fetching a question answered {response.status_code}: {response.text}"
+                    f"fetching questions answered {response.status_code}: {response.text}"
                 )
-            question = response.json()
-            pool.append((question["token"], [choice["id"] for choice in question["choices"]]))
+            for question in response.json()["items"]:
+                key = (question["template_id"], question["template_version"], question["seed"])
+                if key not in seen and len(pool) < pool_size:
+                    seen.add(key)
+                    choices = [choice["id"] for choice in question["choices"]]
+                    pool.append((question["token"], choices))
 
     def questions(count: int) -> list[Spec]:
         return [
@@ -213,8 +233,8 @@ def app_phases(
         for _ in range(count):
             i = next(answer_index)
             token, choices = pool[i % len(pool)]
-            # Cycle the choices too, so right and wrong answers (with pitfalls) are both stored.
-            choice = choices[(i // len(pool)) % len(choices)]
+            # Every choice in turn, so right and wrong answers (with pitfalls) are both stored.
+            choice = choices[i % len(choices)]
             body = json_body(token=token, choice_id=choice, client_answer_id=str(uuid.uuid4()))
             specs.append(("POST", "/api/v1/answers", body))
         return specs
@@ -289,7 +309,10 @@ class ScenarioResult:
 
 
 def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
-    """Baseline app, then the app, on ``db`` with ``workers`` uvicorn workers each; checks."""
+    """The baseline app and the app side by side on ``db`` with ``workers`` uvicorn workers
+    each, loaded in ``opts.rounds`` interleaved rounds (every baseline phase, then every app
+    phase, again and again: a machine whose speed drifts during the run slows both sides of a
+    ratio alike); then the checks."""
     name = f"{'SQLite' if db.backend == 'sqlite' else 'PostgreSQL'}, {workers} worker" + (
         "s" if workers > 1 else ""
     )
@@ -297,20 +320,6 @@ def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
     rng = random.Random(opts.seed)
     env = dict(os.environ)
     tag = f"{db.backend}-{workers}"
-    results: list[PhaseResult] = []
-    progress("  baseline app (bench/service_baseline.py):")
-    with serve(
-        "baseline",
-        ["service_baseline:baseline_app", "--factory", "--app-dir", str(BENCH_DIR)],
-        {**env, BASELINE_DB_ENV: db.baseline},
-        "/json",
-        opts.workdir / f"baseline-{tag}.log",
-        opts.startup_timeout,
-        workers,
-    ) as server:
-        for phase in baseline_phases(db.backend):
-            results.append(run_phase(phase, server, opts))
-
     data_dir = opts.workdir / f"data-{tag}"
     app_env = {
         **env,
@@ -320,23 +329,44 @@ def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
     }
     progress("  migrating ...")
     migrate(app_env)
-    progress("  app (app.main:create_app):")
     answered: list[Spec] = []
     app_log = opts.workdir / f"app-{tag}.log"
-    with serve(
-        "app",
-        ["app.main:create_app", "--factory"],
-        app_env,
-        "/healthz",
-        app_log,
-        opts.startup_timeout,
-        workers,
-    ) as server:
-        for phase in app_phases(server, rng, min(TOKEN_POOL, opts.requests), answered):
-            result = run_phase(phase, server, opts)
-            if phase.key == "answer":
-                answered.extend(result.sent_all)
-            results.append(result)
+    rounds: list[list[PhaseResult]] = []
+    with (
+        serve(
+            "baseline",
+            ["service_baseline:baseline_app", "--factory", "--app-dir", str(BENCH_DIR)],
+            {**env, BASELINE_DB_ENV: db.baseline},
+            "/json",
+            opts.workdir / f"baseline-{tag}.log",
+            opts.startup_timeout,
+            workers,
+        ) as baseline,
+        serve(
+            "app",
+            ["app.main:create_app", "--factory"],
+            app_env,
+            "/healthz",
+            app_log,
+            opts.startup_timeout,
+            workers,
+        ) as server,
+    ):
+        pool = warmup_count(opts.requests) + opts.requests
+        phases = [(p, baseline) for p in baseline_phases(db.backend)]
+        phases += [(p, server) for p in app_phases(server, rng, pool, answered)]
+        shares = [opts.requests // opts.rounds] * opts.rounds
+        shares[-1] += opts.requests - sum(shares)
+        for round_no, share in enumerate(shares):
+            progress(f"  round {round_no + 1} of {opts.rounds}:")
+            results_now = []
+            for phase, target in phases:
+                result = run_phase(phase, target, opts, share, warm_up=round_no == 0)
+                if phase.key == "answer":
+                    answered.extend(result.sent_all)
+                results_now.append(result)
+            rounds.append(results_now)
+    results = [combine([r[i] for r in rounds]) for i in range(len(phases))]
 
     # Both servers are stopped: the databases are complete.
     by_key = {r.key: r for r in results}
@@ -360,8 +390,44 @@ def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
     if not all(check.ok for check in checks):
         for log in (opts.workdir / f"baseline-{tag}.log", app_log):
             progress(f"--- end of {log.name} ---\n{log_tail(log, 40)}")
-    for r in results:
-        base = by_key.get(r.baseline) if r.baseline else None
-        if base is not None and base.req_per_s > 0:
-            r.ratio = r.req_per_s / base.req_per_s
+    for i, r in enumerate(results):
+        if r.baseline is None:
+            continue
+        ratios = []
+        for done in rounds:
+            base = next(x for x in done if x.key == r.baseline)
+            if base.req_per_s > 0:
+                ratios.append(done[i].req_per_s / base.req_per_s)
+        r.ratio = statistics.median(ratios) if ratios else None
     return ScenarioResult(name, db.backend, workers, results, checks)
+
+
+def combine(rounds: list[PhaseResult]) -> PhaseResult:
+    """One phase over its rounds: requests and problems summed, the rate over the time loaded,
+    the latencies and CPU shares the median of the rounds'."""
+
+    def median(values: list[float | None]) -> float:
+        known = [v for v in values if v is not None and not math.isnan(v)]
+        return statistics.median(known) if known else math.nan
+
+    seconds = sum(r.requests / r.req_per_s for r in rounds if r.req_per_s > 0)
+    first = rounds[0]
+    cpu = [r.server_cpu_pct for r in rounds]
+    client = [r.client_cpu_pct for r in rounds]
+    return PhaseResult(
+        key=first.key,
+        label=first.label,
+        requests=sum(r.requests for r in rounds),
+        req_per_s=sum(r.requests for r in rounds) / seconds if seconds > 0 else 0.0,
+        p50_ms=median([r.p50_ms for r in rounds]),
+        p99_ms=median([r.p99_ms for r in rounds]),
+        non_200=sum(r.non_200 for r in rounds),
+        errors=sum(r.errors for r in rounds),
+        server_cpu_pct=None if all(c is None for c in cpu) else median(cpu),
+        client_cpu_pct=None if all(c is None for c in client) else median(client),
+        baseline=first.baseline,
+        sent_all=[spec for r in rounds for spec in r.sent_all],
+        unanswered_all=sum(r.unanswered_all for r in rounds),
+        non_200_all=sum(r.non_200_all for r in rounds),
+        problems_all=sum((r.problems_all for r in rounds), Counter()),
+    )

@@ -154,7 +154,8 @@ def test_only_the_first_answer_to_a_question_rates_the_review(client, app, auth,
     assert len(due(client, auth)["items"]) == 1
 
 
-def test_a_pitfall_fallen_for_twice_brings_its_templates_forward(client, app, auth, clock, card):
+def _two_questions_offering_a_shared_pitfall(client, app, card):
+    """(pitfall id, the templates carrying it, two (question, choice) pairs falling for it)."""
     carriers: dict[str, list[str]] = {}
     for template in card.templates():
         for pitfall in template.pitfalls:
@@ -178,9 +179,55 @@ def test_a_pitfall_fallen_for_twice_brings_its_templates_forward(client, app, au
         if len(found) >= 2:
             break
     assert len(found) >= 2
-    for body, choice in found[:2]:
-        send(client, auth, body, choice)
+    return pitfall_id, templates, found[:2]
+
+
+def test_a_pitfall_fallen_for_twice_brings_its_templates_forward(client, app, auth, clock, card):
+    _, templates, found = _two_questions_offering_a_shared_pitfall(client, app, card)
+    send(client, auth, *found[0])
+    # One fall brings nothing forward: the answered template itself waits its learning step.
+    assert due(client, auth, limit=50)["items"] == []
+    send(client, auth, *found[1])
     # Right after the second fall, every template carrying the pitfall is due (not in 2 minutes).
+    ids = {i["template_id"] for i in due(client, auth, limit=50)["items"]}
+    assert set(templates) - {found[1][0]["template_id"]} <= ids
+
+
+def test_two_falls_in_one_group_commit_batch_bring_the_pitfall_forward(
+    client, app, auth, clock, card
+):
+    """Answers that arrive together are stored and rated in one transaction: the second fall in
+    the batch counts the first one, stored in the same transaction."""
+    from app.auth.service import learner_for_token
+    from app.practice.answers import AnswerWriter, _Pending, graded
+
+    _, templates, found = _two_questions_offering_a_shared_pitfall(client, app, card)
+    with app.state.sessionmaker() as session:
+        learner = learner_for_token(session=session, token=auth["Authorization"][7:])
+    ctx = app.state.context
+    pending = []
+    for body, choice in found:
+        question = ctx.signer.verify(body["token"], ctx.catalog).question
+        answer_variant, result = graded(ctx, question, choice)
+        pending.append(
+            _Pending(
+                ctx=ctx,
+                learner=learner,
+                question=question,
+                variant=answer_variant,
+                result=result,
+                client_answer_id=uuid.uuid4().hex,
+                duration_ms=None,
+                answered_at=None,
+                now=clock(),
+                future=None,
+                loop=None,
+            )
+        )
+    writer = AnswerWriter.__new__(AnswerWriter)  # its thread is not needed to write one batch
+    writer._sessions = app.state.sessionmaker
+    writer._write_together(pending)
+    assert all(p.outcome is not None and p.error is None for p in pending)
     ids = {i["template_id"] for i in due(client, auth, limit=50)["items"]}
     assert set(templates) - {found[1][0]["template_id"]} <= ids
 

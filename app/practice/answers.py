@@ -41,7 +41,7 @@ from app.domain.catalog import Catalog
 from app.domain.generation import Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
 from app.domain.texts import Text
-from app.models import Attempt, PracticeSession, ReviewItem
+from app.models import Attempt, PracticeSession
 from app.practice.questions import (
     QuestionSigner,
     SessionPosition,
@@ -51,7 +51,7 @@ from app.practice.questions import (
 )
 from app.practice.sessions import check_can_answer, load_session, question_id_at
 from app.problems import Conflict, UnknownChoiceError
-from app.review.service import ReviewKey, preload, record_review
+from app.review.service import ReviewBatch, preload, record_review
 
 MAX_DURATION_MS = 24 * 3600 * 1000
 WRITE_TRIES = 3  # a batch written whole, before it is written answer by answer
@@ -210,9 +210,9 @@ def _store(
         first_answer=earlier is None,
     )
     session.add(attempt)
-    session.flush()
     if attempt.first_answer:
         _rate(session, ctx, learner, attempt, result, duration_ms, now)
+    session.flush()
     return attempt
 
 
@@ -263,18 +263,11 @@ def _rate(
     result: Grade,
     duration_ms: int | None,
     now: datetime,
-    preloaded: tuple[dict[str, Any], dict[ReviewKey, ReviewItem]] | None = None,
+    batch: ReviewBatch | None = None,
 ) -> None:
-    """Rate a first answer (flushed already: the review log points at it); ``preloaded``: the
-    batch's exam dates and review items (see app.review.service.preload)."""
-    extra: dict[str, Any] = {}
-    key = (learner.id, attempt.card_id, attempt.template_id)
-    if preloaded is not None:
-        exam_dates, items = preloaded
-        if learner.id in exam_dates:
-            extra["exam_date"] = exam_dates[learner.id]
-        extra["item"] = items.get(key)
-    item = record_review(
+    """Rate a first answer (added to the session, flushed or not); ``batch``: what the batch of
+    answers read together (see app.review.service.preload)."""
+    record_review(
         session=session,
         catalog=ctx.catalog,
         learner_id=learner.id,
@@ -284,12 +277,10 @@ def _rate(
         correct=result.correct,
         pitfall_id=attempt.pitfall_id,
         duration_ms=duration_ms,
-        attempt_id=attempt.id,
+        attempt=attempt,
         now=now,
-        **extra,
+        batch=batch,
     )
-    if preloaded is not None:
-        preloaded[1][key] = item
 
 
 def _replay(stored: Attempt, variant: Variant) -> AnswerOutcome:
@@ -419,28 +410,50 @@ class AnswerWriter:
         self._write_each(ordered)
 
     def _write_together(self, batch: list[_Pending]) -> None:
-        """Two reads for the batch (the ids already stored, the questions answered before),
-        one insert per answer, flushed together except before a review rating."""
-        with self._sessions() as session, write_transaction(session):
+        """Four reads for the batch (the ids already stored, the questions answered before, the
+        exam dates and review items), then every attempt, rating and review item flushed
+        together (more reads only for what the batch did not read: a pitfall's other
+        templates)."""
+        with (
+            self._sessions() as session,
+            write_transaction(session),
+            session.no_autoflush,
+        ):
+            # Core reads on the session's connection (a fraction of an ORM query's cost); the
+            # stored attempts of replays are loaded as objects only when there are any.
+            columns = Attempt.__table__.c
+            connection = session.connection()
             ids = {item.client_answer_id for item in batch}
-            stored = {
-                a.client_answer_id: a
-                for a in session.scalars(select(Attempt).where(Attempt.client_answer_id.in_(ids)))
+            known = {
+                row[0]
+                for row in connection.execute(
+                    select(columns.client_answer_id).where(columns.client_answer_id.in_(ids))
+                )
             }
+            stored = (
+                {
+                    a.client_answer_id: a
+                    for a in session.scalars(
+                        select(Attempt).where(Attempt.client_answer_id.in_(known))
+                    )
+                }
+                if known
+                else {}
+            )
             fresh = [item for item in batch if item.client_answer_id not in stored]
             answered = (
                 {
                     tuple(row)
-                    for row in session.execute(
+                    for row in connection.execute(
                         select(
-                            Attempt.learner_id,
-                            Attempt.card_id,
-                            Attempt.template_id,
-                            Attempt.template_version,
-                            Attempt.seed,
+                            columns.learner_id,
+                            columns.card_id,
+                            columns.template_id,
+                            columns.template_version,
+                            columns.seed,
                         ).where(
-                            Attempt.learner_id.in_({i.learner.id for i in fresh}),
-                            Attempt.seed.in_({i.question.seed for i in fresh}),
+                            columns.learner_id.in_({i.learner.id for i in fresh}),
+                            columns.seed.in_({i.question.seed for i in fresh}),
                         )
                     )
                 }
@@ -477,7 +490,6 @@ class AnswerWriter:
                 stored[item.client_answer_id] = attempt
                 session.add(attempt)
                 if attempt.first_answer:
-                    session.flush()
                     _rate(
                         session,
                         item.ctx,

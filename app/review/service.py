@@ -6,7 +6,7 @@ stored together or not at all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
 from sqlalchemy import case, func, select
@@ -18,7 +18,6 @@ from app.domain.scheduling import bring_forward, new_state, retrievability, revi
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
 
 MAX_DUE_PAGE = 100
-_LOOK_UP = object()  # record_review reads the exam date itself
 PITFALL_REPEAT = 2  # falling for a pitfall this often brings its templates forward
 
 
@@ -29,6 +28,20 @@ class DueItem:
     point: str
     template_id: str
     due_at: datetime
+
+
+ReviewKey = tuple[str, str, str]  # (learner id, card id, template id)
+
+
+@dataclass
+class ReviewBatch:
+    """What rating a batch of answers reads once (see :func:`preload`) and keeps up to date as
+    it rates: the learners' exam dates, their review items (locked), and how often each learner
+    has fallen for each pitfall (first answers, counted up to ``PITFALL_REPEAT``)."""
+
+    exam_dates: dict[str, date | None] = field(default_factory=dict)
+    items: dict[ReviewKey, ReviewItem] = field(default_factory=dict)
+    falls: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
 
 def record_review(
@@ -42,64 +55,69 @@ def record_review(
     correct: bool,
     pitfall_id: str | None,
     duration_ms: int | None,
-    attempt_id: int,
+    attempt: Attempt,
     now: datetime,
-    exam_date: date | None | object = _LOOK_UP,
-    item: ReviewItem | None = None,
+    batch: ReviewBatch | None = None,
 ) -> ReviewItem:
-    """Rate the learner's first answer to a question of ``template_id`` (in a write transaction).
+    """Rate the learner's first answer (``attempt``, added to the session, flushed or not) to a
+    question of ``template_id``, in a write transaction.
 
-    ``exam_date`` and ``item`` may come from :func:`preload` (a batch of answers reads them
-    once); without them, or when the item was not there, they are read here.
+    ``batch`` carries what a batch of answers read together (:func:`preload`); what it lacks is
+    read here and added to it.
     """
-    if exam_date is _LOOK_UP:
-        exam_date = session.scalar(select(Learner.exam_date).where(Learner.id == learner_id))
-    if item is None:
-        item = _item(session, learner_id, card_id, point, template_id, now)
-    due_before = as_utc(item.due_at) if item.reviews else None
-    outcome = review(
-        item.state,
-        correct=correct,
-        duration_ms=duration_ms,
-        now=now,
-        exam_date=exam_date,
-        item_key=f"{learner_id}:{card_id}:{template_id}",
-    )
-    item.state = outcome.state
-    item.due_at = outcome.due
-    item.point = point
-    item.reviews += 1
-    item.lapses += 0 if correct else 1
-    item.last_review_at = now
-    session.add(
-        ReviewLog(
-            review_item_id=item.id,
-            attempt_id=attempt_id,
-            rating=outcome.rating,
-            reviewed_at=now,
-            due_before=due_before,
-            due_after=outcome.due,
+    batch = batch if batch is not None else ReviewBatch()
+    with session.no_autoflush:
+        if learner_id not in batch.exam_dates:
+            learners = Learner.__table__.c
+            batch.exam_dates[learner_id] = (
+                session.connection()
+                .execute(select(learners.exam_date).where(learners.id == learner_id))
+                .scalar()
+            )
+        item = _items(session, batch, learner_id, card_id, {template_id: point}, now)[0]
+        due_before = as_utc(item.due_at) if item.reviews else None
+        outcome = review(
+            item.state,
+            correct=correct,
+            duration_ms=duration_ms,
+            now=now,
+            exam_date=batch.exam_dates[learner_id],
+            item_key=f"{learner_id}:{card_id}:{template_id}",
         )
-    )
-    if not correct and pitfall_id is not None:
-        _bring_pitfall_forward(session, catalog, learner_id, card_id, template_id, pitfall_id, now)
+        item.state = outcome.state
+        item.due_at = outcome.due
+        item.point = point
+        item.reviews += 1
+        item.lapses += 0 if correct else 1
+        item.last_review_at = now
+        session.add(
+            ReviewLog(
+                review_item_id=item.id,
+                attempt=attempt,
+                rating=outcome.rating,
+                reviewed_at=now,
+                due_before=due_before,
+                due_after=outcome.due,
+            )
+        )
+        if not correct and pitfall_id is not None:
+            _bring_pitfall_forward(
+                session, batch, catalog, attempt, card_id, template_id, pitfall_id, now
+            )
     return item
 
 
-ReviewKey = tuple[str, str, str]  # (learner id, card id, template id)
-
-
-def preload(
-    session: Session, keys: set[ReviewKey]
-) -> tuple[dict[str, date | None], dict[ReviewKey, ReviewItem]]:
+def preload(session: Session, keys: set[ReviewKey]) -> ReviewBatch:
     """The exam dates of the learners and the review items of ``keys``, in two reads."""
+    batch = ReviewBatch()
     if not keys:
-        return {}, {}
+        return batch
     learners = {k[0] for k in keys}
-    exam_dates: dict[str, date | None] = {
+    columns = Learner.__table__.c
+    batch.exam_dates = {
         learner_id: exam_date
-        for learner_id, exam_date in session.execute(
-            select(Learner.id, Learner.exam_date).where(Learner.id.in_(learners))
+        for learner_id, exam_date in session.connection().execute(
+            select(columns.id, columns.exam_date).where(columns.id.in_(learners))
         )
     }
     items = {
@@ -116,64 +134,104 @@ def preload(
             .with_for_update()
         )
     }
-    return exam_dates, {k: v for k, v in items.items() if k in keys}
+    batch.items = {k: v for k, v in items.items() if k in keys}
+    return batch
 
 
-def _item(
-    session: Session, learner_id: str, card_id: str, point: str, template_id: str, now: datetime
-) -> ReviewItem:
-    item = session.scalars(
-        select(ReviewItem)
-        .where(
-            ReviewItem.learner_id == learner_id,
-            ReviewItem.card_id == card_id,
-            ReviewItem.template_id == template_id,
-        )
-        .with_for_update()
-    ).first()
-    if item is None:
-        item = ReviewItem(
-            learner_id=learner_id,
-            card_id=card_id,
-            point=point,
-            template_id=template_id,
-            state={},
-            due_at=now,
-            reviews=0,
-            lapses=0,
-        )
-        session.add(item)
-        session.flush()
-        item.state = new_state(item.id, now)
-    return item
+def _items(
+    session: Session,
+    batch: ReviewBatch,
+    learner_id: str,
+    card_id: str,
+    points: dict[str, str],
+    now: datetime,
+) -> list[ReviewItem]:
+    """The learner's review items of the templates in ``points`` (template id -> exam point), in
+    that order: from the batch, else read (locked) in one query, else created due now."""
+    wanted = [(learner_id, card_id, template_id) for template_id in points]
+    missing = [key for key in wanted if key not in batch.items]
+    if missing:
+        for item in session.scalars(
+            select(ReviewItem)
+            .where(
+                ReviewItem.learner_id == learner_id,
+                ReviewItem.card_id == card_id,
+                ReviewItem.template_id.in_([key[2] for key in missing]),
+            )
+            .order_by(ReviewItem.id)
+            .with_for_update()
+        ):
+            batch.items[(item.learner_id, item.card_id, item.template_id)] = item
+        created = []
+        for key in missing:
+            if key not in batch.items:
+                item = ReviewItem(
+                    learner_id=learner_id,
+                    card_id=card_id,
+                    point=points[key[2]],
+                    template_id=key[2],
+                    state={},
+                    due_at=now,
+                    reviews=0,
+                    lapses=0,
+                )
+                session.add(item)
+                created.append(item)
+                batch.items[key] = item
+        if created:
+            session.flush()  # their ids seed their FSRS states
+            for item in created:
+                item.state = new_state(item.id, now)
+    return [batch.items[key] for key in wanted]
 
 
 def _bring_pitfall_forward(
     session: Session,
+    batch: ReviewBatch,
     catalog: Catalog,
-    learner_id: str,
+    attempt: Attempt,
     card_id: str,
     template_id: str,
     pitfall_id: str,
     now: datetime,
 ) -> None:
-    times = session.scalar(
-        select(func.count(Attempt.id)).where(
-            Attempt.learner_id == learner_id,
-            Attempt.card_id == card_id,
-            Attempt.pitfall_id == pitfall_id,
-            Attempt.first_answer.is_(True),
+    """The learner fell for ``pitfall_id`` (again, in ``attempt``): from the
+    ``PITFALL_REPEAT``-th time on, every other template carrying it is due now."""
+    learner_id = attempt.learner_id
+    key = (learner_id, card_id, pitfall_id)
+    if key in batch.falls:
+        batch.falls[key] += 1  # this answer: the batch read the count for an earlier one
+    else:
+        # This answer and the others stored (as many as decide the threshold); this one may be
+        # flushed already or not.
+        # (A Core query on the session's connection: a fraction of an ORM query's cost.)
+        attempts = Attempt.__table__.c
+        batch.falls[key] = 1 + len(
+            session.connection()
+            .execute(
+                select(attempts.id)
+                .where(
+                    attempts.learner_id == learner_id,
+                    attempts.card_id == card_id,
+                    attempts.pitfall_id == pitfall_id,
+                    attempts.first_answer.is_(True),
+                    attempts.client_answer_id != attempt.client_answer_id,
+                )
+                .limit(PITFALL_REPEAT - 1)
+            )
+            .all()
         )
-    )
-    if (times or 0) < PITFALL_REPEAT:
+    if batch.falls[key] < PITFALL_REPEAT:
         return
     card = catalog.latest(card_id)
     if card is None:
         return
-    for template in card.templates():
-        if template.id == template_id or all(p.id != pitfall_id for p in template.pitfalls):
-            continue
-        item = _item(session, learner_id, card_id, template.point, template.id, now)
+    carrying = {
+        template.id: template.point
+        for template in card.templates()
+        if template.id != template_id and any(p.id == pitfall_id for p in template.pitfalls)
+    }
+    for item in _items(session, batch, learner_id, card_id, carrying, now):
         if as_utc(item.due_at) > now:
             item.state = bring_forward(item.state, now)
             item.due_at = now
