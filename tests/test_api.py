@@ -133,7 +133,8 @@ def test_a_question_has_the_documented_shape_and_hides_its_key(client, app, card
     for word in ("correct", "pitfall", "answer"):
         assert word not in text.lower().replace("answer_id", "")
     # The token names the question, never the key.
-    payload = body["token"].split(".")[0]
+    assert body["token"].startswith("q3.")
+    payload = body["token"].split(".")[1]
     decoded = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode()
     assert right_choice(app, body) not in json.loads(decoded)["q"][1:3]
 
@@ -257,12 +258,52 @@ def test_a_token_signed_with_another_key_is_refused(client, auth, card):
 
 
 def test_an_expired_token_is_409_question_expired(client, app, auth, monkeypatch):
-    body = question(client, seed=2)
+    import time
+    from types import SimpleNamespace
+
     import itsdangerous.timed
 
-    later = itsdangerous.timed.TimestampSigner.get_timestamp(None) + 8 * 24 * 3600  # type: ignore[arg-type]
-    monkeypatch.setattr(itsdangerous.timed.TimestampSigner, "get_timestamp", lambda self: later)
+    import app.practice.questions as questions
+
+    body = question(client, seed=2)
+    previous = URLSafeTimedSerializer(TEST_SECRET, salt="infracards.question.v2").dumps(
+        {"q": [CARD_ID, "optimizer-memory", body["template_id"], body["template_version"], 2]}
+    )
+    later = time.time() + 8 * 24 * 3600
+    monkeypatch.setattr(questions, "time", SimpleNamespace(time=lambda: later))
     assert_problem(answer(client, auth, body["token"], "a"), 409, "question_expired")
+    # A token of the previous (itsdangerous) format expires alike.
+    monkeypatch.setattr(
+        itsdangerous.timed.TimestampSigner, "get_timestamp", lambda self: int(later)
+    )
+    assert_problem(answer(client, auth, previous, "a"), 409, "question_expired")
+
+
+def test_tokens_of_the_previous_format_still_grade(client, app, auth, card):
+    """Tokens signed before the compact format (itsdangerous, salt v2) stay answerable until
+    they expire: a deployment does not void the questions learners have open."""
+    template = card.points[1].templates[0]
+    previous = URLSafeTimedSerializer(TEST_SECRET, salt="infracards.question.v2").dumps(
+        {"q": [CARD_ID, template.point, template.id, template.version, 42]}
+    )
+    variant = generate(card, template, 42)
+    result = answer(client, auth, previous, variant.correct_choice_id)
+    assert result.status_code == 200, result.text
+    assert result.json()["correct"] is True
+
+
+def test_a_tampered_compact_token_is_400_invalid_token(client, auth):
+    token = question(client, seed=4)["token"]
+    prefix, body, mac = token.split(".")
+    flipped = body[:-2] + ("A" if body[-2] != "A" else "B") + body[-1]
+    for bad in (
+        f"{prefix}.{flipped}.{mac}",
+        f"{prefix}.{body}.",
+        f"{prefix}.{body}",
+        "q3.",
+        token + "x",
+    ):
+        assert_problem(answer(client, auth, bad, "a"), 400, "invalid_token")
 
 
 def test_tokens_issued_before_exam_point_slugs_still_grade(client, app, auth, card):

@@ -6,15 +6,22 @@ seed]}``, with ``"l": learner id`` when it was fetched with a bearer token: see
 "p": n}``; the session belongs to its learner already): the
 seed of a session question is derived from the server secret and never leaves the server, so an
 exam question cannot be solved offline from the public card. Tokens are signed and time-stamped
-(itsdangerous); grading regenerates the variant from the catalog (an LRU of recent variants,
+(HMAC-SHA256, see ``COMPACT_PREFIX``; the itsdangerous tokens issued before are accepted until
+they expire); grading regenerates the variant from the catalog (an LRU of recent variants,
 by question, spares the regeneration), so the server keeps no state between showing a question
 and grading it. A token never says which choice is right.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import hmac
+import json
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -30,6 +37,11 @@ from app.problems import Conflict, Forbidden, InvalidInput, NotFound
 
 TOKEN_SALT = "infracards.question.v2"
 LEGACY_TOKEN_SALT = "infracards.question.v1"
+# Tokens signed since the compact format: "q3." + base64url(JSON content with "t", the Unix time
+# of issue) + "." + base64url(HMAC-SHA256 of that, 20 bytes). A third of the signing cost of the
+# itsdangerous format (v2), which is still accepted until its tokens expire.
+COMPACT_PREFIX = "q3."
+_MAC_BYTES = 20
 
 
 @dataclass(frozen=True)
@@ -110,9 +122,30 @@ class QuestionSigner:
     """Signs question references into tokens and checks them back."""
 
     def __init__(self, secret_key: str, *, max_age_s: int) -> None:
+        self._key = hashlib.sha256(f"infracards.question.v3:{secret_key}".encode()).digest()
         self._serializer = URLSafeTimedSerializer(secret_key, salt=TOKEN_SALT)
         self._legacy = URLSafeTimedSerializer(secret_key, salt=LEGACY_TOKEN_SALT)
         self.max_age_s = max_age_s
+
+    def _dumps(self, content: dict[str, object]) -> str:
+        body = _b64(json.dumps({**content, "t": int(time.time())}, separators=(",", ":")).encode())
+        mac = hmac.new(self._key, body.encode(), hashlib.sha256).digest()[:_MAC_BYTES]
+        return f"{COMPACT_PREFIX}{body}.{_b64(mac)}"
+
+    def _loads(self, token: str) -> tuple[object, datetime]:
+        """The content of a compact token and when it was issued; InvalidInput or Conflict."""
+        body, _, mac = token[len(COMPACT_PREFIX) :].partition(".")
+        expected = hmac.new(self._key, body.encode(), hashlib.sha256).digest()[:_MAC_BYTES]
+        try:
+            valid = hmac.compare_digest(_unb64(mac), expected)
+            content = json.loads(_unb64(body)) if valid else None
+        except (ValueError, binascii.Error):
+            raise invalid_token() from None
+        if not isinstance(content, dict) or not _is_int(content.get("t")):
+            raise invalid_token()
+        if time.time() - content["t"] > self.max_age_s:
+            raise expired()
+        return content, datetime.fromtimestamp(content["t"], UTC)
 
     def sign(self, question: QuestionId, learner_id: str | None = None) -> str:
         """A token for ``question``; bound to ``learner_id`` when given (see check_token_owner)."""
@@ -126,10 +159,10 @@ class QuestionSigner:
         content: dict[str, object] = {"q": payload}
         if learner_id is not None:
             content["l"] = learner_id
-        return str(self._serializer.dumps(content))
+        return self._dumps(content)
 
     def sign_position(self, position: SessionPosition) -> str:
-        return str(self._serializer.dumps({"s": position.session_id, "p": position.position}))
+        return self._dumps({"s": position.session_id, "p": position.position})
 
     def expires_at(self, issued_at: datetime | None = None) -> datetime:
         start = issued_at or datetime.now(UTC)
@@ -137,15 +170,18 @@ class QuestionSigner:
 
     def verify(self, token: str, catalog: Catalog | None = None) -> TokenContent:
         """What ``token`` names; InvalidInput when tampered, Conflict when expired."""
-        try:
-            payload, issued = self._serializer.loads(
-                token, max_age=self.max_age_s, return_timestamp=True
-            )
-        except SignatureExpired:
-            raise expired() from None
-        except BadData:
-            return self._verify_legacy(token, catalog)
-        issued_at = issued if issued.tzinfo else issued.replace(tzinfo=UTC)
+        if token.startswith(COMPACT_PREFIX):
+            payload, issued_at = self._loads(token)
+        else:
+            try:
+                payload, issued = self._serializer.loads(
+                    token, max_age=self.max_age_s, return_timestamp=True
+                )
+            except SignatureExpired:
+                raise expired() from None
+            except BadData:
+                return self._verify_legacy(token, catalog)
+            issued_at = issued if issued.tzinfo else issued.replace(tzinfo=UTC)
         if isinstance(payload, dict) and "q" in payload:
             owner = payload.get("l")
             if owner is not None and not isinstance(owner, str):
@@ -198,6 +234,16 @@ def _locate_any_point(
             except RetiredQuestion:
                 return None
     return None
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    if not text.isascii():
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def _is_int(value: object) -> bool:
