@@ -21,10 +21,11 @@ whose speed drifts during the run slows both sides of a ratio alike:
    IMMEDIATE``, ``synchronous=NORMAL``, like the app's database);
 2. the app (``uvicorn app.main:create_app --factory``), freshly migrated: ``GET /healthz``; ``GET
    /api/v1/cards/zero-memory-offload/points/{n}/question?seed=...`` (anonymous, n and seed
-   varied); ``POST /api/v1/answers``, each to its own question (fetched beforehand by one
-   learner, bound to it) with a fresh ``client_answer_id``: every one is a first answer (grade,
-   store the attempt, rate the review, bring a pitfall fallen for twice forward); the same POSTs
-   again with ids already stored (the idempotent replay path).
+   varied); ``POST /api/v1/answers`` from 32 learners in turn, each POST with its learner's
+   bearer token, to its own question (fetched beforehand by that learner, bound to it) and with a
+   fresh ``client_answer_id``: every one is a first answer (grade, store the attempt, rate the
+   review, bring a pitfall fallen for twice forward); the same POSTs again with ids already
+   stored (the idempotent replay path).
 
 Each endpoint gets a short warm-up in the first round (not reported), then ``--requests``
 requests in all (a share per round) from ``--concurrency`` keep-alive connections, each round

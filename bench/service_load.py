@@ -31,7 +31,9 @@ INSTALL_HINT = (
 )
 
 # (method, path, body); an empty body means none.
-Spec = tuple[str, str, str]
+# (method, path, body) or (method, path, body, authorization): the last sets the request's own
+# Authorization header (a learner's bearer token), over the phase's headers.
+Spec = tuple[str, ...]
 
 
 def find_wrk(path: str | None = None) -> str:
@@ -74,7 +76,9 @@ def run_wrk(
     threads = max(1, min(os.cpu_count() or 1, concurrency, len(specs)))
     connections = max(threads, concurrency - concurrency % threads)
     script, spec_file = LUA_SCRIPT, workdir / "requests.tsv"
-    spec_file.write_text("".join(f"{m}\t{p}\t{b}\n" for m, p, b in specs), encoding="utf-8")
+    spec_file.write_text(
+        "".join("\t".join((*spec, "")[:4]) + "\n" for spec in specs), encoding="utf-8"
+    )
     out_file = workdir / "wrk.out"
     cmd = [wrk, "-t", str(threads), "-c", str(connections), "-d", f"{max(1, round(max_seconds))}s"]
     cmd += ["--timeout", f"{int(REQUEST_TIMEOUT_S)}s", "-s", str(script)]

@@ -34,6 +34,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 CARD_ID = "zero-memory-offload"
 MAX_SEED = 2**31 - 1  # app.domain.identity.MAX_SEED
 QUESTION_BATCH = 50  # GET .../questions?count= when fetching the answer phase's questions
+LEARNERS = 32  # the answer phase's learners, each answering its own questions in turn
 
 
 def progress(message: str) -> None:
@@ -182,43 +183,53 @@ def baseline_phases(backend: str) -> list[Phase]:
 def app_phases(
     server: Server, rng: random.Random, pool_size: int, answered: list[Spec]
 ) -> list[Phase]:
-    """The app's endpoints; creates a learner and fetches the question tokens first (with its
-    bearer token, so they are bound to it): ``pool_size`` distinct questions, one per answer
-    POST, so that every answer is the learner's first to its question and rates a review.
+    """The app's endpoints; creates ``LEARNERS`` learners and fetches the question tokens first
+    (with each learner's bearer token, so they are bound to it): ``pool_size`` distinct
+    questions, one per answer POST, so that every answer is its learner's first to its question
+    and rates a review. The POSTs take the learners in turn (each sent with its own token), as
+    many learners answering at once would.
 
     The replay phase resends requests from ``answered``, which the caller fills with what the
     answer phase sent.
     """
     with httpx.Client(base_url=server.url, timeout=REQUEST_TIMEOUT_S, trust_env=False) as client:
-        created = client.post("/api/v1/learners")
-        if created.status_code != 201:
-            raise BenchError(
-                f"POST /api/v1/learners answered {created.status_code}: {created.text}"
-            )
-        bearer = created.json()["token"]
-        auth = {"Authorization": f"Bearer {bearer}"}
+        bearers = []
+        for _ in range(LEARNERS):
+            created = client.post("/api/v1/learners")
+            if created.status_code != 201:
+                raise BenchError(
+                    f"POST /api/v1/learners answered {created.status_code}: {created.text}"
+                )
+            bearers.append(f"Bearer {created.json()['token']}")
         cards = {card["id"]: card for card in client.get("/api/v1/cards").json()}
         if CARD_ID not in cards:
             raise BenchError(f"the app serves no card {CARD_ID!r} (it has {sorted(cards)})")
         points = [point["number"] for point in cards[CARD_ID]["points"]]
-        pool: list[tuple[str, list[str]]] = []
-        seen: set[tuple[object, ...]] = set()
-        while len(pool) < pool_size:
-            response = client.get(
-                f"/api/v1/cards/{CARD_ID}/questions",
-                params={"count": QUESTION_BATCH},
-                headers=auth,
-            )
-            if response.status_code != 200:
-                raise BenchError(
-                    f"fetching questions answered {response.status_code}: {response.text}"
+        # (bearer, token, choice ids), learner by learner in turn
+        pool: list[tuple[str, str, list[str]]] = []
+        per_learner = -(-pool_size // LEARNERS)
+        shares: list[list[tuple[str, str, list[str]]]] = []
+        for bearer in bearers:
+            mine: list[tuple[str, str, list[str]]] = []
+            seen: set[tuple[object, ...]] = set()
+            while len(mine) < per_learner:
+                response = client.get(
+                    f"/api/v1/cards/{CARD_ID}/questions",
+                    params={"count": QUESTION_BATCH},
+                    headers={"Authorization": bearer},
                 )
-            for question in response.json()["items"]:
-                key = (question["template_id"], question["template_version"], question["seed"])
-                if key not in seen and len(pool) < pool_size:
-                    seen.add(key)
-                    choices = [choice["id"] for choice in question["choices"]]
-                    pool.append((question["token"], choices))
+                if response.status_code != 200:
+                    raise BenchError(
+                        f"fetching questions answered {response.status_code}: {response.text}"
+                    )
+                for question in response.json()["items"]:
+                    key = (question["template_id"], question["template_version"], question["seed"])
+                    if key not in seen and len(mine) < per_learner:
+                        seen.add(key)
+                        choices = [choice["id"] for choice in question["choices"]]
+                        mine.append((bearer, question["token"], choices))
+            shares.append(mine)
+        pool = [share[i] for i in range(per_learner) for share in shares][:pool_size]
 
     def questions(count: int) -> list[Spec]:
         return [
@@ -232,18 +243,18 @@ def app_phases(
         specs = []
         for _ in range(count):
             i = next(answer_index)
-            token, choices = pool[i % len(pool)]
+            bearer, token, choices = pool[i % len(pool)]
             # Every choice in turn, so right and wrong answers (with pitfalls) are both stored.
-            choice = choices[i % len(choices)]
+            choice = choices[(i // LEARNERS) % len(choices)]
             body = json_body(token=token, choice_id=choice, client_answer_id=str(uuid.uuid4()))
-            specs.append(("POST", "/api/v1/answers", body))
+            specs.append(("POST", "/api/v1/answers", body, bearer))
         return specs
 
     answer_phase = Phase(
         "answer",
         "POST /answers, new client_answer_id",
         answers,
-        headers={**auth, "Content-Type": "application/json"},
+        headers={"Content-Type": "application/json"},
         baseline="bare_insert",
     )
 
@@ -269,7 +280,7 @@ def app_phases(
 
 
 def client_answer_ids(specs: list[Spec]) -> set[str]:
-    return {json.loads(body)["client_answer_id"] for _, _, body in specs}
+    return {json.loads(spec[2])["client_answer_id"] for spec in specs}
 
 
 def all_200(name: str, results: list[PhaseResult]) -> Check:

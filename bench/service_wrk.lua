@@ -1,7 +1,8 @@
 -- bench/service_wrk.lua: the wrk script of bench/service_load.py (run_wrk).
 --
 -- wrk runs one Lua state per thread. Thread k takes its share of the request list (one request
--- per line: METHOD<TAB>PATH<TAB>BODY) and sends each line once: delay() grants one request per
+-- per line: METHOD<TAB>PATH<TAB>BODY<TAB>AUTHORIZATION, the last empty or the request's own
+-- Authorization header) and sends each line once: delay() grants one request per
 -- line and then holds the connection idle, so the run ends with nothing in flight. wrk also calls
 -- request() without a grant: once on thread 0 before the run, to inspect the script (counted
 -- nowhere), and when it reconnects after a connection dropped with a request unanswered; then
@@ -39,9 +40,15 @@ function init(args)
   share = base + ((index < extra) and 1 or 0)
   specs = {}
   for i = first + 1, first + share do
-    local method, path, body = lines[i]:match("^(%u+)\t([^\t]*)\t(.*)$")
+    local method, path, body, auth = lines[i]:match("^(%u+)\t([^\t]*)\t([^\t]*)\t(.*)$")
     if body == "" then body = nil end
-    specs[#specs + 1] = {method, path, body}
+    local headers = nil  -- wrk.format then sends wrk.headers (the -H ones)
+    if auth ~= "" then  -- a table replaces wrk.headers: copy them, then add this one
+      headers = {}
+      for name, value in pairs(wrk.headers) do headers[name] = value end
+      headers["Authorization"] = auth
+    end
+    specs[#specs + 1] = {method, path, body, headers}
   end
   granted, sent, resent, received, non200 = 0, 0, 0, 0, 0
   statuses = ""  -- the statuses other than 200, space-separated
@@ -64,7 +71,7 @@ function request()
     if granted > 0 then resent = resent + 1 end
     spec = specs[math.max(sent, 1)]
   end
-  return wrk.format(spec[1], spec[2], nil, spec[3])
+  return wrk.format(spec[1], spec[2], spec[4], spec[3])
 end
 
 function response(status, headers, body)
