@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -223,8 +224,7 @@ def bearer_credentials(request: Request) -> HTTPAuthorizationCredentials | None:
     """What ``bearer_scheme`` reads (``Authorization: Bearer <token>``, else None), read directly:
     on the hot routes the scheme as a dependency of its own costs the framework more than the
     request's own work. Those routes document it with :data:`BEARER_SECURITY`."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    token = token.strip()
+    scheme, token = get_authorization_scheme_param(request.headers.get("authorization"))
     if scheme.lower() != "bearer" or not token:
         return None
     return HTTPAuthorizationCredentials(scheme=scheme, credentials=token)

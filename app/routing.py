@@ -7,7 +7,7 @@ in-process: ``/healthz`` 0.60 ms nested against 0.1 ms flat). :func:`include_fla
 router's routes directly on the app's router instead, as ``include_router`` did before 0.137:
 each route is re-created with the prefix, the router's settings baked in by its own
 ``add_api_route`` (tags, dependencies, responses) and everything else copied. The OpenAPI
-document is the same either way (tests/test_api_schema.py).
+document is the same either way (tests/test_routing.py).
 """
 
 from __future__ import annotations

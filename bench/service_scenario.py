@@ -205,8 +205,6 @@ def app_phases(
         if CARD_ID not in cards:
             raise BenchError(f"the app serves no card {CARD_ID!r} (it has {sorted(cards)})")
         points = [point["number"] for point in cards[CARD_ID]["points"]]
-        # (bearer, token, choice ids), learner by learner in turn
-        pool: list[tuple[str, str, list[str]]] = []
         per_learner = -(-pool_size // LEARNERS)
         shares: list[list[tuple[str, str, list[str]]]] = []
         for bearer in bearers:
@@ -229,6 +227,7 @@ def app_phases(
                         choices = [choice["id"] for choice in question["choices"]]
                         mine.append((bearer, question["token"], choices))
             shares.append(mine)
+        # (bearer, token, choice ids), learner by learner in turn
         pool = [share[i] for i in range(per_learner) for share in shares][:pool_size]
 
     def questions(count: int) -> list[Spec]:

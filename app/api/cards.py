@@ -121,9 +121,7 @@ async def read_point_question(
     responses=NOT_FOUND,
     openapi_extra=BEARER_SECURITY,
 )
-async def read_card_question(
-    card_id: CardId, call: ApiCallDep, seed: Seed = None
-) -> QuestionPublic:
+async def read_card_question(card_id: CardId, call: ApiCallDep, seed: Seed = None) -> Response:
     """A question on a random exam point of the card (bound to the bearer token's learner)."""
     catalog = call.ctx.catalog
     item = new_question(

@@ -411,9 +411,9 @@ class AnswerWriter:
 
     def _write_together(self, batch: list[_Pending]) -> None:
         """Four reads for the batch (the ids already stored, the questions answered before, the
-        exam dates and review items), then every attempt, rating and review item flushed
-        together (more reads only for what the batch did not read: a pitfall's other
-        templates)."""
+        exam dates and review items; a fifth loads the stored attempts of replays), then every
+        attempt, rating and review item flushed together (more reads only for what the batch did
+        not read: a pitfall's other templates; one more flush when review items are created)."""
         with (
             self._sessions() as session,
             write_transaction(session),

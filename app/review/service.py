@@ -42,6 +42,8 @@ class ReviewBatch:
     exam_dates: dict[str, date | None] = field(default_factory=dict)
     items: dict[ReviewKey, ReviewItem] = field(default_factory=dict)
     falls: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # Keys whose items were looked for already: one missing from ``items`` does not exist yet.
+    looked_up: set[ReviewKey] = field(default_factory=set)
 
 
 def record_review(
@@ -62,18 +64,13 @@ def record_review(
     """Rate the learner's first answer (``attempt``, added to the session, flushed or not) to a
     question of ``template_id``, in a write transaction.
 
-    ``batch`` carries what a batch of answers read together (:func:`preload`); what it lacks is
-    read here and added to it.
+    ``batch`` carries what a batch of answers read together (:func:`preload`, which covers this
+    answer's learner and item); without one, they are read here the same way. What else rating
+    needs (a pitfall's other templates) is read here and added to it.
     """
-    batch = batch if batch is not None else ReviewBatch()
     with session.no_autoflush:
-        if learner_id not in batch.exam_dates:
-            learners = Learner.__table__.c
-            batch.exam_dates[learner_id] = (
-                session.connection()
-                .execute(select(learners.exam_date).where(learners.id == learner_id))
-                .scalar()
-            )
+        if batch is None:
+            batch = preload(session, {(learner_id, card_id, template_id)})
         item = _items(session, batch, learner_id, card_id, {template_id: point}, now)[0]
         due_before = as_utc(item.due_at) if item.reviews else None
         outcome = review(
@@ -81,7 +78,7 @@ def record_review(
             correct=correct,
             duration_ms=duration_ms,
             now=now,
-            exam_date=batch.exam_dates[learner_id],
+            exam_date=batch.exam_dates.get(learner_id),
             item_key=f"{learner_id}:{card_id}:{template_id}",
         )
         item.state = outcome.state
@@ -135,6 +132,7 @@ def preload(session: Session, keys: set[ReviewKey]) -> ReviewBatch:
         )
     }
     batch.items = {k: v for k, v in items.items() if k in keys}
+    batch.looked_up = set(keys)
     return batch
 
 
@@ -150,18 +148,21 @@ def _items(
     that order: from the batch, else read (locked) in one query, else created due now."""
     wanted = [(learner_id, card_id, template_id) for template_id in points]
     missing = [key for key in wanted if key not in batch.items]
-    if missing:
+    unread = [key for key in missing if key not in batch.looked_up]
+    if unread:
         for item in session.scalars(
             select(ReviewItem)
             .where(
                 ReviewItem.learner_id == learner_id,
                 ReviewItem.card_id == card_id,
-                ReviewItem.template_id.in_([key[2] for key in missing]),
+                ReviewItem.template_id.in_([key[2] for key in unread]),
             )
             .order_by(ReviewItem.id)
             .with_for_update()
         ):
             batch.items[(item.learner_id, item.card_id, item.template_id)] = item
+        batch.looked_up.update(unread)
+    if missing:
         created = []
         for key in missing:
             if key not in batch.items:
@@ -202,9 +203,8 @@ def _bring_pitfall_forward(
     if key in batch.falls:
         batch.falls[key] += 1  # this answer: the batch read the count for an earlier one
     else:
-        # This answer and the others stored (as many as decide the threshold); this one may be
-        # flushed already or not.
-        # (A Core query on the session's connection: a fraction of an ORM query's cost.)
+        # This answer and the others stored, as many as decide the threshold (this one may be
+        # flushed already or not); a Core query: a fraction of an ORM query's cost.
         attempts = Attempt.__table__.c
         batch.falls[key] = 1 + len(
             session.connection()
