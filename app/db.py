@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +38,8 @@ NAMING_CONVENTION = {
 
 SQLITE_BUSY_TIMEOUT_MS = 5000
 SQLITE_BEGIN_OPTION = "sqlite_begin"
+# Session.info key: attempts a session inserted and has not committed yet (the metrics count them).
+ANSWERS_PENDING = "answers_pending"
 
 
 class Base(DeclarativeBase):
@@ -353,3 +355,23 @@ def write_transaction(session: Session) -> Iterator[Session]:
     except BaseException:
         session.rollback()
         raise
+
+
+# --- keyed lookups ----------------------------------------------------------------------------
+
+
+def matching_any(columns: tuple[str, ...], count: int) -> str:
+    """SQL true for rows whose ``columns`` equal one of ``count`` keys, bound as ``:k{i}_{j}``
+    (see :func:`key_params`): ``(a = :k0_0 AND b = :k0_1) OR (...)``. Each term seeks a
+    composite index on both databases; SQLite's row-value ``IN (VALUES ...)`` scans the whole
+    index instead."""
+    terms = (
+        "(" + " AND ".join(f"{name} = :k{i}_{j}" for j, name in enumerate(columns)) + ")"
+        for i in range(count)
+    )
+    return "(" + " OR ".join(terms) + ")"
+
+
+def key_params(keys: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
+    """The parameters of :func:`matching_any` for ``keys``."""
+    return {f"k{i}_{j}": value for i, key in enumerate(keys) for j, value in enumerate(key)}

@@ -57,7 +57,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.config import Settings
-from app.db import engine_health, first_line, probe_database
+from app.db import ANSWERS_PENDING, engine_health, first_line, probe_database
 from app.domain.texts import Text
 
 log = logging.getLogger(__name__)
@@ -215,24 +215,18 @@ class Metrics:
 
 
 def count_stored_answers(sessions: sessionmaker[Session], metrics: Metrics) -> None:
-    """Count the attempts each session flushes, once its transaction has committed."""
-    from app.models import Attempt
-
-    @event.listens_for(sessions, "after_flush")
-    def _flushed(session: Session, _context: Any) -> None:
-        new = sum(1 for obj in session.new if isinstance(obj, Attempt))
-        if new:
-            session.info["answers_pending"] = session.info.get("answers_pending", 0) + new
+    """Count the attempts each session inserted (``app.practice.answers.store_attempts`` notes
+    them in ``session.info``), once its transaction has committed."""
 
     @event.listens_for(sessions, "after_commit")
     def _committed(session: Session) -> None:
-        pending = session.info.pop("answers_pending", 0)
+        pending = session.info.pop(ANSWERS_PENDING, 0)
         if pending:
             metrics.answers.inc(pending)
 
     @event.listens_for(sessions, "after_rollback")
     def _rolled_back(session: Session) -> None:
-        session.info.pop("answers_pending", None)
+        session.info.pop(ANSWERS_PENDING, None)
 
 
 def route_template(scope: Scope) -> str:

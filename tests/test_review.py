@@ -232,6 +232,102 @@ def test_two_falls_in_one_group_commit_batch_bring_the_pitfall_forward(
     assert set(templates) - {found[1][0]["template_id"]} <= ids
 
 
+def _pending_for(app, learner, questions, now):
+    """Writer input for ``learner`` answering ``questions`` ((body, choice id) pairs)."""
+    from app.practice.answers import _Pending, graded
+
+    ctx = app.state.context
+    pending = []
+    for body, choice in questions:
+        question = variant(app, body).id
+        answer_variant, result = graded(ctx, question, choice)
+        pending.append(
+            _Pending(
+                ctx=ctx,
+                learner=learner,
+                question=question,
+                variant=answer_variant,
+                result=result,
+                client_answer_id=uuid.uuid4().hex,
+                duration_ms=None,
+                answered_at=None,
+                now=now,
+                future=None,
+                loop=None,
+            )
+        )
+    return pending
+
+
+def _schedule(db, learner_id):
+    """A learner's review items and rating logs, without what names the rows (ids)."""
+    items = {
+        item.template_id: (
+            item.point,
+            as_utc(item.due_at),
+            item.reviews,
+            item.lapses,
+            {k: v for k, v in item.state.items() if k != "card_id"},
+        )
+        for item in db.scalars(select(ReviewItem).where(ReviewItem.learner_id == learner_id))
+    }
+    logs = [
+        (by_id[log.review_item_id], log.rating, as_utc(log.due_after))
+        for by_id in [
+            {
+                i.id: i.template_id
+                for i in db.scalars(select(ReviewItem).where(ReviewItem.learner_id == learner_id))
+            }
+        ]
+        for log in db.scalars(select(ReviewLog).order_by(ReviewLog.id))
+        if log.review_item_id in by_id
+    ]
+    return items, logs
+
+
+def test_a_batch_rates_exactly_as_its_answers_one_after_the_other(client, app, clock, card, db):
+    """Group commit changes how answers are stored, not what they mean: one learner's answers
+    written as one batch leave the same review items and logs as another learner's same
+    answers written one at a time (a repeated question, right and wrong answers, a pitfall
+    fallen for twice that brings its other templates forward)."""
+    from app.auth.service import LearnerRef
+    from app.models import Learner
+    from app.practice.answers import AnswerWriter
+
+    _, templates, falls = _two_questions_offering_a_shared_pitfall(client, app, card)
+    others = [ask(client, point=p.slug, seed=s) for p in card.points for s in (3, 4)]
+    questions = [
+        (others[0], variant(app, others[0]).correct_choice_id),
+        falls[0],
+        (others[1], wrong(app, others[1]).id),
+        (others[0], wrong(app, others[0]).id),  # a retry: stored, not rated
+        falls[1],
+        *((body, variant(app, body).correct_choice_id) for body in others[2:6]),
+    ]
+    ids = [client.post(f"{API}/learners").json()["learner_id"] for _ in range(2)]
+    refs = []
+    for learner_id in ids:
+        learner = db.get(Learner, learner_id)
+        refs.append(LearnerRef(id=learner.id, kind=learner.kind, role=learner.role))
+    db.commit()
+    writer = AnswerWriter.__new__(AnswerWriter)  # its thread is not needed to write batches
+    writer._sessions = app.state.sessionmaker
+    one_by_one = _pending_for(app, refs[0], questions, clock())
+    for item in one_by_one:
+        writer._write_together([item])
+    together = _pending_for(app, refs[1], questions, clock())
+    writer._write_together(together)
+    assert all(p.error is None for p in one_by_one + together)
+    assert [p.outcome.replayed for p in together] == [False] * len(questions)
+    expected = _schedule(db, ids[0])
+    assert _schedule(db, ids[1]) == expected
+    # The pitfall rule did fire: the other templates carrying it are due now.
+    items, logs = expected
+    assert len(logs) == len(questions) - 1  # the retry rates nothing
+    forward = set(templates) - {falls[1][0]["template_id"]}
+    assert forward and all(items[t][1] <= clock() for t in forward)
+
+
 def test_due_reviews_paginate_with_a_cursor(client, app, auth, clock, card):
     for index, point in enumerate(card.points):
         body = ask(client, point=point.slug, seed=100 + index)

@@ -26,17 +26,18 @@ import asyncio
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, TextClause, bindparam, insert, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.auth.service import LearnerRef, now_utc
-from app.db import write_transaction
+from app.db import ANSWERS_PENDING, key_params, matching_any, write_transaction
 from app.domain.catalog import Catalog
 from app.domain.generation import Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
@@ -51,16 +52,40 @@ from app.practice.questions import (
 )
 from app.practice.sessions import check_can_answer, load_session, question_id_at
 from app.problems import Conflict, UnknownChoiceError
-from app.review.service import ReviewBatch, preload, record_review
+from app.review.service import Rating, rate_answers
 
 MAX_DURATION_MS = 24 * 3600 * 1000
 WRITE_TRIES = 3  # a batch written whole, before it is written answer by answer
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class StoredAnswer:
+    """What answering needs of a stored attempt (a row of ``attempts``): its ids, the question
+    it answered and the choice it made."""
+
+    id: int
+    client_answer_id: str
+    learner_id: str
+    card_id: str
+    template_id: str
+    template_version: int
+    seed: int
+    choice_id: str
+    practice_session_id: str | None
+
+    @classmethod
+    def of(cls, row: Any) -> StoredAnswer:
+        """From an ``Attempt`` (or a row with its columns)."""
+        return cls(*(getattr(row, name) for name in _STORED_COLUMNS))
+
+
+_STORED_COLUMNS = tuple(StoredAnswer.__slots__)
+
+
 @dataclass(frozen=True)
 class AnswerOutcome:
-    attempt: Attempt
+    attempt: StoredAnswer
     variant: Variant
     grade: Grade
     replayed: bool  # the stored first answer, not this request's choice
@@ -144,7 +169,7 @@ def answer_question(
             )
             first = state.answered.get(position.position)
             if first is not None:
-                return _replay(first, variant)
+                return _replay(StoredAnswer.of(first), variant)
             check_can_answer(state, now)
         try:
             with write_transaction(session):
@@ -184,7 +209,7 @@ def _store(
     duration_ms: int | None,
     answered_at: datetime | None,
     now: datetime,
-) -> Attempt:
+) -> StoredAnswer:
     identity = variant.id
     earlier = session.scalar(
         select(Attempt.id)
@@ -197,7 +222,7 @@ def _store(
         )
         .limit(1)
     )
-    attempt = _new_attempt(
+    row = attempt_row(
         ctx,
         learner,
         variant,
@@ -209,14 +234,10 @@ def _store(
         now,
         first_answer=earlier is None,
     )
-    session.add(attempt)
-    if attempt.first_answer:
-        _rate(session, ctx, learner, attempt, result, duration_ms, now)
-    session.flush()
-    return attempt
+    return store_attempts(session, [(ctx.catalog, row)])[0]
 
 
-def _new_attempt(
+def attempt_row(
     ctx: Context,
     learner: LearnerRef,
     variant: Variant,
@@ -228,72 +249,101 @@ def _new_attempt(
     now: datetime,
     *,
     first_answer: bool,
-) -> Attempt:
+) -> dict[str, Any]:
+    """The columns of the attempt that stores this answer (``attempts``, all but its id)."""
     identity = variant.id
     located = ctx.catalog.locate(identity)
-    return Attempt(
-        learner_id=learner.id,
-        card_id=identity.card_id,
-        card_version=located.card.version,
-        point=identity.point,
-        template_id=identity.template_id,
-        template_version=identity.template_version,
-        seed=identity.seed,
-        params=dict(variant.params),
-        choices=stored_choices(variant),
-        choice_id=result.chosen_choice_id,
-        correct_choice_id=result.correct_choice_id,
-        correct=result.correct,
-        pitfall_id=result.pitfall.id if result.pitfall is not None else None,
-        client_answer_id=client_answer_id,
-        first_answer=first_answer,
-        practice_session_id=position.session_id if position else None,
-        position=position.position if position else None,
-        duration_ms=duration_ms,
-        answered_at=answered_at,
-        created_at=now,
+    return {
+        "learner_id": learner.id,
+        "card_id": identity.card_id,
+        "card_version": located.card.version,
+        "point": identity.point,
+        "template_id": identity.template_id,
+        "template_version": identity.template_version,
+        "seed": identity.seed,
+        "params": dict(variant.params),
+        "choices": stored_choices(variant),
+        "choice_id": result.chosen_choice_id,
+        "correct_choice_id": result.correct_choice_id,
+        "correct": result.correct,
+        "pitfall_id": result.pitfall.id if result.pitfall is not None else None,
+        "client_answer_id": client_answer_id,
+        "first_answer": first_answer,
+        "practice_session_id": position.session_id if position else None,
+        "position": position.position if position else None,
+        "duration_ms": duration_ms,
+        "answered_at": answered_at,
+        "dismissed": False,
+        "created_at": now,
+    }
+
+
+_ATTEMPTS = Attempt.__table__
+_INSERT_ATTEMPTS = insert(_ATTEMPTS).returning(_ATTEMPTS.c.id, _ATTEMPTS.c.client_answer_id)
+
+
+def store_attempts(
+    session: Session, rows: Sequence[tuple[Catalog, dict[str, Any]]]
+) -> list[StoredAnswer]:
+    """Insert the attempts (``attempt_row``s, each with the catalog it was graded by) in one
+    executemany and rate the first answers among them (app.review.service.rate_answers), in the
+    caller's write transaction; the stored answers, in order. Core statements on the session's
+    connection; the session counts them for the answers-stored metric once it commits."""
+    if not rows:
+        return []
+    connection = session.connection()
+    inserted = connection.execute(_INSERT_ATTEMPTS, [row for _, row in rows])
+    session.info[ANSWERS_PENDING] = session.info.get(ANSWERS_PENDING, 0) + len(rows)
+    ids = {client_answer_id: attempt_id for attempt_id, client_answer_id in inserted}
+    # Rated with the catalog each answer was graded by (one, but for a batch that spans a
+    # publication), in order.
+    by_catalog: dict[int, tuple[Catalog, list[Rating]]] = {}
+    for catalog, row in rows:
+        if row["first_answer"]:
+            rating = _rating(ids[row["client_answer_id"]], row)
+            by_catalog.setdefault(id(catalog), (catalog, []))[1].append(rating)
+    for catalog, ratings in by_catalog.values():
+        rate_answers(connection, catalog, ratings)
+    return [
+        StoredAnswer(ids[row["client_answer_id"]], *(row[name] for name in _STORED_COLUMNS[1:]))
+        for _, row in rows
+    ]
+
+
+def _rating(attempt_id: int, row: dict[str, Any]) -> Rating:
+    return Rating(
+        attempt_id=attempt_id,
+        learner_id=row["learner_id"],
+        card_id=row["card_id"],
+        point=row["point"],
+        template_id=row["template_id"],
+        correct=row["correct"],
+        pitfall_id=row["pitfall_id"],
+        duration_ms=row["duration_ms"],
+        now=row["created_at"],
     )
 
 
-def _rate(
-    session: Session,
-    ctx: Context,
-    learner: LearnerRef,
-    attempt: Attempt,
-    result: Grade,
-    duration_ms: int | None,
-    now: datetime,
-    batch: ReviewBatch | None = None,
-) -> None:
-    """Rate a first answer (added to the session, flushed or not); ``batch``: what the batch of
-    answers read together (see app.review.service.preload)."""
-    record_review(
-        session=session,
-        catalog=ctx.catalog,
-        learner_id=learner.id,
-        card_id=attempt.card_id,
-        point=attempt.point,
-        template_id=attempt.template_id,
-        correct=result.correct,
-        pitfall_id=attempt.pitfall_id,
-        duration_ms=duration_ms,
-        attempt=attempt,
-        now=now,
-        batch=batch,
-    )
-
-
-def _replay(stored: Attempt, variant: Variant) -> AnswerOutcome:
+def _replay(stored: StoredAnswer, variant: Variant) -> AnswerOutcome:
     return AnswerOutcome(stored, variant, grade(variant, stored.choice_id), replayed=True)
 
 
-def _find(session: Session, client_answer_id: str) -> Attempt | None:
-    return session.scalars(
-        select(Attempt).where(Attempt.client_answer_id == client_answer_id)
-    ).first()
+def _find(session: Session, client_answer_id: str) -> StoredAnswer | None:
+    found = _stored_answers(session.connection(), [client_answer_id])
+    return found.get(client_answer_id)
 
 
-def _same_question(stored: Attempt, learner: LearnerRef, question: QuestionId) -> bool:
+_STORED = select(*(Attempt.__table__.c[name] for name in _STORED_COLUMNS)).where(
+    Attempt.__table__.c.client_answer_id.in_(bindparam("ids", expanding=True))
+)
+
+
+def _stored_answers(connection: Connection, ids: list[str]) -> dict[str, StoredAnswer]:
+    """The stored answers among ``client_answer_id``s ``ids``."""
+    return {row[1]: StoredAnswer(*row) for row in connection.execute(_STORED, {"ids": ids})}
+
+
+def _same_question(stored: StoredAnswer, learner: LearnerRef, question: QuestionId) -> bool:
     return (
         stored.learner_id == learner.id
         and stored.card_id == question.card_id
@@ -410,60 +460,16 @@ class AnswerWriter:
         self._write_each(ordered)
 
     def _write_together(self, batch: list[_Pending]) -> None:
-        """Four reads for the batch (the ids already stored, the questions answered before, the
-        exam dates and review items; a fifth loads the stored attempts of replays), then every
-        attempt, rating and review item flushed together (more reads only for what the batch did
-        not read: a pitfall's other templates; one more flush when review items are created)."""
-        with (
-            self._sessions() as session,
-            write_transaction(session),
-            session.no_autoflush,
-        ):
-            # Core reads on the session's connection (a fraction of an ORM query's cost); the
-            # stored attempts of replays are loaded as objects only when there are any.
-            columns = Attempt.__table__.c
+        """Two reads (the answers stored already under these ids, the questions answered
+        before), then every attempt inserted and rated at once (see :func:`store_attempts`):
+        Core statements, as many for one answer as for a full batch."""
+        with self._sessions() as session, write_transaction(session):
             connection = session.connection()
-            ids = {item.client_answer_id for item in batch}
-            known = {
-                row[0]
-                for row in connection.execute(
-                    select(columns.client_answer_id).where(columns.client_answer_id.in_(ids))
-                )
-            }
-            stored = (
-                {
-                    a.client_answer_id: a
-                    for a in session.scalars(
-                        select(Attempt).where(Attempt.client_answer_id.in_(known))
-                    )
-                }
-                if known
-                else {}
-            )
+            stored = _stored_answers(connection, [item.client_answer_id for item in batch])
             fresh = [item for item in batch if item.client_answer_id not in stored]
-            answered = (
-                {
-                    tuple(row)
-                    for row in connection.execute(
-                        select(
-                            columns.learner_id,
-                            columns.card_id,
-                            columns.template_id,
-                            columns.template_version,
-                            columns.seed,
-                        ).where(
-                            columns.learner_id.in_({i.learner.id for i in fresh}),
-                            columns.seed.in_({i.question.seed for i in fresh}),
-                        )
-                    )
-                }
-                if fresh
-                else set()
-            )
-            preloaded = preload(
-                session,
-                {(i.learner.id, i.question.card_id, i.question.template_id) for i in fresh},
-            )
+            answered = _answered(connection, fresh)
+            storing: dict[str, tuple[_Pending, dict[str, Any]]] = {}
+            repeats: list[_Pending] = []  # an id sent twice in this batch: the second replays
             for item in batch:
                 found = stored.get(item.client_answer_id)
                 if found is not None:
@@ -472,36 +478,39 @@ class AnswerWriter:
                     else:
                         item.error = answer_id_reused()
                     continue
+                if item.client_answer_id in storing:
+                    repeats.append(item)
+                    continue
                 q = item.question
                 key = (item.learner.id, q.card_id, q.template_id, q.template_version, q.seed)
-                attempt = _new_attempt(
-                    item.ctx,
-                    item.learner,
-                    item.variant,
-                    item.result,
-                    item.client_answer_id,
-                    None,
-                    item.duration_ms,
-                    item.answered_at,
-                    item.now,
-                    first_answer=key not in answered,
-                )
-                answered.add(key)
-                stored[item.client_answer_id] = attempt
-                session.add(attempt)
-                if attempt.first_answer:
-                    _rate(
-                        session,
+                storing[item.client_answer_id] = (
+                    item,
+                    attempt_row(
                         item.ctx,
                         item.learner,
-                        attempt,
+                        item.variant,
                         item.result,
+                        item.client_answer_id,
+                        None,
                         item.duration_ms,
+                        item.answered_at,
                         item.now,
-                        preloaded,
-                    )
+                        first_answer=key not in answered,
+                    ),
+                )
+                answered.add(key)
+            attempts = store_attempts(
+                session, [(item.ctx.catalog, row) for item, row in storing.values()]
+            )
+            for (item, _), attempt in zip(storing.values(), attempts, strict=True):
                 item.outcome = AnswerOutcome(attempt, item.variant, item.result, replayed=False)
-            session.flush()
+            for item in repeats:
+                first = storing[item.client_answer_id][0].outcome
+                assert first is not None
+                if _same_question(first.attempt, item.learner, item.question):
+                    item.outcome = _replay(first.attempt, item.variant)
+                else:
+                    item.error = answer_id_reused()
 
     def _write_each(self, batch: list[_Pending]) -> None:
         with self._sessions() as session, write_transaction(session):
@@ -549,6 +558,31 @@ def _store_or_replay(session: Session, item: _Pending) -> AnswerOutcome:
         item.now,
     )
     return AnswerOutcome(attempt, item.variant, item.result, replayed=False)
+
+
+_QUESTION_KEY = ("learner_id", "card_id", "template_id", "template_version", "seed")
+
+
+@lru_cache(maxsize=512)
+def _answered_statement(count: int) -> TextClause:
+    """Which of ``count`` (learner, question) pairs were answered before (ix_attempts_question)."""
+    names = ", ".join(_QUESTION_KEY)
+    return text(f"SELECT DISTINCT {names} FROM attempts WHERE {matching_any(_QUESTION_KEY, count)}")
+
+
+def _answered(connection: Connection, fresh: list[_Pending]) -> set[tuple[Any, ...]]:
+    keys = list(
+        {
+            (i.learner.id, i.question.card_id, i.question.template_id)
+            + (i.question.template_version, i.question.seed)
+            for i in fresh
+        }
+    )
+    if not keys:
+        return set()
+    return {
+        tuple(row) for row in connection.execute(_answered_statement(len(keys)), key_params(keys))
+    }
 
 
 def _settle(item: _Pending) -> None:

@@ -6,13 +6,30 @@ stored together or not at all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from functools import lru_cache
+from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import (
+    Boolean,
+    Connection,
+    TextClause,
+    TextualSelect,
+    bindparam,
+    case,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc
+from app.db import key_params, matching_any
 from app.domain.catalog import Catalog
 from app.domain.scheduling import bring_forward, new_state, retrievability, review
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
@@ -33,208 +50,280 @@ class DueItem:
 ReviewKey = tuple[str, str, str]  # (learner id, card id, template id)
 
 
+@dataclass(frozen=True)
+class Rating:
+    """A learner's first answer to a question, to rate into its review item; its attempt is
+    stored already, in the same write transaction."""
+
+    attempt_id: int
+    learner_id: str
+    card_id: str
+    point: str
+    template_id: str
+    correct: bool
+    pitfall_id: str | None
+    duration_ms: int | None
+    now: datetime
+
+    @property
+    def key(self) -> ReviewKey:
+        return (self.learner_id, self.card_id, self.template_id)
+
+
 @dataclass
-class ReviewBatch:
-    """What rating a batch of answers reads once (see :func:`preload`) and keeps up to date as
-    it rates: the learners' exam dates, their review items (locked), and how often each learner
-    has fallen for each pitfall (first answers, counted up to ``PITFALL_REPEAT``)."""
+class _Item:
+    """A review item as read (or created) by :func:`rate_answers`, changed in place."""
 
-    exam_dates: dict[str, date | None] = field(default_factory=dict)
-    items: dict[ReviewKey, ReviewItem] = field(default_factory=dict)
-    falls: dict[tuple[str, str, str], int] = field(default_factory=dict)
-    # Keys whose items were looked for already: one missing from ``items`` does not exist yet.
-    looked_up: set[ReviewKey] = field(default_factory=set)
+    id: int
+    learner_id: str
+    card_id: str
+    template_id: str
+    point: str
+    state: dict[str, Any]
+    due_at: datetime
+    reviews: int
+    lapses: int
+    last_review_at: datetime | None
+    changed: bool = False
 
 
-def record_review(
-    *,
-    session: Session,
-    catalog: Catalog,
-    learner_id: str,
-    card_id: str,
-    point: str,
-    template_id: str,
-    correct: bool,
-    pitfall_id: str | None,
-    duration_ms: int | None,
-    attempt: Attempt,
-    now: datetime,
-    batch: ReviewBatch | None = None,
-) -> ReviewItem:
-    """Rate the learner's first answer (``attempt``, added to the session, flushed or not) to a
-    question of ``template_id``, in a write transaction.
+def rate_answers(connection: Connection, catalog: Catalog, ratings: Sequence[Rating]) -> None:
+    """Rate first answers into their review items, in the caller's write transaction, in
+    order (as if one after the other): each rating schedules its item with FSRS and logs the
+    rating; a learner who falls for a pitfall for the ``PITFALL_REPEAT``-th time (counting the
+    attempts stored before these and those rated before in ``ratings``) has every other
+    template of the card carrying that pitfall made due now (its item created when missing).
 
-    ``batch`` carries what a batch of answers read together (:func:`preload`, which covers this
-    answer's learner and item); without one, they are read here the same way. What else rating
-    needs (a pitfall's other templates) is read here and added to it.
+    Core statements, as many for one rating as for hundreds: the exam dates, the earlier falls
+    and the items (locked, in id order) are read once; missing items are inserted, then the
+    logs inserted and the changed items updated, each as one executemany.
     """
-    with session.no_autoflush:
-        if batch is None:
-            batch = preload(session, {(learner_id, card_id, template_id)})
-        item = _items(session, batch, learner_id, card_id, {template_id: point}, now)[0]
-        due_before = as_utc(item.due_at) if item.reviews else None
+    if not ratings:
+        return
+    exam_dates = _exam_dates(connection, {r.learner_id for r in ratings})
+    falls = _earlier_falls(connection, ratings)
+    # Which items the ratings touch, in the order they do: their own, and those brought forward.
+    forward: dict[int, list[ReviewKey]] = {}
+    needed = {r.key: (r.point, r.now) for r in ratings}
+    running = dict(falls)
+    for index, r in enumerate(ratings):
+        if r.correct or r.pitfall_id is None:
+            continue
+        fall = (r.learner_id, r.card_id, r.pitfall_id)
+        running[fall] = running.get(fall, 0) + 1
+        if running[fall] >= PITFALL_REPEAT:
+            carrying = _carrying(catalog, r.card_id, r.template_id, r.pitfall_id)
+            forward[index] = [(r.learner_id, r.card_id, t) for t in carrying]
+            for key, point in zip(forward[index], carrying.values(), strict=True):
+                needed.setdefault(key, (point, r.now))
+    items = _locked_items(connection, set(needed))
+    missing = [key for key in needed if key not in items]
+    if missing:
+        items.update(_created_items(connection, [(key, *needed[key]) for key in missing]))
+    logs = []
+    for index, r in enumerate(ratings):
+        item = items[r.key]
+        due_before = item.due_at if item.reviews else None
         outcome = review(
             item.state,
-            correct=correct,
-            duration_ms=duration_ms,
-            now=now,
-            exam_date=batch.exam_dates.get(learner_id),
-            item_key=f"{learner_id}:{card_id}:{template_id}",
+            correct=r.correct,
+            duration_ms=r.duration_ms,
+            now=r.now,
+            exam_date=exam_dates.get(r.learner_id),
+            item_key=f"{r.learner_id}:{r.card_id}:{r.template_id}",
         )
-        item.state = outcome.state
-        item.due_at = outcome.due
-        item.point = point
+        item.state, item.due_at, item.point = outcome.state, outcome.due, r.point
         item.reviews += 1
-        item.lapses += 0 if correct else 1
-        item.last_review_at = now
-        session.add(
-            ReviewLog(
-                review_item_id=item.id,
-                attempt=attempt,
-                rating=outcome.rating,
-                reviewed_at=now,
-                due_before=due_before,
-                due_after=outcome.due,
-            )
+        item.lapses += 0 if r.correct else 1
+        item.last_review_at = r.now
+        item.changed = True
+        logs.append(
+            {
+                "review_item_id": item.id,
+                "attempt_id": r.attempt_id,
+                "rating": outcome.rating,
+                "reviewed_at": r.now,
+                "due_before": due_before,
+                "due_after": outcome.due,
+            }
         )
-        if not correct and pitfall_id is not None:
-            _bring_pitfall_forward(
-                session, batch, catalog, attempt, card_id, template_id, pitfall_id, now
-            )
-    return item
+        for key in forward.get(index, ()):
+            other = items[key]
+            if other.due_at > r.now:
+                other.state = bring_forward(other.state, r.now)
+                other.due_at = r.now
+                other.changed = True
+    connection.execute(_INSERT_LOGS, logs)
+    _update_items(connection, [item for item in items.values() if item.changed])
 
 
-def preload(session: Session, keys: set[ReviewKey]) -> ReviewBatch:
-    """The exam dates of the learners and the review items of ``keys``, in two reads."""
-    batch = ReviewBatch()
-    if not keys:
-        return batch
-    learners = {k[0] for k in keys}
-    columns = Learner.__table__.c
-    batch.exam_dates = {
-        learner_id: exam_date
-        for learner_id, exam_date in session.connection().execute(
-            select(columns.id, columns.exam_date).where(columns.id.in_(learners))
-        )
+_EXAM_DATES = select(Learner.__table__.c.id, Learner.__table__.c.exam_date).where(
+    Learner.__table__.c.id.in_(bindparam("learners", expanding=True))
+)
+
+
+def _exam_dates(connection: Connection, learners: set[str]) -> dict[str, date | None]:
+    return {row[0]: row[1] for row in connection.execute(_EXAM_DATES, {"learners": list(learners)})}
+
+
+_FALL_KEY = ("learner_id", "card_id", "pitfall_id")  # ix_attempts_learner_pitfall
+
+
+@lru_cache(maxsize=1024)
+def _falls_statement(count: int) -> TextClause:
+    return text(
+        f"SELECT {', '.join(_FALL_KEY)}, count(*) FROM attempts"
+        f" WHERE {matching_any(_FALL_KEY, count)} AND first_answer = :first"
+        f" GROUP BY {', '.join(_FALL_KEY)}"
+    ).bindparams(bindparam("first", type_=Boolean()))
+
+
+def _earlier_falls(
+    connection: Connection, ratings: Sequence[Rating]
+) -> dict[tuple[str, str, str], int]:
+    """How often each (learner, card, pitfall) fallen for in ``ratings`` was fallen for in first
+    answers stored before them: all stored, less those of ``ratings`` (stored already)."""
+    own = Counter(
+        (r.learner_id, r.card_id, r.pitfall_id) for r in ratings if not r.correct and r.pitfall_id
+    )
+    if not own:
+        return {}
+    keys = list(own)
+    rows = connection.execute(_falls_statement(len(keys)), {**key_params(keys), "first": True})
+    return {
+        (learner, card, pitfall): count - own[(learner, card, pitfall)]
+        for learner, card, pitfall, count in rows
     }
-    items = {
-        (i.learner_id, i.card_id, i.template_id): i
-        for i in session.scalars(
-            select(ReviewItem)
-            .where(
-                ReviewItem.learner_id.in_(learners),
-                ReviewItem.template_id.in_({k[2] for k in keys}),
-            )
-            # Locked until the batch commits (PostgreSQL; SQLite's write lock already covers
-            # it), in one order: two processes rating the same item cannot lose an update.
-            .order_by(ReviewItem.id)
-            .with_for_update()
-        )
-    }
-    batch.items = {k: v for k, v in items.items() if k in keys}
-    batch.looked_up = set(keys)
-    return batch
 
 
-def _items(
-    session: Session,
-    batch: ReviewBatch,
-    learner_id: str,
-    card_id: str,
-    points: dict[str, str],
-    now: datetime,
-) -> list[ReviewItem]:
-    """The learner's review items of the templates in ``points`` (template id -> exam point), in
-    that order: from the batch, else read (locked) in one query, else created due now."""
-    wanted = [(learner_id, card_id, template_id) for template_id in points]
-    missing = [key for key in wanted if key not in batch.items]
-    unread = [key for key in missing if key not in batch.looked_up]
-    if unread:
-        for item in session.scalars(
-            select(ReviewItem)
-            .where(
-                ReviewItem.learner_id == learner_id,
-                ReviewItem.card_id == card_id,
-                ReviewItem.template_id.in_([key[2] for key in unread]),
-            )
-            .order_by(ReviewItem.id)
-            .with_for_update()
-        ):
-            batch.items[(item.learner_id, item.card_id, item.template_id)] = item
-        batch.looked_up.update(unread)
-    if missing:
-        created = []
-        for key in missing:
-            if key not in batch.items:
-                item = ReviewItem(
-                    learner_id=learner_id,
-                    card_id=card_id,
-                    point=points[key[2]],
-                    template_id=key[2],
-                    state={},
-                    due_at=now,
-                    reviews=0,
-                    lapses=0,
-                )
-                session.add(item)
-                created.append(item)
-                batch.items[key] = item
-        if created:
-            session.flush()  # their ids seed their FSRS states
-            for item in created:
-                item.state = new_state(item.id, now)
-    return [batch.items[key] for key in wanted]
-
-
-def _bring_pitfall_forward(
-    session: Session,
-    batch: ReviewBatch,
-    catalog: Catalog,
-    attempt: Attempt,
-    card_id: str,
-    template_id: str,
-    pitfall_id: str,
-    now: datetime,
-) -> None:
-    """The learner fell for ``pitfall_id`` (again, in ``attempt``): from the
-    ``PITFALL_REPEAT``-th time on, every other template carrying it is due now."""
-    learner_id = attempt.learner_id
-    key = (learner_id, card_id, pitfall_id)
-    if key in batch.falls:
-        batch.falls[key] += 1  # this answer: the batch read the count for an earlier one
-    else:
-        # This answer and the others stored, as many as decide the threshold (this one may be
-        # flushed already or not); a Core query: a fraction of an ORM query's cost.
-        attempts = Attempt.__table__.c
-        batch.falls[key] = 1 + len(
-            session.connection()
-            .execute(
-                select(attempts.id)
-                .where(
-                    attempts.learner_id == learner_id,
-                    attempts.card_id == card_id,
-                    attempts.pitfall_id == pitfall_id,
-                    attempts.first_answer.is_(True),
-                    attempts.client_answer_id != attempt.client_answer_id,
-                )
-                .limit(PITFALL_REPEAT - 1)
-            )
-            .all()
-        )
-    if batch.falls[key] < PITFALL_REPEAT:
-        return
+def _carrying(catalog: Catalog, card_id: str, template_id: str, pitfall_id: str) -> dict[str, str]:
+    """The card's other templates offering ``pitfall_id``: template id -> exam point."""
     card = catalog.latest(card_id)
     if card is None:
-        return
-    carrying = {
+        return {}
+    return {
         template.id: template.point
         for template in card.templates()
         if template.id != template_id and any(p.id == pitfall_id for p in template.pitfalls)
     }
-    for item in _items(session, batch, learner_id, card_id, carrying, now):
-        if as_utc(item.due_at) > now:
-            item.state = bring_forward(item.state, now)
-            item.due_at = now
+
+
+_ITEM_COLUMNS = (
+    "id",
+    "learner_id",
+    "card_id",
+    "template_id",
+    "point",
+    "state",
+    "due_at",
+    "reviews",
+    "lapses",
+    "last_review_at",
+)
+
+
+_ITEM_KEY = ("learner_id", "card_id", "template_id")  # the review items' unique key
+
+
+@lru_cache(maxsize=1024)
+def _items_statement(count: int, lock: bool) -> TextualSelect:
+    columns = ReviewItem.__table__.c
+    sql = (
+        f"SELECT {', '.join(_ITEM_COLUMNS)} FROM review_items"
+        f" WHERE {matching_any(_ITEM_KEY, count)} ORDER BY id"
+    )
+    return text(sql + (" FOR UPDATE" if lock else "")).columns(
+        *(columns[name] for name in _ITEM_COLUMNS)
+    )
+
+
+def _locked_items(connection: Connection, keys: set[ReviewKey]) -> dict[ReviewKey, _Item]:
+    """The review items of ``keys`` that exist, locked until the transaction ends (PostgreSQL;
+    SQLite's write lock already covers them) in id order, so that two processes rating the same
+    items take their locks alike and cannot lose an update."""
+    ordered = list(keys)
+    statement = _items_statement(len(ordered), connection.dialect.name == "postgresql")
+    items = {}
+    for row in connection.execute(statement, key_params(ordered)):
+        item = _Item(*row)
+        item.due_at = as_utc(item.due_at)
+        items[(item.learner_id, item.card_id, item.template_id)] = item
+    return items
+
+
+_INSERT_ITEMS = insert(ReviewItem.__table__).returning(
+    *(ReviewItem.__table__.c[name] for name in ("id", *_ITEM_KEY))
+)
+_INSERT_LOGS = insert(ReviewLog.__table__)
+
+
+def _created_items(
+    connection: Connection, wanted: list[tuple[ReviewKey, str, datetime]]
+) -> dict[ReviewKey, _Item]:
+    """New review items (key, exam point, now), due now, with fresh FSRS states (seeded by
+    their ids)."""
+    inserted = connection.execute(
+        _INSERT_ITEMS,
+        [
+            {
+                "learner_id": learner_id,
+                "card_id": card_id,
+                "template_id": template_id,
+                "point": point,
+                "state": {},
+                "due_at": now,
+                "reviews": 0,
+                "lapses": 0,
+                "last_review_at": None,
+            }
+            for (learner_id, card_id, template_id), point, now in wanted
+        ],
+    )
+    ids = {tuple(key): item_id for item_id, *key in inserted}
+    created = {}
+    for (learner_id, card_id, template_id), point, now in wanted:
+        item_id = ids[(learner_id, card_id, template_id)]
+        created[(learner_id, card_id, template_id)] = _Item(
+            item_id,
+            learner_id,
+            card_id,
+            template_id,
+            point,
+            new_state(item_id, now),
+            now,
+            0,
+            0,
+            None,
+            changed=True,
+        )
+    return created
+
+
+_ITEM_CHANGES = ("point", "state", "due_at", "reviews", "lapses", "last_review_at")
+_UPDATE_ITEMS = (
+    update(ReviewItem.__table__)
+    .where(ReviewItem.__table__.c.id == bindparam("item_id"))
+    .values(
+        {
+            name: bindparam(f"new_{name}", type_=ReviewItem.__table__.c[name].type)
+            for name in _ITEM_CHANGES
+        }
+    )
+)
+
+
+def _update_items(connection: Connection, items: list[_Item]) -> None:
+    if items:
+        connection.execute(
+            _UPDATE_ITEMS,
+            [
+                {
+                    "item_id": item.id,
+                    **{f"new_{name}": getattr(item, name) for name in _ITEM_CHANGES},
+                }
+                for item in items
+            ],
+        )
 
 
 def due_items(
