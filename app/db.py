@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -372,6 +372,14 @@ def matching_any(columns: tuple[str, ...], count: int) -> str:
     return "(" + " OR ".join(terms) + ")"
 
 
-def key_params(keys: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
-    """The parameters of :func:`matching_any` for ``keys``."""
-    return {f"k{i}_{j}": value for i, key in enumerate(keys) for j, value in enumerate(key)}
+def key_slots(count: int) -> int:
+    """How many keys a :func:`matching_any` statement for ``count`` keys takes: the next power
+    of two, so that a handful of statements (each built and compiled once) serve every count."""
+    return 1 << max(0, count - 1).bit_length()
+
+
+def key_params(keys: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+    """The parameters of :func:`matching_any` for ``keys`` (at least one), in
+    ``key_slots(len(keys))`` slots: the spare ones repeat the first key."""
+    slots = list(keys) + [keys[0]] * (key_slots(len(keys)) - len(keys))
+    return {f"k{i}_{j}": value for i, key in enumerate(slots) for j, value in enumerate(key)}

@@ -37,7 +37,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.auth.service import LearnerRef, now_utc
-from app.db import ANSWERS_PENDING, key_params, matching_any, write_transaction
+from app.db import ANSWERS_PENDING, key_params, key_slots, matching_any, write_transaction
 from app.domain.catalog import Catalog
 from app.domain.generation import Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
@@ -433,9 +433,13 @@ class AnswerWriter:
                 log.warning("a batch of %d answers was not stored: %s", len(batch), exc)
                 for item in batch:
                     item.outcome, item.error = None, exc
+            # One wake-up per event loop (a worker has one), not one per answer.
+            by_loop: dict[asyncio.AbstractEventLoop, list[_Pending]] = {}
             for item in batch:
+                by_loop.setdefault(item.loop, []).append(item)
+            for loop, items in by_loop.items():
                 try:
-                    item.loop.call_soon_threadsafe(_settle, item)
+                    loop.call_soon_threadsafe(_settle_all, items)
                 except RuntimeError:  # its event loop is closed: nobody waits for it
                     pass
 
@@ -563,7 +567,7 @@ def _store_or_replay(session: Session, item: _Pending) -> AnswerOutcome:
 _QUESTION_KEY = ("learner_id", "card_id", "template_id", "template_version", "seed")
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=64)
 def _answered_statement(count: int) -> TextClause:
     """Which of ``count`` (learner, question) pairs were answered before (ix_attempts_question)."""
     names = ", ".join(_QUESTION_KEY)
@@ -581,18 +585,20 @@ def _answered(connection: Connection, fresh: list[_Pending]) -> set[tuple[Any, .
     if not keys:
         return set()
     return {
-        tuple(row) for row in connection.execute(_answered_statement(len(keys)), key_params(keys))
+        tuple(row)
+        for row in connection.execute(_answered_statement(key_slots(len(keys))), key_params(keys))
     }
 
 
-def _settle(item: _Pending) -> None:
-    if item.future.done():  # the request was cancelled (the client went away)
-        return
-    if item.error is not None:
-        item.future.set_exception(item.error)
-    else:
-        assert item.outcome is not None
-        item.future.set_result(item.outcome)
+def _settle_all(items: list[_Pending]) -> None:
+    for item in items:
+        if item.future.done():  # the request was cancelled (the client went away)
+            continue
+        if item.error is not None:
+            item.future.set_exception(item.error)
+        else:
+            assert item.outcome is not None
+            item.future.set_result(item.outcome)
 
 
 _writers_lock = threading.Lock()

@@ -29,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc
-from app.db import key_params, matching_any
+from app.db import key_params, key_slots, matching_any
 from app.domain.catalog import Catalog
 from app.domain.scheduling import bring_forward, new_state, retrievability, review
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
@@ -169,7 +169,7 @@ def _exam_dates(connection: Connection, learners: set[str]) -> dict[str, date | 
 _FALL_KEY = ("learner_id", "card_id", "pitfall_id")  # ix_attempts_learner_pitfall
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=64)
 def _falls_statement(count: int) -> TextClause:
     return text(
         f"SELECT {', '.join(_FALL_KEY)}, count(*) FROM attempts"
@@ -189,7 +189,9 @@ def _earlier_falls(
     if not own:
         return {}
     keys = list(own)
-    rows = connection.execute(_falls_statement(len(keys)), {**key_params(keys), "first": True})
+    rows = connection.execute(
+        _falls_statement(key_slots(len(keys))), {**key_params(keys), "first": True}
+    )
     return {
         (learner, card, pitfall): count - own[(learner, card, pitfall)]
         for learner, card, pitfall, count in rows
@@ -225,7 +227,7 @@ _ITEM_COLUMNS = (
 _ITEM_KEY = ("learner_id", "card_id", "template_id")  # the review items' unique key
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=64)
 def _items_statement(count: int, lock: bool) -> TextualSelect:
     columns = ReviewItem.__table__.c
     sql = (
@@ -242,7 +244,7 @@ def _locked_items(connection: Connection, keys: set[ReviewKey]) -> dict[ReviewKe
     SQLite's write lock already covers them) in id order, so that two processes rating the same
     items take their locks alike and cannot lose an update."""
     ordered = list(keys)
-    statement = _items_statement(len(ordered), connection.dialect.name == "postgresql")
+    statement = _items_statement(key_slots(len(ordered)), connection.dialect.name == "postgresql")
     items = {}
     for row in connection.execute(statement, key_params(ordered)):
         item = _Item(*row)
