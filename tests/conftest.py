@@ -74,6 +74,9 @@ def make_settings(tmp_path: Path, database_url: str, **overrides: object) -> Set
         "data_dir": tmp_path / "data",
         "cards_dir": CARDS_DIR,
         "secret_key": TEST_SECRET,
+        # Freezing the heap at each test app's start-up costs a full collection (tests of it
+        # turn it on).
+        "gc_freeze": False,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
