@@ -360,26 +360,39 @@ def write_transaction(session: Session) -> Iterator[Session]:
 # --- keyed lookups ----------------------------------------------------------------------------
 
 
-def matching_any(columns: tuple[str, ...], count: int) -> str:
-    """SQL true for rows whose ``columns`` equal one of ``count`` keys, bound as ``:k{i}_{j}``
-    (see :func:`key_params`): ``(a = :k0_0 AND b = :k0_1) OR (...)``. Each term seeks a
-    composite index on both databases; SQLite's row-value ``IN (VALUES ...)`` scans the whole
-    index instead."""
-    terms = (
-        "(" + " AND ".join(f"{name} = :k{i}_{j}" for j, name in enumerate(columns)) + ")"
-        for i in range(count)
-    )
-    return "(" + " OR ".join(terms) + ")"
+@dataclass(frozen=True)
+class KeyColumns:
+    """Columns that together name rows (a composite index), for reading many keys at once.
 
+    SQLite gets ``(a = :k0_0 AND b = :k0_1) OR (...)`` with a power-of-two number of key slots
+    (spares repeat the first key), so that a dozen statements serve every count; each term
+    seeks the index (SQLite's row-value ``IN (VALUES ...)`` scans the whole index instead).
+    PostgreSQL gets one array per column, ``(a, b) IN (SELECT * FROM unnest(:k_0, :k_1))``: one
+    short statement whatever the count (psycopg re-parses statements over 4 KB every time).
+    """
 
-def key_slots(count: int) -> int:
-    """How many keys a :func:`matching_any` statement for ``count`` keys takes: the next power
-    of two, so that a handful of statements (each built and compiled once) serve every count."""
-    return 1 << max(0, count - 1).bit_length()
+    names: tuple[str, ...]
+    pg_types: tuple[str, ...]  # each column's PostgreSQL type, for its array
 
+    def slots(self, dialect: str, count: int) -> int:
+        """The ``slots`` argument of :meth:`where` for ``count`` keys."""
+        if dialect == "postgresql":
+            return 0
+        return 1 << max(0, count - 1).bit_length()
 
-def key_params(keys: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
-    """The parameters of :func:`matching_any` for ``keys`` (at least one), in
-    ``key_slots(len(keys))`` slots: the spare ones repeat the first key."""
-    slots = list(keys) + [keys[0]] * (key_slots(len(keys)) - len(keys))
-    return {f"k{i}_{j}": value for i, key in enumerate(slots) for j, value in enumerate(key)}
+    def where(self, dialect: str, slots: int) -> str:
+        if dialect == "postgresql":
+            arrays = ", ".join(f"CAST(:k_{j} AS {t}[])" for j, t in enumerate(self.pg_types))
+            return f"({', '.join(self.names)}) IN (SELECT * FROM unnest({arrays}))"
+        terms = (
+            "(" + " AND ".join(f"{name} = :k{i}_{j}" for j, name in enumerate(self.names)) + ")"
+            for i in range(slots)
+        )
+        return "(" + " OR ".join(terms) + ")"
+
+    def params(self, dialect: str, keys: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+        """The parameters of :meth:`where` for ``keys`` (at least one)."""
+        if dialect == "postgresql":
+            return {f"k_{j}": [key[j] for key in keys] for j in range(len(self.names))}
+        slots = list(keys) + [keys[0]] * (self.slots(dialect, len(keys)) - len(keys))
+        return {f"k{i}_{j}": value for i, key in enumerate(slots) for j, value in enumerate(key)}

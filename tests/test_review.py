@@ -290,6 +290,32 @@ def test_a_batch_rates_exactly_as_its_answers_one_after_the_other(client, app, c
     written as one batch leave the same review items and logs as another learner's same
     answers written one at a time (a repeated question, right and wrong answers, a pitfall
     fallen for twice that brings its other templates forward)."""
+    _batch_rates_as_one_by_one(client, app, clock, card, db)
+
+
+@pytest.mark.postgres
+def test_a_batch_rates_exactly_as_its_answers_one_after_the_other_postgres(
+    pg_url, tmp_path, cards, card
+):
+    """The same on PostgreSQL, whose keyed reads take arrays (unnest) and lock the items."""
+    import dataclasses
+
+    from conftest import FakeClock, make_settings
+    from fastapi.testclient import TestClient
+
+    from app.cli import migrate
+    from app.main import create_app
+
+    migrate(pg_url)
+    app = create_app(make_settings(tmp_path, pg_url), cards=cards)
+    clock = FakeClock(T0)
+    app.state.context = dataclasses.replace(app.state.context, clock=clock)
+    with TestClient(app) as client, app.state.sessionmaker() as db:
+        _batch_rates_as_one_by_one(client, app, clock, card, db)
+    app.state.engine.dispose()
+
+
+def _batch_rates_as_one_by_one(client, app, clock, card, db):
     from app.auth.service import LearnerRef
     from app.models import Learner
     from app.practice.answers import AnswerWriter

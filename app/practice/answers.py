@@ -37,7 +37,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.auth.service import LearnerRef, now_utc
-from app.db import ANSWERS_PENDING, key_params, key_slots, matching_any, write_transaction
+from app.db import ANSWERS_PENDING, KeyColumns, write_transaction
 from app.domain.catalog import Catalog
 from app.domain.generation import Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
@@ -564,14 +564,19 @@ def _store_or_replay(session: Session, item: _Pending) -> AnswerOutcome:
     return AnswerOutcome(attempt, item.variant, item.result, replayed=False)
 
 
-_QUESTION_KEY = ("learner_id", "card_id", "template_id", "template_version", "seed")
+_QUESTION_KEY = KeyColumns(  # ix_attempts_question
+    ("learner_id", "card_id", "template_id", "template_version", "seed"),
+    ("TEXT", "TEXT", "TEXT", "INTEGER", "INTEGER"),
+)
 
 
 @lru_cache(maxsize=64)
-def _answered_statement(count: int) -> TextClause:
-    """Which of ``count`` (learner, question) pairs were answered before (ix_attempts_question)."""
-    names = ", ".join(_QUESTION_KEY)
-    return text(f"SELECT DISTINCT {names} FROM attempts WHERE {matching_any(_QUESTION_KEY, count)}")
+def _answered_statement(dialect: str, slots: int) -> TextClause:
+    """Which (learner, question) pairs of a batch were answered before (ix_attempts_question)."""
+    names = ", ".join(_QUESTION_KEY.names)
+    return text(
+        f"SELECT DISTINCT {names} FROM attempts WHERE {_QUESTION_KEY.where(dialect, slots)}"
+    )
 
 
 def _answered(connection: Connection, fresh: list[_Pending]) -> set[tuple[Any, ...]]:
@@ -584,9 +589,10 @@ def _answered(connection: Connection, fresh: list[_Pending]) -> set[tuple[Any, .
     )
     if not keys:
         return set()
+    dialect = connection.dialect.name
+    statement = _answered_statement(dialect, _QUESTION_KEY.slots(dialect, len(keys)))
     return {
-        tuple(row)
-        for row in connection.execute(_answered_statement(key_slots(len(keys))), key_params(keys))
+        tuple(row) for row in connection.execute(statement, _QUESTION_KEY.params(dialect, keys))
     }
 
 

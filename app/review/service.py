@@ -29,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc
-from app.db import key_params, key_slots, matching_any
+from app.db import KeyColumns
 from app.domain.catalog import Catalog
 from app.domain.scheduling import bring_forward, new_state, retrievability, review
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
@@ -166,15 +166,15 @@ def _exam_dates(connection: Connection, learners: set[str]) -> dict[str, date | 
     return {row[0]: row[1] for row in connection.execute(_EXAM_DATES, {"learners": list(learners)})}
 
 
-_FALL_KEY = ("learner_id", "card_id", "pitfall_id")  # ix_attempts_learner_pitfall
+_FALL_KEY = KeyColumns(("learner_id", "card_id", "pitfall_id"), ("TEXT",) * 3)  # its index
 
 
 @lru_cache(maxsize=64)
-def _falls_statement(count: int) -> TextClause:
+def _falls_statement(dialect: str, slots: int) -> TextClause:
+    names = ", ".join(_FALL_KEY.names)
     return text(
-        f"SELECT {', '.join(_FALL_KEY)}, count(*) FROM attempts"
-        f" WHERE {matching_any(_FALL_KEY, count)} AND first_answer = :first"
-        f" GROUP BY {', '.join(_FALL_KEY)}"
+        f"SELECT {names}, count(*) FROM attempts"
+        f" WHERE {_FALL_KEY.where(dialect, slots)} AND first_answer = :first GROUP BY {names}"
     ).bindparams(bindparam("first", type_=Boolean()))
 
 
@@ -188,9 +188,10 @@ def _earlier_falls(
     )
     if not own:
         return {}
-    keys = list(own)
+    keys, dialect = list(own), connection.dialect.name
     rows = connection.execute(
-        _falls_statement(key_slots(len(keys))), {**key_params(keys), "first": True}
+        _falls_statement(dialect, _FALL_KEY.slots(dialect, len(keys))),
+        {**_FALL_KEY.params(dialect, keys), "first": True},
     )
     return {
         (learner, card, pitfall): count - own[(learner, card, pitfall)]
@@ -224,17 +225,18 @@ _ITEM_COLUMNS = (
 )
 
 
-_ITEM_KEY = ("learner_id", "card_id", "template_id")  # the review items' unique key
+# The review items' unique key.
+_ITEM_KEY = KeyColumns(("learner_id", "card_id", "template_id"), ("TEXT",) * 3)
 
 
 @lru_cache(maxsize=64)
-def _items_statement(count: int, lock: bool) -> TextualSelect:
+def _items_statement(dialect: str, slots: int) -> TextualSelect:
     columns = ReviewItem.__table__.c
     sql = (
         f"SELECT {', '.join(_ITEM_COLUMNS)} FROM review_items"
-        f" WHERE {matching_any(_ITEM_KEY, count)} ORDER BY id"
+        f" WHERE {_ITEM_KEY.where(dialect, slots)} ORDER BY id"
     )
-    return text(sql + (" FOR UPDATE" if lock else "")).columns(
+    return text(sql + (" FOR UPDATE" if dialect == "postgresql" else "")).columns(
         *(columns[name] for name in _ITEM_COLUMNS)
     )
 
@@ -243,10 +245,10 @@ def _locked_items(connection: Connection, keys: set[ReviewKey]) -> dict[ReviewKe
     """The review items of ``keys`` that exist, locked until the transaction ends (PostgreSQL;
     SQLite's write lock already covers them) in id order, so that two processes rating the same
     items take their locks alike and cannot lose an update."""
-    ordered = list(keys)
-    statement = _items_statement(key_slots(len(ordered)), connection.dialect.name == "postgresql")
+    ordered, dialect = list(keys), connection.dialect.name
+    statement = _items_statement(dialect, _ITEM_KEY.slots(dialect, len(ordered)))
     items = {}
-    for row in connection.execute(statement, key_params(ordered)):
+    for row in connection.execute(statement, _ITEM_KEY.params(dialect, ordered)):
         item = _Item(*row)
         item.due_at = as_utc(item.due_at)
         items[(item.learner_id, item.card_id, item.template_id)] = item
@@ -254,7 +256,7 @@ def _locked_items(connection: Connection, keys: set[ReviewKey]) -> dict[ReviewKe
 
 
 _INSERT_ITEMS = insert(ReviewItem.__table__).returning(
-    *(ReviewItem.__table__.c[name] for name in ("id", *_ITEM_KEY))
+    *(ReviewItem.__table__.c[name] for name in ("id", *_ITEM_KEY.names))
 )
 _INSERT_LOGS = insert(ReviewLog.__table__)
 
