@@ -13,11 +13,12 @@ A question token bound to a learner (fetched with a bearer token) or a session t
 session is its learner's) answered by anyone else is refused: 403 ``token_not_yours``.
 
 The API's answers go through :class:`AnswerWriter` (group commit): the answers that arrive
-together are stored in one write transaction, each in its own savepoint, by one writer thread;
-each request is acknowledged only after that transaction committed, and a batch whose commit
-fails acknowledges none of its answers (each request gets the error, a client resends with the
-same ``client_answer_id``). An answer's own failure (``answer_id_reused``, a lost insert race on
-PostgreSQL) rolls back its savepoint only.
+together are stored in one write transaction by one writer thread (one insert of their attempts,
+one rating pass); each request is acknowledged only after that transaction committed, and a batch
+whose commit fails acknowledges none of its answers (each request gets the error, a client resends
+with the same ``client_answer_id``). A batch that cannot be stored whole (a lost insert race on
+PostgreSQL) is rolled back and tried again, then written answer by answer, each in its own
+savepoint, so one answer's failure is that answer's only.
 """
 
 from __future__ import annotations
@@ -399,8 +400,9 @@ class AnswerWriter:
     """Stores answers by group commit on one thread: one write transaction per batch.
 
     The writer takes every answer queued while the previous batch was written (up to
-    ``max_batch``), stores each in a savepoint of one transaction (``BEGIN IMMEDIATE`` on
-    SQLite), commits, and only then resolves each request's future. A failed commit resolves
+    ``max_batch``), stores them in one transaction (``BEGIN IMMEDIATE`` on SQLite; see
+    :meth:`_write` for a batch that cannot be stored whole), commits, and only then resolves
+    each request's future. A failed commit resolves
     them all with its error: nothing is acknowledged that is not stored. Inside the transaction
     each answer is checked against what is stored (its ``client_answer_id``, earlier answers to
     the same question for ``first_answer``), so answers in one batch see each other.
