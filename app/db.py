@@ -10,8 +10,10 @@ run on PostgreSQL, where these hooks are not installed.
 
 from __future__ import annotations
 
+import fcntl
 import inspect
 import logging
+import os
 import threading
 import time
 import weakref
@@ -396,3 +398,34 @@ class KeyColumns:
             return {f"k_{j}": [key[j] for key in keys] for j in range(len(self.names))}
         slots = list(keys) + [keys[0]] * (self.slots(dialect, len(keys)) - len(keys))
         return {f"k{i}_{j}": value for i, key in enumerate(slots) for j, value in enumerate(key)}
+
+
+class WriterTurn:
+    """Whose turn it is to write, among the processes sharing one SQLite file: an exclusive
+    ``flock`` on ``<database>.writers``, held around a batch's write transaction. Waiting on
+    SQLite's own lock, a writer sleeps in 1, 2, 5, 10 … ms steps (its busy handler) and misses
+    the moments the lock is free; the kernel wakes a flock waiter as soon as the holder lets go.
+    A no-op on PostgreSQL, for in-memory SQLite and when the lock file cannot be opened (SQLite's
+    lock still serialises the writers then)."""
+
+    def __init__(self, engine: Engine) -> None:
+        database = engine.url.database if engine.dialect.name == "sqlite" else None
+        self._path = f"{database}.writers" if database and database != ":memory:" else None
+        self._fd: int | None = None
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        if self._path is not None and self._fd is None:
+            try:
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                log.warning("writers take turns by SQLite's lock only: %s", first_line(exc))
+                self._path = None
+        if self._fd is None:
+            yield
+            return
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)

@@ -233,3 +233,38 @@ def test_the_api_flow_runs_on_postgres(pg_url, tmp_path, cards, card):
         assert client.get("/api/v1/me/review/due", headers=auth).status_code == 200
         with app.state.sessionmaker() as session:
             assert session.scalar(select(func.count()).select_from(Attempt)) == 1
+
+
+def test_writers_of_several_processes_take_turns_on_one_sqlite_file(tmp_path):
+    """The group-commit writers of the workers sharing a SQLite file take turns through a lock
+    file (a waiter is woken the moment the holder lets go, not after SQLite's busy sleeps); an
+    engine whose lock file cannot be made still writes."""
+    import threading
+    import time
+
+    from sqlalchemy import create_engine
+
+    from app.db import WriterTurn
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    first, second = WriterTurn(create_engine(url)), WriterTurn(create_engine(url))
+    order: list[str] = []
+
+    def write_second() -> None:
+        with second():
+            order.append("second")
+
+    with first():
+        waiting = threading.Thread(target=write_second)
+        waiting.start()
+        time.sleep(0.2)
+        assert order == []  # the other writer waits for its turn
+        order.append("first done")
+    waiting.join(timeout=5)
+    assert order == ["first done", "second"]
+    assert (tmp_path / "shared.db.writers").exists()
+    unwritable = WriterTurn(create_engine(f"sqlite:///{tmp_path / 'missing' / 'x.db'}"))
+    with unwritable():  # no folder for the lock file: SQLite's own lock only
+        pass
+    with WriterTurn(create_engine("sqlite://"))():  # in memory: nothing to share
+        pass

@@ -38,7 +38,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.auth.service import LearnerRef, now_utc
-from app.db import ANSWERS_PENDING, KeyColumns, write_transaction
+from app.db import ANSWERS_PENDING, KeyColumns, WriterTurn, write_transaction
 from app.domain.catalog import Catalog
 from app.domain.generation import Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
@@ -411,6 +411,7 @@ class AnswerWriter:
     def __init__(self, sessions: sessionmaker[Session], *, max_batch: int = 256) -> None:
         self._sessions = sessions
         self._max_batch = max_batch
+        self._turn = WriterTurn(sessions.kw["bind"])
         self._queue: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="answer-writer", daemon=True)
         self._thread.start()
@@ -453,6 +454,10 @@ class AnswerWriter:
         ordered = sorted(
             batch, key=lambda i: (i.learner.id, i.question.card_id, i.question.template_id)
         )
+        with self._turn():  # several processes on one SQLite file: one writer at a time
+            self._write_in_turn(batch, ordered)
+
+    def _write_in_turn(self, batch: list[_Pending], ordered: list[_Pending]) -> None:
         for attempt in range(WRITE_TRIES):
             try:
                 self._write_together(ordered)
