@@ -35,6 +35,7 @@ from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.problems import Forbidden, Unauthorized
 from app.review.service import due_counts
+from app.routing import plain_dependency
 from app.web.templating import LANG_COOKIE
 
 
@@ -234,6 +235,7 @@ def bearer_credentials(request: Request) -> HTTPAuthorizationCredentials | None:
 BEARER_SECURITY: dict[str, Any] = {"security": [{bearer_scheme.scheme_name: []}]}
 
 
+@plain_dependency
 async def get_api_call(request: Request, lang: LangQuery = None) -> ApiCall:
     """:func:`get_context`, :func:`api_lang` and :func:`get_optional_api_learner` at once."""
     ctx = await get_context(request)
@@ -241,6 +243,7 @@ async def get_api_call(request: Request, lang: LangQuery = None) -> ApiCall:
     return ApiCall(ctx, await api_lang(request, lang), learner)
 
 
+@plain_dependency
 async def get_learner_call(request: Request, lang: LangQuery = None) -> LearnerCall:
     """:func:`get_context`, :func:`api_lang` and :func:`get_api_learner` at once."""
     ctx = await get_context(request)

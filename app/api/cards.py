@@ -31,6 +31,7 @@ from app.deps import (
 from app.domain.catalog import Catalog
 from app.domain.identity import MAX_SEED
 from app.practice.questions import get_card, new_question
+from app.routing import PlainParamsRoute
 from app.schemas import (
     CardPublic,
     CardSummaryPublic,
@@ -39,7 +40,8 @@ from app.schemas import (
     QuestionPublic,
 )
 
-router = APIRouter(tags=["cards"])
+# The async question routes skip FastAPI's per-request dependency solver (app.routing).
+router = APIRouter(tags=["cards"], route_class=PlainParamsRoute)
 
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ProblemPublic, "description": "Unknown card or exam point."}
