@@ -4,13 +4,15 @@ Served with ``uvicorn service_baseline:baseline_app --factory --app-dir bench``.
 named by ``BENCH_BASELINE_DB``: a SQLite file (made by :func:`create_sqlite_baseline`; WAL,
 ``BEGIN IMMEDIATE``, ``synchronous=NORMAL``, like the app's database) or a PostgreSQL conninfo
 ``postgresql://...`` (table made by :func:`create_postgres_baseline`). Each threadpool thread
-keeps its own connection, as the app's connection pool would.
+keeps its own SQLite connection; PostgreSQL connections come from a pool of ``POSTGRES_POOL``
+per process, like the app's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import sqlite3
 import threading
 from pathlib import Path
@@ -20,6 +22,7 @@ from pydantic import BaseModel
 
 BASELINE_DB_ENV = "BENCH_BASELINE_DB"
 TABLE = "bench_rows"
+POSTGRES_POOL = 15  # connections per process, as SQLAlchemy's default pool (5 + 10 overflow)
 
 
 class BaselineRow(BaseModel):
@@ -42,20 +45,38 @@ def baseline_app() -> Any:
     target = os.environ[BASELINE_DB_ENV]
     postgres = target.startswith("postgresql://")
     local = threading.local()
+    # PostgreSQL connections are pooled per process as the app's are (SQLAlchemy's 5 + 10), not
+    # one per threadpool thread: 40 threads in each of two workers, beside the app's pools,
+    # would exhaust the server's max_connections (100) and fail the app's requests with 503s.
+    pool: queue.LifoQueue[Any] = queue.LifoQueue()
+    opened = [0]
+    opening = threading.Lock()
+
+    def pooled() -> Any:
+        import psycopg
+
+        try:
+            return pool.get_nowait()
+        except queue.Empty:
+            with opening:
+                if opened[0] < POSTGRES_POOL:
+                    opened[0] += 1
+                    return psycopg.connect(target)
+            return pool.get()
 
     def insert_row(client_answer_id: str) -> None:
-        conn = getattr(local, "conn", None)
         if postgres:
-            import psycopg
-
-            if conn is None:
-                conn = local.conn = psycopg.connect(target)
-            with conn.cursor() as cur:
-                cur.execute(
-                    f"INSERT INTO {TABLE} (client_answer_id) VALUES (%s)", (client_answer_id,)
-                )
-            conn.commit()
+            pg = pooled()
+            try:
+                with pg.cursor() as cur:
+                    cur.execute(
+                        f"INSERT INTO {TABLE} (client_answer_id) VALUES (%s)", (client_answer_id,)
+                    )
+                pg.commit()
+            finally:
+                pool.put(pg)
             return
+        conn = getattr(local, "conn", None)
         if conn is None:
             conn = local.conn = _sqlite_connection(target)
         conn.execute("BEGIN IMMEDIATE")
