@@ -50,6 +50,7 @@ class Phase:
     make_specs: Callable[[int], list[Spec]]
     headers: dict[str, str] = field(default_factory=dict)
     baseline: str | None = None  # key of the phase whose req/s is the denominator
+    after_warm_up: Callable[[], None] | None = None  # run between warm-up and measurement
 
 
 @dataclass
@@ -114,6 +115,8 @@ def run_phase(
         if warm_up
         else Load([], 0, 0, 0, 0.0, math.nan, math.nan, None)
     )
+    if warm_up and phase.after_warm_up is not None:
+        phase.after_warm_up()
     specs = phase.make_specs(requests)
     cpu_before = process_cpu_s(server.pid)
     load = run_wrk(
@@ -365,6 +368,11 @@ def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
         pool = warmup_count(opts.requests) + opts.requests
         phases = [(p, baseline) for p in baseline_phases(db.backend)]
         phases += [(p, server) for p in app_phases(server, rng, pool, answered)]
+        # Once the answers' warm-up has filled the tables a little, statistics as on a live
+        # database (PostgreSQL's autovacuum; see Database.analyze).
+        for phase, _ in phases:
+            if phase.key == "answer":
+                phase.after_warm_up = db.analyze
         shares = [opts.requests // opts.rounds] * opts.rounds
         shares[-1] += opts.requests - sum(shares)
         for round_no, share in enumerate(shares):

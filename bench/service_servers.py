@@ -190,6 +190,21 @@ class Database:
         with psycopg.connect(libpq(self.app_url)) as conn:
             return [row[0] for row in conn.execute(query)]
 
+    def analyze(self) -> None:
+        """PostgreSQL: ``ANALYZE`` the app's database, as autovacuum soon does on a live one.
+
+        A database made for the scenario has no statistics yet, and psycopg's prepared
+        statements keep the generic plans made while the tables were nearly empty (sequential
+        scans) until statistics change: measured in a writer bench, a batch of 32 answers took
+        22 ms before and 15 ms after. A live database is analyzed by autovacuum as it grows.
+        SQLite has no such daemon (nothing analyzes a deployment's file): nothing is done."""
+        if self.backend != "postgres":
+            return
+        import psycopg
+
+        with psycopg.connect(libpq(self.app_url), autocommit=True) as conn:
+            conn.execute("ANALYZE")
+
 
 @contextlib.contextmanager
 def sqlite_database(folder: Path) -> Iterator[Database]:
