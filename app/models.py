@@ -19,7 +19,7 @@ from sqlalchemy import (
     String,
     UniqueConstraint,
 )
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
 
@@ -197,8 +197,6 @@ class ReviewLog(Base):
         ForeignKey("review_items.id", ondelete="CASCADE"), index=True
     )
     attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempts.id", ondelete="SET NULL"))
-    # Lets a batch of answers add an attempt and its rating and flush both at once.
-    attempt: Mapped[Attempt | None] = relationship()
     rating: Mapped[int] = mapped_column(Integer)
     reviewed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     due_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -162,7 +162,9 @@ def _plain_handler(
         dependencies.append((sub.name, sub.call, sub.request_param_name, params))
     request_name = dependant.request_param_name
 
-    def validate(params: list[_Param], request: Request, values: dict[str, Any], errors: list[Any]):  # type: ignore[no-untyped-def]
+    def validate(
+        params: list[_Param], request: Request, values: dict[str, Any], errors: list[Any]
+    ) -> None:
         for param in params:
             source = request.path_params if param.where == "path" else request.query_params
             raw = source.get(param.alias, None)

@@ -4,15 +4,14 @@ Served with ``uvicorn service_baseline:baseline_app --factory --app-dir bench``.
 named by ``BENCH_BASELINE_DB``: a SQLite file (made by :func:`create_sqlite_baseline`; WAL,
 ``BEGIN IMMEDIATE``, ``synchronous=NORMAL``, like the app's database) or a PostgreSQL conninfo
 ``postgresql://...`` (table made by :func:`create_postgres_baseline`). Each threadpool thread
-keeps its own SQLite connection; PostgreSQL connections come from a pool of ``POSTGRES_POOL``
-per process, like the app's.
+keeps its own SQLite connection; PostgreSQL connections come from a pool of ``POSTGRES_POOL`` per
+process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import sqlite3
 import threading
 from pathlib import Path
@@ -22,7 +21,9 @@ from pydantic import BaseModel
 
 BASELINE_DB_ENV = "BENCH_BASELINE_DB"
 TABLE = "bench_rows"
-POSTGRES_POOL = 15  # connections per process, as SQLAlchemy's default pool (5 + 10 overflow)
+# Connections per process: as many as the app's engine may open (SQLAlchemy's 5 + 10 overflow),
+# all kept open (overflow connections closed on return would make the baseline reconnect).
+POSTGRES_POOL = 15
 
 
 class BaselineRow(BaseModel):
@@ -45,28 +46,26 @@ def baseline_app() -> Any:
     target = os.environ[BASELINE_DB_ENV]
     postgres = target.startswith("postgresql://")
     local = threading.local()
-    # PostgreSQL connections are pooled per process as the app's are (SQLAlchemy's 5 + 10), not
-    # one per threadpool thread: 40 threads in each of two workers, beside the app's pools,
-    # would exhaust the server's max_connections (100) and fail the app's requests with 503s.
-    pool: queue.LifoQueue[Any] = queue.LifoQueue()
-    opened = [0]
-    opening = threading.Lock()
-
-    def pooled() -> Any:
+    if postgres:
         import psycopg
-
-        try:
-            return pool.get_nowait()
-        except queue.Empty:
-            with opening:
-                if opened[0] < POSTGRES_POOL:
-                    opened[0] += 1
-                    return psycopg.connect(target)
-            return pool.get()
+        from sqlalchemy.pool import QueuePool
+    # PostgreSQL connections are pooled per process (SQLAlchemy's QueuePool, the app's pool
+    # class), not one per threadpool thread: 40 threads in each of two workers, beside the app's
+    # pools, would exhaust the server's max_connections (100) and fail the app's requests.
+    pool = (
+        QueuePool(
+            lambda: psycopg.connect(target),
+            pool_size=POSTGRES_POOL,
+            max_overflow=0,
+            reset_on_return=None,  # each insert commits before it is given back
+        )
+        if postgres
+        else None
+    )
 
     def insert_row(client_answer_id: str) -> None:
-        if postgres:
-            pg = pooled()
+        if pool is not None:
+            pg = pool.connect()
             try:
                 with pg.cursor() as cur:
                     cur.execute(
@@ -74,7 +73,7 @@ def baseline_app() -> Any:
                     )
                 pg.commit()
             finally:
-                pool.put(pg)
+                pg.close()  # back to the pool
             return
         conn = getattr(local, "conn", None)
         if conn is None:

@@ -199,31 +199,12 @@ def test_two_falls_in_one_group_commit_batch_bring_the_pitfall_forward(
     """Answers that arrive together are stored and rated in one transaction: the second fall in
     the batch counts the first one, stored in the same transaction."""
     from app.auth.service import learner_for_token
-    from app.practice.answers import AnswerWriter, _Pending, graded
+    from app.practice.answers import AnswerWriter
 
     _, templates, found = _two_questions_offering_a_shared_pitfall(client, app, card)
     with app.state.sessionmaker() as session:
         learner = learner_for_token(session=session, token=auth["Authorization"][7:])
-    ctx = app.state.context
-    pending = []
-    for body, choice in found:
-        question = ctx.signer.verify(body["token"], ctx.catalog).question
-        answer_variant, result = graded(ctx, question, choice)
-        pending.append(
-            _Pending(
-                ctx=ctx,
-                learner=learner,
-                question=question,
-                variant=answer_variant,
-                result=result,
-                client_answer_id=uuid.uuid4().hex,
-                duration_ms=None,
-                answered_at=None,
-                now=clock(),
-                future=None,
-                loop=None,
-            )
-        )
+    pending = _pending_for(app, learner, found, clock())
     writer = AnswerWriter.__new__(AnswerWriter)  # its thread is not needed to write one batch
     writer._sessions = app.state.sessionmaker
     writer._write_together(pending)

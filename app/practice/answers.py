@@ -455,12 +455,12 @@ class AnswerWriter:
             batch, key=lambda i: (i.learner.id, i.question.card_id, i.question.template_id)
         )
         with self._turn():  # several processes on one SQLite file: one writer at a time
-            self._write_in_turn(batch, ordered)
+            self._write_in_turn(ordered)
 
-    def _write_in_turn(self, batch: list[_Pending], ordered: list[_Pending]) -> None:
+    def _write_in_turn(self, batch: list[_Pending]) -> None:
         for attempt in range(WRITE_TRIES):
             try:
-                self._write_together(ordered)
+                self._write_together(batch)
                 return
             except Exception as exc:  # noqa: BLE001 - rolled back: nothing of it is stored
                 # A deadlock or a concurrent insert of the same review item (PostgreSQL with
@@ -468,7 +468,7 @@ class AnswerWriter:
                 log.info("a batch of %d answers is tried again (%d): %s", len(batch), attempt, exc)
                 for item in batch:
                     item.outcome, item.error = None, None
-        self._write_each(ordered)
+        self._write_each(batch)
 
     def _write_together(self, batch: list[_Pending]) -> None:
         """Two reads (the answers stored already under these ids, the questions answered

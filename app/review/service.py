@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from typing import Any
@@ -211,18 +211,8 @@ def _carrying(catalog: Catalog, card_id: str, template_id: str, pitfall_id: str)
     }
 
 
-_ITEM_COLUMNS = (
-    "id",
-    "learner_id",
-    "card_id",
-    "template_id",
-    "point",
-    "state",
-    "due_at",
-    "reviews",
-    "lapses",
-    "last_review_at",
-)
+# The columns an _Item is read from, in its fields' order.
+_ITEM_COLUMNS = tuple(f.name for f in fields(_Item) if f.name != "changed")
 
 
 # The review items' unique key.
