@@ -446,7 +446,8 @@ def test_a_draft_under_the_same_template_id_and_version_is_not_served_the_cached
 
 def test_a_validated_card_is_served_from_combinations_built_by_its_validation(monkeypatch):
     """Loading a card validates it over its whole parameter domain with the generator's own
-    cached evaluation, so the first learners' questions need no formula evaluated."""
+    cached evaluation, so the first learners' questions need no formula evaluated, in their
+    choices or in their texts."""
     import app.domain.generation as generation
     from app.domain.catalog import load_cards
 
@@ -461,9 +462,50 @@ def test_a_validated_card_is_served_from_combinations_built_by_its_validation(mo
             super().__init__(template, values)
 
     monkeypatch.setattr(generation, "Combination", Counted)
+    # Validation also rendered every text of every combination as generation does (the
+    # formulas in them evaluated once) and arranged the choices in their units and figures.
+    import app.domain.texts as texts
+
+    evaluated = []
+    real_format = texts.format_computed
+
+    def counted_format(segment, value, lang):
+        evaluated.append(segment)
+        return real_format(segment, value, lang)
+
+    monkeypatch.setattr(texts, "format_computed", counted_format)
     templates = [t for p in card.points for t in p.templates]
     assert sum(t.domain_size() for t in templates) <= generation.COMBINATIONS_KEPT
     for template in templates:
         for seed in range(200):
             generate(card, template, seed)
     assert built == []
+    assert evaluated == []
+
+
+def test_a_text_bound_to_a_combination_fills_in_as_it_renders():
+    """Formulas and parameters are put into a text once per combination (bind); the shown
+    answer's text, which follows the shown set, is filled in per variant: both ways give the
+    rendered text."""
+    from fractions import Fraction
+
+    from app.domain.texts import Text, compile_text
+
+    text = compile_text(
+        Text(
+            "{psi} on {n_d} ranks: {=2*psi/n_d:GB} of weights; {answer} in all", "{answer}（{n_d}）"
+        ),
+        names=frozenset({"psi", "n_d"}),
+        named=frozenset({"psi", "n_d", "answer"}),
+        definitions={},
+    )
+    values = {"psi": Fraction(7 * 10**9), "n_d": Fraction(8)}
+    params = {"psi": "7B", "n_d": "8"}
+    bound = text.bind(values, params, frozenset({"answer"}))
+    for answer in (Text("31.5 GB", "31.5 GB"), Text("32 GB", "32 GB")):
+        filled = bound.fill({"answer": answer})
+        assert filled == text.render(values, {**params, "answer": answer})
+        assert filled.en == f"7B on 8 ranks: 1.75 GB of weights; {answer.en} in all"
+        assert filled.zh == f"{answer.zh}（8）"
+    closed = text.bind(values, {**params, "answer": "x"}, frozenset())
+    assert closed.whole == Text("7B on 8 ranks: 1.75 GB of weights; x in all", "x（8）")

@@ -32,14 +32,14 @@ from __future__ import annotations
 import random
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from .cards import Card, Pitfall, Template
 from .identity import QuestionId
 from .languages import LANGS
-from .texts import Text
+from .texts import BoundText, Text, TextTemplate
 from .units import (
     format_in,
     format_readable,
@@ -143,22 +143,6 @@ def draw_params(template: Template, rng: random.Random) -> dict[str, Fraction]:
 
 def named_values(template: Template, values: Mapping[str, Fraction]) -> dict[str, str]:
     return {name: template.params[name].display(value) for name, value in values.items()}
-
-
-def text_values(
-    template: Template, values: Mapping[str, Fraction], answer: Candidate
-) -> dict[str, str | Text]:
-    """What ``{name}`` placeholders show: the parameters in their display formats and ``{answer}``
-    (in each language's form)."""
-    return {**named_values(template, values), "answer": answer.text}
-
-
-def explain(
-    candidate: Candidate, values: Mapping[str, Fraction], named: Mapping[str, str | Text]
-) -> Text:
-    """A pitfall's explanation with this variant's numbers (``{value}`` is the pitfall's own)."""
-    assert candidate.pitfall is not None
-    return candidate.pitfall.explanation_template.render(values, {**named, "value": candidate.text})
 
 
 def candidates(
@@ -375,11 +359,11 @@ def question_figures(
 
 class Combination:
     """What a template gives for one combination of parameter values, whatever the seed: the
-    evaluated candidates, their clash verdicts and display texts (:class:`Memo`), and the
-    rendered stem, solution and explanations (which also depend on how the answer is shown:
-    its unit and figures follow the shown set). Seeds only decide which combination, which
-    pitfalls and in what order, so many seeds share one combination: a card's whole parameter
-    domain is often a few hundred combinations.
+    evaluated candidates, their clash verdicts and display texts (:class:`Memo`), and the stem,
+    solution and explanations (:meth:`rendered`: the combination's values are put in once, the
+    shown answer's and pitfall's texts, which follow the shown set's unit and figures, per set).
+    Seeds only decide which combination, which pitfalls and in what order, so many seeds share
+    one combination: a card's whole parameter domain is often a few hundred combinations.
 
     Immutable once built but for its memo dictionaries, which only ever gain entries equal to
     what any thread would compute; safe to share between threads.
@@ -393,6 +377,7 @@ class Combination:
         "memo",
         "params",
         "params_display",
+        "_bound",
         "_texts",
     )
 
@@ -403,16 +388,47 @@ class Combination:
         self.memo = Memo()
         self.params = {name: _exact(value) for name, value in values.items()}
         self.params_display = named_values(template, values)
+        self._bound: dict[tuple[object, ...], BoundText] = {}
         self._texts: dict[tuple[object, ...], Text] = {}
 
-    def named(self, answer: Candidate) -> dict[str, str | Text]:
-        """What ``{name}`` placeholders show, with ``{answer}`` as the shown answer's text."""
-        return {**self.params_display, "answer": answer.text}
+    def stem(self, answer: Candidate) -> Text:
+        """The stem with ``answer`` as the shown answer."""
+        return self.rendered(("stem",), self.template.stem, {"answer": answer.text})
 
-    def rendered(self, key: tuple[object, ...], render: Callable[[], Text]) -> Text:
-        found = self._texts.get(key)
+    def solution(self, answer: Candidate) -> tuple[Text, ...]:
+        named = {"answer": answer.text}
+        return tuple(
+            self.rendered(("solution", i), step, named)
+            for i, step in enumerate(self.template.solution)
+        )
+
+    def explanation(self, candidate: Candidate, answer: Candidate) -> Text:
+        """A pitfall's explanation with this variant's numbers (``{value}`` is the pitfall's
+        own shown value, ``{answer}`` the shown answer)."""
+        assert candidate.pitfall is not None
+        return self.rendered(
+            ("explain", candidate.pitfall.id),
+            candidate.pitfall.explanation_template,
+            {"answer": answer.text, "value": candidate.text},
+        )
+
+    def rendered(
+        self, key: tuple[object, ...], text: TextTemplate, named: Mapping[str, Text]
+    ) -> Text:
+        """``text`` with this combination's values and parameters and ``named`` (the shown
+        answer's text and, in an explanation, the pitfall's own) put in. Both steps are cached:
+        the text bound to the combination (formulas evaluated and formatted once; validation
+        binds every text of every combination it walks), then each filled text (many shown
+        sets share an answer's text)."""
+        filled_key = (key, *named.values())
+        found = self._texts.get(filled_key)
         if found is None:
-            found = self._texts[key] = render()
+            bound = self._bound.get(key)
+            if bound is None:
+                bound = self._bound[key] = text.bind(
+                    self.values, self.params_display, frozenset(named)
+                )
+            found = self._texts[filled_key] = bound.fill(named)
         return found
 
 
@@ -447,19 +463,14 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
     identity = question_id(card, template, seed)
     rng = variant_rng(identity)
     content = combination(template, draw_params(template, rng))
-    values = content.values
     shown = arrange(template, content.answer, content.pitfalls, rng, content.memo)
     answer = next(c for c in shown if c.pitfall is None)
 
-    named = content.named(answer)
     choices = []
     for choice_id, candidate in zip(CHOICE_IDS, shown, strict=False):
         explanation = None
         if candidate.pitfall is not None:
-            explanation = content.rendered(
-                ("explain", candidate.pitfall.id, answer.text, candidate.text),
-                lambda c=candidate: explain(c, values, named),  # type: ignore[misc]
-            )
+            explanation = content.explanation(candidate, answer)
         choices.append(
             Choice(
                 id=choice_id,
@@ -476,14 +487,11 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
         kind=template.kind,
         params=dict(content.params),
         params_display=dict(content.params_display),
-        stem=content.rendered(("stem", answer.text), lambda: template.stem.render(values, named)),
+        stem=content.stem(answer),
         choices=tuple(choices),
         correct_choice_id=correct,
         answer=answer.text,
-        solution=tuple(
-            content.rendered(("solution", i, answer.text), lambda s=step: s.render(values, named))  # type: ignore[misc]
-            for i, step in enumerate(template.solution)
-        ),
+        solution=content.solution(answer),
     )
 
 

@@ -21,7 +21,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from .cards import Card, Template
-from .generation import Candidate
+from .generation import Candidate, Memo
 from .languages import LANGS
 from .texts import Text
 
@@ -173,13 +173,13 @@ def evaluate_domain(template: Template) -> list[tuple[Candidate, list[Candidate]
 
 
 def _arrangements(
-    template: Template, samples: int, evaluated: Evaluated
+    template: Template, samples: int, evaluated: Evaluated, memos: Sequence[Memo] | None = None
 ) -> Iterator[list[ShownChoice]]:
-    from .generation import Memo, arrange
+    from .generation import arrange
 
     per_combo = max(1, -(-samples // len(evaluated)))
     for index, (answer, pitfalls) in enumerate(evaluated):
-        memo = Memo()
+        memo = memos[index] if memos is not None else Memo()
         rng = random.Random(f"giveaways:{template.id}:{index}")
         for _ in range(per_combo):
             shown = arrange(template, answer, pitfalls, rng, memo)
@@ -191,13 +191,18 @@ def _arrangements(
 
 
 def template_giveaways(
-    template: Template, samples: int = REPORT_SAMPLES, evaluated: Evaluated | None = None
+    template: Template,
+    samples: int = REPORT_SAMPLES,
+    evaluated: Evaluated | None = None,
+    memos: Sequence[Memo] | None = None,
 ) -> TemplateGiveaways:
     """The template measured over its domain and about ``samples`` seeded arrangements of the
-    choices (``evaluated``: the domain's candidates, when the caller has them already)."""
+    choices (``evaluated``: the domain's candidates, when the caller has them already; ``memos``:
+    their combinations' memos, which the arrangements then warm for generation)."""
     if evaluated is None:
         evaluated = evaluate_domain(template)
-    return measure(template.id, template.choices, _arrangements(template, samples, evaluated))
+    arrangements = _arrangements(template, samples, evaluated, memos)
+    return measure(template.id, template.choices, arrangements)
 
 
 def card_giveaways(card: Card, samples: int = REPORT_SAMPLES) -> list[TemplateGiveaways]:

@@ -75,6 +75,38 @@ class TextTemplate:
         language's own form (``14 GPUs`` / ``14 张 GPU``)."""
         return Text(_render(self.en, values, named, "en"), _render(self.zh, values, named, "zh"))
 
+    def bind(
+        self,
+        values: Mapping[str, Fraction],
+        named: Mapping[str, str | Text],
+        open_names: frozenset[str],
+    ) -> BoundText:
+        """This text with ``values`` and ``named`` put in, but for the ``{name}`` placeholders in
+        ``open_names``, which :meth:`BoundText.fill` supplies later: the formulas are evaluated
+        and formatted once, and filling is a join (``bind(v, n, o).fill(m)`` is
+        ``render(v, {**n, **m})`` when ``m`` names every open name)."""
+        en = _bind(self.en, values, named, open_names, "en")
+        zh = _bind(self.zh, values, named, open_names, "zh")
+        whole = None
+        if all(isinstance(part, str) for part in en + zh):
+            whole = Text("".join(en), "".join(zh))  # type: ignore[arg-type]
+        return BoundText(en, zh, whole)
+
+
+@dataclass(frozen=True, slots=True)
+class BoundText:
+    """A :class:`TextTemplate` with one parameter combination put in (:meth:`TextTemplate.bind`):
+    literal strings and the open ``("name",)`` placeholders left to fill."""
+
+    en: tuple[str | tuple[str], ...]
+    zh: tuple[str | tuple[str], ...]
+    whole: Text | None  # the text itself, when no placeholder is left open
+
+    def fill(self, named: Mapping[str, str | Text]) -> Text:
+        if self.whole is not None:
+            return self.whole
+        return Text(_fill(self.en, named, "en"), _fill(self.zh, named, "zh"))
+
 
 def compile_text(
     text: Text,
@@ -144,16 +176,48 @@ def _render(
     named: Mapping[str, str | Text],
     lang: str,
 ) -> str:
-    out: list[str] = []
+    return "".join(_segment_text(segment, values, named, lang) for segment in segments)
+
+
+def _segment_text(
+    segment: Segment, values: Mapping[str, Fraction], named: Mapping[str, str | Text], lang: str
+) -> str:
+    if isinstance(segment, str):
+        return segment
+    if isinstance(segment, tuple):
+        return _named_text(named[segment[0]], lang)
+    return format_computed(segment, segment.formula.evaluate(values), lang)
+
+
+def _named_text(shown: str | Text, lang: str) -> str:
+    return shown.get(lang) if isinstance(shown, Text) else shown
+
+
+def _bind(
+    segments: tuple[Segment, ...],
+    values: Mapping[str, Fraction],
+    named: Mapping[str, str | Text],
+    open_names: frozenset[str],
+    lang: str,
+) -> tuple[str | tuple[str], ...]:
+    """The segments with all but the open names turned into text, adjacent texts joined."""
+    out: list[str | tuple[str]] = []
     for segment in segments:
-        if isinstance(segment, str):
+        if isinstance(segment, tuple) and segment[0] in open_names:
             out.append(segment)
-        elif isinstance(segment, tuple):
-            shown = named[segment[0]]
-            out.append(shown.get(lang) if isinstance(shown, Text) else shown)
+            continue
+        text = _segment_text(segment, values, named, lang)
+        if out and isinstance(out[-1], str):
+            out[-1] += text
         else:
-            out.append(format_computed(segment, segment.formula.evaluate(values), lang))
-    return "".join(out)
+            out.append(text)
+    return tuple(out)
+
+
+def _fill(parts: tuple[str | tuple[str], ...], named: Mapping[str, str | Text], lang: str) -> str:
+    return "".join(
+        part if isinstance(part, str) else _named_text(named[part[0]], lang) for part in parts
+    )
 
 
 def format_computed(segment: _Computed, value: Fraction, lang: str) -> str:

@@ -36,12 +36,12 @@ from .cards import Card, CardError, Template
 from .formulas import FormulaError
 from .generation import (
     Candidate,
+    Combination,
+    Memo,
     clash,
     combination,
-    explain,
     named_values,
     side,
-    text_values,
 )
 from .languages import LANGS
 from .sampling import parameter_combinations
@@ -66,6 +66,7 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
     own_value_somewhere: set[str] = set()
     answers_shown: set[str] = set()
     evaluated: list[tuple[Candidate, list[Candidate]]] = []
+    memos: list[Memo] = []
     checked: set[str] = set()
     for values in parameter_combinations(template):
         where = f"card {card.id!r}, template {template.id!r}, parameters {_show(template, values)}"
@@ -73,7 +74,7 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
             # The generator's own (cached) evaluation: a validated card is served warm.
             evaluated_here = combination(template, values)
             answer, pitfalls = evaluated_here.answer, evaluated_here.pitfalls
-            rendered = _render_texts(template, values, answer, pitfalls)
+            rendered = _render_texts(evaluated_here, answer, pitfalls)
         except FormulaError as exc:
             raise CardError(f"{where}: {exc}") from None
         for what, field, text in rendered:
@@ -91,6 +92,7 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
                     )
         answers_shown.add(answer.text.en)
         evaluated.append((answer, pitfalls))
+        memos.append(evaluated_here.memo)
         for candidate in pitfalls:
             if clash(candidate, answer):
                 assert candidate.pitfall is not None
@@ -115,15 +117,18 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
             "for every parameter combination; the parameters must change the key"
         )
     if giveaways:
-        _check_giveaways(card, template, evaluated)
+        _check_giveaways(card, template, evaluated, memos)
 
 
 def _check_giveaways(
-    card: Card, template: Template, evaluated: Sequence[tuple[Candidate, list[Candidate]]]
+    card: Card,
+    template: Template,
+    evaluated: Sequence[tuple[Candidate, list[Candidate]]],
+    memos: Sequence[Memo],
 ) -> None:
     from .giveaways import LOAD_SAMPLES, template_giveaways
 
-    measured = template_giveaways(template, LOAD_SAMPLES, evaluated)
+    measured = template_giveaways(template, LOAD_SAMPLES, evaluated, memos)
     strategy, share = measured.worst
     if share > measured.limit:
         raise CardError(
@@ -175,13 +180,13 @@ def _check_statement_lengths(card: Card, template: Template) -> None:
 
 
 def _render_texts(
-    template: Template, values: dict[str, Fraction], answer: Candidate, pitfalls: list[Candidate]
+    content: Combination, answer: Candidate, pitfalls: list[Candidate]
 ) -> list[tuple[str, str, Text]]:
-    """Every text of the variant: (what, the field as authoring names it, the text)."""
-    named = text_values(template, values, answer)
-    rendered = [("stem", "stem", template.stem.render(values, named))]
-    for i, step in enumerate(template.solution):
-        rendered.append((f"solution step {i + 1}", f"solution.{i + 1}", step.render(values, named)))
+    """Every text of the variant: (what, the field as authoring names it, the text), rendered
+    as generation renders them (so that a validated card's texts are served warm)."""
+    rendered = [("stem", "stem", content.stem(answer))]
+    for i, step in enumerate(content.solution(answer)):
+        rendered.append((f"solution step {i + 1}", f"solution.{i + 1}", step))
     for candidate in pitfalls:
         assert candidate.pitfall is not None
         pitfall_id = candidate.pitfall.id
@@ -189,7 +194,7 @@ def _render_texts(
             (
                 f"pitfall {pitfall_id!r} explanation",
                 f"pitfalls.{pitfall_id}.explanation",
-                explain(candidate, values, named),
+                content.explanation(candidate, answer),
             )
         )
     return rendered
