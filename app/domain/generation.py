@@ -32,7 +32,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -223,14 +223,16 @@ def side(answer: Candidate, candidate: Candidate) -> int:
 
 
 class Memo:
-    """Clash verdicts and display texts of one parameter combination's candidates, for callers
-    that arrange the same candidates many times (the giveaway measurement)."""
+    """Clash verdicts, sides and shown forms (unit, figures, texts) of one parameter
+    combination's candidates, for callers that arrange the same candidates many times
+    (generation, the giveaway measurement)."""
 
     def __init__(self) -> None:
         self.clashes: dict[tuple[int, int], bool] = {}
-        self.units: dict[int, str] = {}
+        self.walks: dict[tuple[int, int], _Walk] = {}
+        self.forms: dict[int, tuple[Candidate, tuple[str, int]]] = {}
         self.rounded: dict[tuple[int, str, int], object] = {}
-        self.texts: dict[tuple[int, str, int], Text] = {}
+        self.shown: dict[tuple[int, int], Candidate] = {}
 
     def clash(self, a: Candidate, b: Candidate) -> bool:
         key = (id(a), id(b))
@@ -238,6 +240,50 @@ class Memo:
         if found is None:
             found = self.clashes[key] = clash(a, b)
         return found
+
+    def form(self, template: Template, c: Candidate) -> tuple[str, int]:
+        found = self.forms.get(id(c))
+        if found is None or found[0] is not c:
+            found = self.forms[id(c)] = (c, choice_form(template, c, self))
+        return found[1]
+
+    def walk(self, answer: Candidate, pitfalls: Sequence[Candidate]) -> _Walk:
+        key = (id(answer), id(pitfalls))
+        found = self.walks.get(key)
+        if found is None or found.answer is not answer or found.source is not pitfalls:
+            found = self.walks[key] = _Walk.of(answer, pitfalls, self.clash)
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    """What :func:`select_pitfalls` asks of one answer's pitfalls, worked out once: each one's
+    side of the answer, whether it clashes with the answer, and (bit ``j`` of ``clashes[i]``)
+    with pitfall ``j``."""
+
+    answer: Candidate
+    source: Sequence[Candidate]
+    pitfalls: tuple[Candidate, ...]
+    sides: tuple[int, ...]
+    clashes_answer: tuple[bool, ...]
+    clashes: tuple[int, ...]
+
+    @classmethod
+    def of(
+        cls,
+        answer: Candidate,
+        pitfalls: Sequence[Candidate],
+        clashing: Callable[[Candidate, Candidate], bool] = clash,
+    ) -> _Walk:
+        own = tuple(pitfalls)
+        return cls(
+            answer,
+            pitfalls,
+            own,
+            tuple(side(answer, c) for c in own),
+            tuple(clashing(c, answer) for c in own),
+            tuple(sum(1 << j for j, other in enumerate(own) if clashing(c, other)) for c in own),
+        )
 
 
 def select_pitfalls(
@@ -250,21 +296,33 @@ def select_pitfalls(
 ) -> list[Candidate]:
     """Walk the pitfalls in a seeded order, keeping ``below`` of them under the answer and
     ``above`` over it (fewer only when the card does not have them: validation refuses that)."""
-    clashing = memo.clash if memo is not None else clash
-    order = list(pitfalls)
+    walk = memo.walk(answer, pitfalls) if memo is not None else _Walk.of(answer, pitfalls)
+    # Shuffling the indices draws what shuffling the pitfalls would (it depends on the length
+    # only) and gives the same order.
+    order = list(range(len(walk.pitfalls)))
     rng.shuffle(order)
-    wanted = {-1: below, 1: above}
     kept: list[Candidate] = []
-    for candidate in order:
-        if not any(wanted.values()):
+    taken = 0  # bit i: pitfall i kept
+    for i in order:
+        if not below and not above:
             break
-        where = side(answer, candidate)
-        if not wanted.get(where):
+        where = walk.sides[i]
+        if where == -1:
+            if not below:
+                continue
+        elif where == 1:
+            if not above:
+                continue
+        else:
             continue
-        if clashing(candidate, answer) or any(clashing(candidate, other) for other in kept):
+        if walk.clashes_answer[i] or walk.clashes[i] & taken:
             continue
-        kept.append(candidate)
-        wanted[where] -= 1
+        kept.append(walk.pitfalls[i])
+        taken |= 1 << i
+        if where == -1:
+            below -= 1
+        else:
+            above -= 1
     return kept
 
 
@@ -293,31 +351,44 @@ def aligned(
     if template.kind != "numeric" or template.unit is None:
         return list(shown)
     memo = memo if memo is not None else Memo()
-    units = [choice_unit(template, c, memo) for c in shown]
-    figures = question_figures(template, shown, units, memo)
+    forms = [memo.form(template, c) for c in shown]
+    # Each value allows a range of fewer figures; the set takes the narrowest.
+    figures = max(fewest for _unit, fewest in forms)
     out = []
-    for c, unit in zip(shown, units, strict=True):
-        key = (id(c), unit, figures)
-        text = memo.texts.get(key)
-        if text is None:
+    for c, (unit, _fewest) in zip(shown, forms, strict=True):
+        key = (id(c), figures)
+        found = memo.shown.get(key)
+        if found is None or found.pitfall is not c.pitfall or found.value is not c.value:
             assert c.value is not None
             en = format_in(c.value, unit, figures, "en")
             zh = format_in(c.value, unit, figures, "zh") if get_unit(unit).zh is not None else en
-            text = memo.texts[key] = Text(en, zh)
-        out.append(Candidate(c.pitfall, text, c.value, c.whole, c.approx, unit))
+            found = memo.shown[key] = Candidate(
+                c.pitfall, Text(en, zh), c.value, c.whole, c.approx, unit
+            )
+        out.append(found)
     return out
 
 
-def choice_unit(template: Template, c: Candidate, memo: Memo | None = None) -> str:
-    """The unit one numeric choice reads best in (the template's unit gets one step of slack:
-    1120 GB stays 1120 GB); it depends on the value only, never on which choice is the key."""
+def choice_form(template: Template, c: Candidate, memo: Memo) -> tuple[str, int]:
+    """How one numeric choice can be shown: the unit it reads best in (the template's unit gets
+    one step of slack: 1120 GB stays 1120 GB; it depends on the value only, never on which
+    choice is the key), and the fewest significant figures it reads the same at as at the
+    template's, every count in between included (48.0 at 3 figures reads as 48 at 2, not as 50
+    at 1): a question shows the largest of these over its choices, the template's own when
+    there is a count unit among them (6.0×, 12×, 1.5×, 48× rather than 6.00×, 12.0×, 1.50×,
+    48.0×)."""
     assert template.unit is not None and c.value is not None
-    if memo is not None and id(c) in memo.units:
-        return memo.units[id(c)]
-    unit = readable_unit([c.value], template.unit, figures_of(template))
-    if memo is not None:
-        memo.units[id(c)] = unit
-    return unit
+    figures = figures_of(template)
+    unit = readable_unit([c.value], template.unit, figures)
+    if figures <= 1 or get_unit(unit).whole:
+        return unit, figures
+    exact = _rounded(c, unit, figures, memo)
+    fewest = figures
+    for fewer in range(figures - 1, 0, -1):
+        if _rounded(c, unit, fewer, memo) != exact:
+            break
+        fewest = fewer
+    return unit, fewest
 
 
 def _rounded(c: Candidate, unit: str, figures: int, memo: Memo) -> object:
@@ -328,30 +399,6 @@ def _rounded(c: Candidate, unit: str, figures: int, memo: Memo) -> object:
         value = scaled(c.value, unit)
         found = memo.rounded[key] = round_decimal(value, significant_decimals(value, figures))
     return found
-
-
-def question_figures(
-    template: Template,
-    shown: Sequence[Candidate],
-    units: Sequence[str],
-    memo: Memo | None = None,
-) -> int:
-    """The template's significant figures, or fewer when every shown value (in its own unit)
-    would only lose trailing zeros (6.0×, 12×, 1.5×, 48× rather than 6.00×, 12.0×, 1.50×,
-    48.0×)."""
-    figures = figures_of(template)
-    if figures <= 1 or any(get_unit(unit).whole for unit in units):
-        return figures
-    memo = memo if memo is not None else Memo()
-    pairs = list(zip(shown, units, strict=True))
-    exact = [_rounded(c, unit, figures, memo) for c, unit in pairs]
-    best = figures
-    for fewer in range(figures - 1, 0, -1):
-        if all(_rounded(c, u, fewer, memo) == e for (c, u), e in zip(pairs, exact, strict=True)):
-            best = fewer
-        else:
-            break
-    return best
 
 
 # --- the public API ---------------------------------------------------------------------------
@@ -389,16 +436,15 @@ class Combination:
         self.params = {name: _exact(value) for name, value in values.items()}
         self.params_display = named_values(template, values)
         self._bound: dict[tuple[object, ...], BoundText] = {}
-        self._texts: dict[tuple[object, ...], Text] = {}
+        self._texts: dict[tuple[object, ...], tuple[Candidate, Candidate | None, Text]] = {}
 
     def stem(self, answer: Candidate) -> Text:
         """The stem with ``answer`` as the shown answer."""
-        return self.rendered(("stem",), self.template.stem, {"answer": answer.text})
+        return self._rendered(("stem",), self.template.stem, answer, None)
 
     def solution(self, answer: Candidate) -> tuple[Text, ...]:
-        named = {"answer": answer.text}
         return tuple(
-            self.rendered(("solution", i), step, named)
+            self._rendered(("solution", i), step, answer, None)
             for i, step in enumerate(self.template.solution)
         )
 
@@ -406,30 +452,34 @@ class Combination:
         """A pitfall's explanation with this variant's numbers (``{value}`` is the pitfall's
         own shown value, ``{answer}`` the shown answer)."""
         assert candidate.pitfall is not None
-        return self.rendered(
-            ("explain", candidate.pitfall.id),
-            candidate.pitfall.explanation_template,
-            {"answer": answer.text, "value": candidate.text},
-        )
+        template = candidate.pitfall.explanation_template
+        return self._rendered(("explain", candidate.pitfall.id), template, answer, candidate)
 
-    def rendered(
-        self, key: tuple[object, ...], text: TextTemplate, named: Mapping[str, Text]
+    def _rendered(
+        self,
+        key: tuple[object, ...],
+        text: TextTemplate,
+        answer: Candidate,
+        value: Candidate | None,
     ) -> Text:
-        """``text`` with this combination's values and parameters and ``named`` (the shown
-        answer's text and, in an explanation, the pitfall's own) put in. Both steps are cached:
-        the text bound to the combination (formulas evaluated and formatted once; validation
-        binds every text of every combination it walks), then each filled text (many shown
-        sets share an answer's text)."""
-        filled_key = (key, *named.values())
+        """``text`` with this combination's values and parameters, ``{answer}`` as ``answer``
+        shows and ``{value}`` as ``value`` shows, put in. Both steps are cached: the text bound
+        to the combination (formulas evaluated and formatted once; validation binds every text
+        of every combination it walks), then the text filled for these shown candidates (the
+        memo's shown forms, so many shown sets share them), by identity, checked."""
+        filled_key = (key, id(answer), id(value))
         found = self._texts.get(filled_key)
-        if found is None:
-            bound = self._bound.get(key)
-            if bound is None:
-                bound = self._bound[key] = text.bind(
-                    self.values, self.params_display, frozenset(named)
-                )
-            found = self._texts[filled_key] = bound.fill(named)
-        return found
+        if found is not None and found[0] is answer and found[1] is value:
+            return found[2]
+        named = {"answer": answer.text}
+        if value is not None:
+            named["value"] = value.text
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = self._bound[key] = text.bind(self.values, self.params_display, frozenset(named))
+        filled = bound.fill(named)
+        self._texts[filled_key] = (answer, value, filled)
+        return filled
 
 
 # Combinations kept per process (least recently used first out); each holds a few kilobytes.
