@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import sqlite3
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 from conftest import CARD_ID, make_settings
@@ -195,6 +197,24 @@ def test_log_lines_are_json_with_the_request_id(app, client, log_lines):
     warning = [line for line in log_lines if line["logger"] == "app.errors"][-1]
     assert warning["request_id"] == "trace-2" and "disk_full" in warning["message"]
     assert all(line["request_id"] == "-" or line["request_id"] for line in log_lines)
+
+
+def test_a_log_line_s_time_is_utc_to_the_millisecond():
+    from app.observability import log_time
+
+    # 2026-12-01 16:43:56.165 UTC and the instants around a second's and a day's turn.
+    assert log_time(1796143436.1659) == "2026-12-01T16:43:56.165+00:00"
+    assert log_time(1796143436.0) == "2026-12-01T16:43:56.000+00:00"
+    assert log_time(1796143435.9996) == "2026-12-01T16:43:55.999+00:00"
+    assert log_time(1796169599.999) == "2026-12-01T23:59:59.999+00:00"
+    assert log_time(1796169600.0) == "2026-12-02T00:00:00.000+00:00"
+    # As datetime writes them, rounding to the microsecond included.
+    rng = random.Random(9)
+    for _ in range(5000):
+        created = rng.uniform(1.7e9, 1.9e9)
+        for instant in (created, round(created, 3), round(created, 6)):
+            expected = datetime.fromtimestamp(instant, UTC).isoformat(timespec="milliseconds")
+            assert log_time(instant) == expected
 
 
 # --- metrics ----------------------------------------------------------------------------------
