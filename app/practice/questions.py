@@ -42,6 +42,7 @@ LEGACY_TOKEN_SALT = "infracards.question.v1"
 # itsdangerous format (v2), which is still accepted until its tokens expire.
 COMPACT_PREFIX = "q3."
 _MAC_BYTES = 20
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps' output, encoder built once
 
 
 @dataclass(frozen=True)
@@ -122,20 +123,25 @@ class QuestionSigner:
     """Signs question references into tokens and checks them back."""
 
     def __init__(self, secret_key: str, *, max_age_s: int) -> None:
-        self._key = hashlib.sha256(f"infracards.question.v3:{secret_key}".encode()).digest()
+        key = hashlib.sha256(f"infracards.question.v3:{secret_key}".encode()).digest()
+        self._hmac = hmac.new(key, digestmod=hashlib.sha256)
         self._serializer = URLSafeTimedSerializer(secret_key, salt=TOKEN_SALT)
         self._legacy = URLSafeTimedSerializer(secret_key, salt=LEGACY_TOKEN_SALT)
         self.max_age_s = max_age_s
 
     def _dumps(self, content: dict[str, object]) -> str:
-        body = _b64(json.dumps({**content, "t": int(time.time())}, separators=(",", ":")).encode())
-        mac = hmac.new(self._key, body.encode(), hashlib.sha256).digest()[:_MAC_BYTES]
-        return f"{COMPACT_PREFIX}{body}.{_b64(mac)}"
+        body = _b64(_COMPACT_JSON.encode({**content, "t": int(time.time())}).encode())
+        return f"{COMPACT_PREFIX}{body}.{_b64(self._mac(body))}"
+
+    def _mac(self, body: str) -> bytes:
+        mac = self._hmac.copy()  # the key's padded inner and outer hashes, made once
+        mac.update(body.encode())
+        return mac.digest()[:_MAC_BYTES]
 
     def _loads(self, token: str) -> tuple[object, datetime]:
         """The content of a compact token and when it was issued; InvalidInput or Conflict."""
         body, _, mac = token[len(COMPACT_PREFIX) :].partition(".")
-        expected = hmac.new(self._key, body.encode(), hashlib.sha256).digest()[:_MAC_BYTES]
+        expected = self._mac(body)
         try:
             valid = hmac.compare_digest(_unb64(mac), expected)
             content = json.loads(_unb64(body)) if valid else None
