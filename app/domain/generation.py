@@ -407,8 +407,9 @@ def _rounded(c: Candidate, unit: str, figures: int, memo: Memo) -> object:
 class Combination:
     """What a template gives for one combination of parameter values, whatever the seed: the
     evaluated candidates, their clash verdicts and display texts (:class:`Memo`), and the stem,
-    solution and explanations (:meth:`rendered`: the combination's values are put in once, the
-    shown answer's and pitfall's texts, which follow the shown set's unit and figures, per set).
+    solution and explanations (:meth:`stem`, :meth:`solution`, :meth:`explanation`: the
+    combination's values are put in once, the shown answer's and pitfall's texts, which follow
+    the shown set's unit and figures, per set).
     Seeds only decide which combination, which pitfalls and in what order, so many seeds share
     one combination: a card's whole parameter domain is often a few hundred combinations.
 
