@@ -12,18 +12,29 @@ document is the same either way (tests/test_routing.py).
 
 from __future__ import annotations
 
+import email.message
 import inspect
+import json
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
 from fastapi import APIRouter
+from fastapi import params as fastapi_params
+from fastapi._body_limit import get_body_limit_error
 from fastapi._compat import ModelField, Undefined, field_annotation_is_sequence, lenient_issubclass
+from fastapi.datastructures import DefaultPlaceholder
 from fastapi.dependencies.models import Dependant
-from fastapi.dependencies.utils import _get_param_aliases, _validate_value_with_model_field
+from fastapi.dependencies.utils import (
+    _get_param_aliases,
+    _validate_value_with_model_field,
+    request_body_to_args,
+)
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -88,12 +99,13 @@ class _Param:
     where: str  # "path" or "query"
 
 
-def _plain_params(dependant: Dependant) -> list[_Param] | None:
-    """A dependant's path and query parameters, when it has nothing else FastAPI resolves."""
+def _plain_params(dependant: Dependant, *, body: bool = False) -> list[_Param] | None:
+    """A dependant's path and query parameters, when it has nothing else FastAPI resolves (but
+    a JSON body, when ``body``)."""
     if (
         dependant.header_params
         or dependant.cookie_params
-        or dependant.body_params
+        or (dependant.body_params and not body)
         or dependant.websocket_param_name
         or dependant.http_connection_param_name
         or dependant.response_param_name
@@ -118,33 +130,80 @@ def _plain_params(dependant: Dependant) -> list[_Param] | None:
 
 class PlainParamsRoute(APIRoute):
     """A route whose endpoint is ``async``, returns a ``Response`` and takes only plain path and
-    query values, the request and :func:`plain_dependency` functions: its values are
-    validated here and the endpoint called directly.
+    query values, a JSON body, the request and :func:`plain_dependency` functions: its values
+    are validated here and the endpoint called directly.
 
     FastAPI 0.165's dependency solver re-inspects every parameter's annotation on every request
-    (≈0.1 ms of a question GET's 0.37 ms in process). The validation is FastAPI's own, field by
-    field (``ModelField.validate``, missing values and defaults as FastAPI treats them), so the
-    422s are the same ``RequestValidationError`` (tests/test_routing.py compares both handlers);
-    the OpenAPI document is FastAPI's own, from the unchanged signature. Any other route gets
-    FastAPI's handler."""
+    (≈0.1 ms of a question GET's 0.37 ms in process; on the answer POST as much as the route's
+    own work). The validation is FastAPI's own, field by field (``ModelField.validate``, missing
+    values and defaults as FastAPI treats them; the body through ``request_body_to_args``, read
+    by FastAPI's rules: :func:`_read_body`), so the 422s are the same
+    ``RequestValidationError`` (tests/test_routing.py compares both handlers); the OpenAPI
+    document is FastAPI's own, from the unchanged signature. Any other route gets FastAPI's
+    handler."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = _plain_handler(self.dependant, self.endpoint)
+        handler = _plain_handler(self)
         return handler if handler is not None else super().get_route_handler()
 
 
-def _plain_handler(
-    dependant: Dependant, endpoint: Callable[..., Any]
-) -> Callable[[Request], Coroutine[Any, Any, Response]] | None:
+async def _read_body(request: Request, strict_content_type: bool) -> Any:
+    """The body as FastAPI 0.165 reads a non-form body (fastapi.routing.get_request_handler):
+    JSON when the content type says so (or, not strict, says nothing), the raw bytes otherwise,
+    ``Undefined`` when empty; undecodable JSON is a ``json_invalid`` validation error at its
+    position, a body over FastAPI's limit its limit error, any other failure a 400."""
+    try:
+        body_bytes = await request.body()
+        if not body_bytes:
+            return Undefined
+        content_type = request.headers.get("content-type")
+        if not content_type:
+            return body_bytes if strict_content_type else await request.json()
+        message = email.message.Message()
+        message["content-type"] = content_type
+        if message.get_content_maintype() == "application":
+            subtype = message.get_content_subtype()
+            if subtype == "json" or subtype.endswith("+json"):
+                return await request.json()
+        return body_bytes
+    except json.JSONDecodeError as exc:
+        error = {
+            "type": "json_invalid",
+            "loc": ("body", exc.pos),
+            "msg": "JSON decode error",
+            "input": {},
+            "ctx": {"error": exc.msg},
+        }
+        raise RequestValidationError([error], body=exc.doc) from exc
+    except HTTPException:
+        raise
+    except Exception as exc:
+        if MAX_BODY_SIZE_SCOPE_KEY in request.scope and (limit := get_body_limit_error(exc)):
+            raise limit from exc
+        raise HTTPException(status_code=400, detail="There was an error parsing the body") from exc
+
+
+def _plain_handler(route: APIRoute) -> Callable[[Request], Coroutine[Any, Any, Response]] | None:
+    dependant, endpoint = route.dependant, route.endpoint
     if not inspect.iscoroutinefunction(endpoint):
         return None
+    body_fields = list(dependant.body_params)
+    if body_fields and (
+        route.body_field is None
+        or any(isinstance(field.field_info, fastapi_params.Form) for field in body_fields)
+        or isinstance(route.body_field.field_info, fastapi_params.Form)
+    ):
+        return None  # forms and files: FastAPI's handler
+    strict = route.strict_content_type
+    strict_content_type = bool(strict.value if isinstance(strict, DefaultPlaceholder) else strict)
+    embed_body_fields = route._embed_body_fields
     try:
         returns = get_type_hints(endpoint).get("return")
     except Exception:  # noqa: BLE001 - an annotation that does not resolve: FastAPI's handler
         return None
     if not (isinstance(returns, type) and issubclass(returns, Response)):
         return None
-    own = _plain_params(dependant)
+    own = _plain_params(dependant, body=True)
     if own is None:
         return None
     dependencies = []
@@ -180,6 +239,9 @@ def _plain_handler(
                 values[param.field.name] = value
 
     async def handler(request: Request) -> Response:
+        # FastAPI's order: the body read, then the dependencies called, then the parameters
+        # and the body validated; the errors of all at once.
+        body = await _read_body(request, strict_content_type) if body_fields else Undefined
         errors: list[Any] = []
         kwargs: dict[str, Any] = {}
         for name, call, request_param, params in dependencies:
@@ -189,8 +251,14 @@ def _plain_handler(
             if len(errors) == before:
                 kwargs[name] = await call(**{request_param: request}, **values)
         validate(own, request, kwargs, errors)
+        if body_fields:
+            body_values, body_errors = await request_body_to_args(
+                body_fields=body_fields, received_body=body, embed_body_fields=embed_body_fields
+            )
+            kwargs.update(body_values)
+            errors.extend(body_errors)
         if errors:
-            raise RequestValidationError(errors)
+            raise RequestValidationError(errors, body=None if body is Undefined else body)
         if request_name is not None:
             kwargs[request_name] = request
         response: Response = await endpoint(**kwargs)

@@ -1,6 +1,9 @@
 """Routes registered flat (app.routing.include_flat) serve and document the API exactly as the
 same routers included the framework's way would."""
 
+import json
+import uuid
+
 import pytest
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -113,11 +116,12 @@ def test_plain_param_routes_answer_exactly_as_fastapi_s_own_handler(
 
     plain_app = create_app(make_settings(tmp_path / "plain", db_url), cards=cards)
     plain = [r for r in plain_app.routes if isinstance(r, routing.PlainParamsRoute)]
-    assert {r.path for r in plain if routing._plain_handler(r.dependant, r.endpoint)} == {
+    assert {r.path for r in plain if routing._plain_handler(r)} == {
         f"{API_PREFIX}/cards/{{card_id}}/points/{{point}}/question",
         f"{API_PREFIX}/cards/{{card_id}}/question",
+        f"{API_PREFIX}/answers",
     }
-    monkeypatch.setattr(routing, "_plain_handler", lambda dependant, endpoint: None)
+    monkeypatch.setattr(routing, "_plain_handler", lambda route: None)
     fastapi_app = create_app(make_settings(tmp_path / "fastapi", db_url), cards=cards)
     with TestClient(plain_app) as ours, TestClient(fastapi_app) as theirs:
         token = ours.post(f"{API_PREFIX}/learners").json()["token"]
@@ -132,3 +136,104 @@ def test_plain_param_routes_answer_exactly_as_fastapi_s_own_handler(
                     assert mine.json().keys() == reference.json().keys()
                     continue
                 assert _comparable(mine.json()) == _comparable(reference.json()), (url, headers)
+
+
+def _answer_cases(question: dict, client_answer_id: str) -> list[tuple[str, dict]]:
+    """(name, keyword arguments of ``client.post``) for one fresh question of one learner."""
+    token = question["token"]
+    first, second = (c["id"] for c in question["choices"][:2])
+    good = {"token": token, "choice_id": first, "client_answer_id": client_answer_id}
+    raw = json.dumps(good).encode()
+    return [
+        ("good", {"json": good}),
+        ("good, another choice", {"json": {**good, "choice_id": second}}),
+        ("good, zh", {"json": good, "params": {"lang": "zh"}}),
+        ("unknown choice", {"json": {**good, "choice_id": "z"}}),
+        ("extra fields", {"json": {**good, "extra": 1, "duration_ms": 1200}}),
+        ("empty object", {"json": {}}),
+        ("wrong types", {"json": {**good, "choice_id": 5, "duration_ms": "x"}}),
+        ("bad time", {"json": {**good, "answered_at": "yesterday"}}),
+        ("bad id", {"json": {**good, "client_answer_id": "not a valid id"}}),
+        ("tampered token", {"json": {**good, "token": token[:-3] + "abc"}}),
+        ("a list", {"json": [good]}),
+        ("a string", {"json": "answer"}),
+        ("null", {"content": b"null", "headers": {"Content-Type": "application/json"}}),
+        ("broken JSON", {"content": raw[:-5], "headers": {"Content-Type": "application/json"}}),
+        (
+            "not UTF-8",
+            {"content": b'{"a": "\xff\xfe"}', "headers": {"Content-Type": "application/json"}},
+        ),
+        ("empty body", {"content": b"", "headers": {"Content-Type": "application/json"}}),
+        ("no body, no type", {}),
+        ("JSON without a type", {"content": raw}),
+        ("JSON as text", {"content": raw, "headers": {"Content-Type": "text/plain"}}),
+        ("JSON+suffix type", {"content": raw, "headers": {"Content-Type": "application/x+json"}}),
+        (
+            "JSON with charset",
+            {"content": raw, "headers": {"Content-Type": "application/json; charset=utf-8"}},
+        ),
+        (
+            "form type",
+            {
+                "content": b"token=x",
+                "headers": {"Content-Type": "application/x-www-form-urlencoded"},
+            },
+        ),
+        ("bad lang and body", {"json": {**good, "choice_id": 5}, "params": {"lang": "fr"}}),
+    ]
+
+
+def test_the_answer_post_answers_exactly_as_fastapi_s_own_handler(
+    tmp_path, db_url, cards, monkeypatch
+):
+    """The answer POST's own body and parameter handling (PlainParamsRoute) against FastAPI's
+    handler: the same status and body for good answers, replays, malformed JSON, missing and
+    wrong fields, other content types, an empty body, a bad query value beside a bad body, and
+    with no bearer token or a bad one. Each app's learner answers the same question (the same
+    seed) afresh, so both answers are first answers."""
+    from conftest import make_settings
+    from fastapi.testclient import TestClient
+
+    import app.routing as routing
+    from app.main import create_app
+
+    plain_app = create_app(make_settings(tmp_path / "plain", db_url), cards=cards)
+    monkeypatch.setattr(routing, "_plain_handler", lambda route: None)
+    fastapi_app = create_app(make_settings(tmp_path / "fastapi", db_url), cards=cards)
+    seeds = iter(range(1000, 100000))
+    cases = len(_answer_cases({"token": "", "choices": [{"id": "a"}, {"id": "b"}]}, ""))
+    compared = 0
+    with TestClient(plain_app) as ours, TestClient(fastapi_app) as theirs:
+        learners = {id(c): c.post(f"{API_PREFIX}/learners").json()["token"] for c in (ours, theirs)}
+        for bearer_kind in ("own", "none", "unknown"):
+            for case in range(cases):
+                seed = next(seeds)
+                results = []
+                for client in (ours, theirs):
+                    own = {"Authorization": f"Bearer {learners[id(client)]}"}
+                    question = client.get(
+                        f"{API_PREFIX}/cards/{CARD}/points/1/question?seed={seed}", headers=own
+                    ).json()
+                    name, request = _answer_cases(question, str(uuid.uuid4()))[case]
+                    headers = dict(request.pop("headers", {}))
+                    if bearer_kind == "own":
+                        headers.update(own)
+                    elif bearer_kind == "unknown":
+                        headers["Authorization"] = "Bearer nobody"
+                    sent = [client.post(f"{API_PREFIX}/answers", headers=headers, **request)]
+                    if name == "good":  # and its replay
+                        sent.append(
+                            client.post(f"{API_PREFIX}/answers", headers=headers, **request)
+                        )
+                    results.append(
+                        [(r.status_code, _comparable(_without_ids(r.json()))) for r in sent]
+                    )
+                assert results[0] == results[1], (bearer_kind, name)
+                compared += 1
+    assert cases == 23 and compared == 3 * cases
+
+
+def _without_ids(value):
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if k not in ("attempt_id", "client_answer_id")}
+    return value

@@ -12,6 +12,7 @@ from app.api.responses import ModelResponse
 from app.deps import BEARER_SECURITY, ApiLang, ApiLearner, ContextDep, LearnerCallDep, SessionDep
 from app.practice.answers import answer_question, answer_question_grouped
 from app.problems import Problem
+from app.routing import PlainParamsRoute
 from app.schemas import (
     AnswerBatchCreate,
     AnswerBatchPublic,
@@ -21,7 +22,8 @@ from app.schemas import (
     ProblemPublic,
 )
 
-router = APIRouter(tags=["practice"])
+# The single answer POST skips FastAPI's per-request dependency solver (app.routing).
+router = APIRouter(tags=["practice"], route_class=PlainParamsRoute)
 
 ANSWER_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ProblemPublic, "description": "Invalid or tampered question token."},
