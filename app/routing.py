@@ -31,7 +31,7 @@ from fastapi.dependencies.utils import (
     request_body_to_args,
 )
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, _effective_route_context_var
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
@@ -139,12 +139,28 @@ class PlainParamsRoute(APIRoute):
     values and defaults as FastAPI treats them; the body through ``request_body_to_args``, read
     by FastAPI's rules: :func:`_read_body`), so the 422s are the same
     ``RequestValidationError`` (tests/test_routing.py compares both handlers); the OpenAPI
-    document is FastAPI's own, from the unchanged signature. Any other route gets FastAPI's
-    handler."""
+    document is FastAPI's own, from the unchanged signature. Any other route, a route included
+    with ``include_router`` (not :func:`include_flat`: the inclusion's settings live in a
+    context only FastAPI's handler applies) and any request while ``dependency_overrides`` are
+    set get FastAPI's handler."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        fastapi_handler = super().get_route_handler()
+        effective = _effective_route_context_var.get()
+        if effective is not None and effective.original_route is self:
+            return fastapi_handler
         handler = _plain_handler(self)
-        return handler if handler is not None else super().get_route_handler()
+        if handler is None:
+            return fastapi_handler
+        provider = self.dependency_overrides_provider
+        plain = handler
+
+        async def handle(request: Request) -> Response:
+            if getattr(provider, "dependency_overrides", None):
+                return await fastapi_handler(request)
+            return await plain(request)
+
+        return handle
 
 
 async def _read_body(request: Request, strict_content_type: bool) -> Any:

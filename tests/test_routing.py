@@ -237,3 +237,56 @@ def _without_ids(value):
     if isinstance(value, dict):
         return {k: v for k, v in value.items() if k not in ("attempt_id", "client_answer_id")}
     return value
+
+
+def test_a_plain_route_leaves_what_only_fastapi_applies_to_fastapi():
+    """Included with include_router (its inclusion's dependencies live in a context only
+    FastAPI's handler applies) or while dependency overrides are set, a PlainParamsRoute is
+    served by FastAPI's handler: the guard runs, the override is used."""
+    from typing import Annotated
+
+    from fastapi import Depends, HTTPException, Query, Request, Response
+    from fastapi.responses import JSONResponse
+    from fastapi.testclient import TestClient
+    from pydantic import BaseModel
+
+    from app.routing import PlainParamsRoute, plain_dependency
+
+    class Body(BaseModel):
+        a: int
+
+    @plain_dependency
+    async def lang(request: Request, lang: Annotated[str | None, Query()] = None) -> str:
+        return lang or "-"
+
+    async def guard() -> None:
+        raise HTTPException(403, "the guard ran")
+
+    def app_with(included: bool) -> FastAPI:
+        app = FastAPI()
+        router = APIRouter(route_class=PlainParamsRoute)
+
+        @router.post("/p")
+        async def endpoint(body: Body, shown: Annotated[str, Depends(lang)]) -> Response:
+            return JSONResponse({"a": body.a, "lang": shown})
+
+        if included:
+            app.include_router(router, dependencies=[Depends(guard)])
+        else:
+            include_flat(app.router, router)
+        return app
+
+    flat = app_with(included=False)
+    with TestClient(flat) as client:
+        assert client.post("/p?lang=zh", json={"a": 1}).json() == {"a": 1, "lang": "zh"}
+
+        async def overridden(request: Request, lang: str | None = None) -> str:
+            return "overridden"
+
+        flat.dependency_overrides[lang] = overridden
+        assert client.post("/p", json={"a": 2}).json() == {"a": 2, "lang": "overridden"}
+        flat.dependency_overrides.clear()
+        assert client.post("/p", json={"a": 3}).json() == {"a": 3, "lang": "-"}
+    with TestClient(app_with(included=True)) as client:
+        refused = client.post("/p", json={"a": 1})
+        assert refused.status_code == 403 and refused.json() == {"detail": "the guard ran"}
