@@ -153,12 +153,11 @@ class PlainParamsRoute(APIRoute):
         if handler is None:
             return fastapi_handler
         provider = self.dependency_overrides_provider
-        plain = handler
 
         async def handle(request: Request) -> Response:
             if getattr(provider, "dependency_overrides", None):
                 return await fastapi_handler(request)
-            return await plain(request)
+            return await handler(request)
 
         return handle
 

@@ -73,7 +73,9 @@ class TextTemplate:
     def render(self, values: Mapping[str, Fraction], named: Mapping[str, str | Text]) -> Text:
         """This variant's text; a ``named`` value that is a :class:`Text` is shown in each
         language's own form (``14 GPUs`` / ``14 张 GPU``)."""
-        return Text(_render(self.en, values, named, "en"), _render(self.zh, values, named, "zh"))
+        whole = self.bind(values, named, frozenset()).whole
+        assert whole is not None  # nothing left open
+        return whole
 
     def bind(
         self,
@@ -168,15 +170,6 @@ def _compile(
         segments.append(_Computed(formula, unit, decimals))
     segments.append(source[position:])
     return tuple(s for s in segments if s != "")
-
-
-def _render(
-    segments: tuple[Segment, ...],
-    values: Mapping[str, Fraction],
-    named: Mapping[str, str | Text],
-    lang: str,
-) -> str:
-    return "".join(_segment_text(segment, values, named, lang) for segment in segments)
 
 
 def _segment_text(

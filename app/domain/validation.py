@@ -74,7 +74,7 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
             # The generator's own (cached) evaluation: a validated card is served warm.
             evaluated_here = combination(template, values)
             answer, pitfalls = evaluated_here.answer, evaluated_here.pitfalls
-            rendered = _render_texts(evaluated_here, answer, pitfalls)
+            rendered = _render_texts(evaluated_here)
         except FormulaError as exc:
             raise CardError(f"{where}: {exc}") from None
         for what, field, text in rendered:
@@ -179,15 +179,15 @@ def _check_statement_lengths(card: Card, template: Template) -> None:
                 )
 
 
-def _render_texts(
-    content: Combination, answer: Candidate, pitfalls: list[Candidate]
-) -> list[tuple[str, str, Text]]:
-    """Every text of the variant: (what, the field as authoring names it, the text), rendered
-    as generation renders them (so that a validated card's texts are served warm)."""
+def _render_texts(content: Combination) -> list[tuple[str, str, Text]]:
+    """Every text of the combination's variant (its answer and every pitfall, each in its own
+    form): (what, the field as authoring names it, the text), rendered as generation renders
+    them (so that a validated card's texts are served warm)."""
+    answer = content.answer
     rendered = [("stem", "stem", content.stem(answer))]
     for i, step in enumerate(content.solution(answer)):
         rendered.append((f"solution step {i + 1}", f"solution.{i + 1}", step))
-    for candidate in pitfalls:
+    for candidate in content.pitfalls:
         assert candidate.pitfall is not None
         pitfall_id = candidate.pitfall.id
         rendered.append(

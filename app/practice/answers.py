@@ -211,18 +211,7 @@ def _store(
     answered_at: datetime | None,
     now: datetime,
 ) -> StoredAnswer:
-    identity = variant.id
-    earlier = session.scalar(
-        select(Attempt.id)
-        .where(
-            Attempt.learner_id == learner.id,
-            Attempt.card_id == identity.card_id,
-            Attempt.template_id == identity.template_id,
-            Attempt.template_version == identity.template_version,
-            Attempt.seed == identity.seed,
-        )
-        .limit(1)
-    )
+    key = _question_key(learner.id, variant.id)
     row = attempt_row(
         ctx,
         learner,
@@ -233,7 +222,7 @@ def _store(
         duration_ms,
         answered_at,
         now,
-        first_answer=earlier is None,
+        first_answer=key not in _answered(session.connection(), [key]),
     )
     return store_attempts(session, [(ctx.catalog, row)])[0]
 
@@ -478,7 +467,9 @@ class AnswerWriter:
             connection = session.connection()
             stored = _stored_answers(connection, [item.client_answer_id for item in batch])
             fresh = [item for item in batch if item.client_answer_id not in stored]
-            answered = _answered(connection, fresh)
+            answered = _answered(
+                connection, [_question_key(item.learner.id, item.question) for item in fresh]
+            )
             storing: dict[str, tuple[_Pending, dict[str, Any]]] = {}
             repeats: list[_Pending] = []  # an id sent twice in this batch: the second replays
             for item in batch:
@@ -492,8 +483,7 @@ class AnswerWriter:
                 if item.client_answer_id in storing:
                     repeats.append(item)
                     continue
-                q = item.question
-                key = (item.learner.id, q.card_id, q.template_id, q.template_version, q.seed)
+                key = _question_key(item.learner.id, item.question)
                 storing[item.client_answer_id] = (
                     item,
                     attempt_row(
@@ -586,14 +576,21 @@ def _answered_statement(dialect: str, slots: int) -> TextClause:
     )
 
 
-def _answered(connection: Connection, fresh: list[_Pending]) -> set[tuple[Any, ...]]:
-    keys = list(
-        {
-            (i.learner.id, i.question.card_id, i.question.template_id)
-            + (i.question.template_version, i.question.seed)
-            for i in fresh
-        }
+def _question_key(learner_id: str, question: QuestionId) -> tuple[Any, ...]:
+    """A learner's answers to one question, as ``_QUESTION_KEY`` names them."""
+    return (
+        learner_id,
+        question.card_id,
+        question.template_id,
+        question.template_version,
+        question.seed,
     )
+
+
+def _answered(connection: Connection, keys: list[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
+    """Which of ``keys`` (:func:`_question_key`) have a stored answer: those whose next answer
+    is not the learner's first to the question."""
+    keys = list(dict.fromkeys(keys))
     if not keys:
         return set()
     dialect = connection.dialect.name
