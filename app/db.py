@@ -14,19 +14,23 @@ import fcntl
 import inspect
 import logging
 import os
+import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import MetaData, create_engine, event
+from sqlalchemy import Connection, MetaData, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.types import TypeEngine
 
 # A naming convention gives every constraint a stable name, which Alembic's batch mode on
 # SQLite and later migrations need to find them again.
@@ -360,6 +364,118 @@ def write_transaction(session: Session) -> Iterator[Session]:
 
 
 # --- keyed lookups ----------------------------------------------------------------------------
+
+
+_PLACEHOLDER = re.compile(r"(?<![:\w]):(\w+)")
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    sql: str
+    binds: tuple[tuple[str, Callable[[Any], Any]], ...]
+    results: tuple[Callable[[Any], Any] | None, ...]
+
+
+class DriverSQL:
+    """SQL the driver runs as written, through ``Connection.exec_driver_sql``: SQLAlchemy's
+    events, error wrapping, ``handle_error`` hook and disconnect handling stay; its statement
+    compilation and per-parameter processing go. For the answer writer's statements, run for
+    every batch (measured: reading 32 question keys, 361 µs as a compiled ``text()``, 103 µs this
+    way, 48 µs on the bare cursor).
+
+    Written with ``:name`` placeholders (rendered as ``%(name)s`` for drivers that want that).
+    The parameters named in ``binds`` and the result columns typed in ``results`` are converted
+    by those SQLAlchemy types' own processors for the connection's dialect, so what is stored
+    and read is exactly what the ORM stores and reads (SQLite's date-time strings, JSON text,
+    psycopg's JSON wrapper); other parameters go to the driver as they are.
+    """
+
+    def __init__(
+        self,
+        sql: str,
+        *,
+        binds: Mapping[str, TypeEngine[Any]] | None = None,
+        results: Sequence[TypeEngine[Any] | None] = (),
+    ) -> None:
+        self.sql = sql
+        self._binds = dict(binds or {})
+        self._results = tuple(results)
+        self._prepared: dict[str, _Prepared] = {}
+
+    def _prepare(self, dialect: Dialect) -> _Prepared:
+        prepared = self._prepared.get(dialect.name)
+        if prepared is None:
+            sql = self.sql
+            if dialect.paramstyle in ("pyformat", "format"):
+                sql = _PLACEHOLDER.sub(r"%(\1)s", sql.replace("%", "%%"))
+            binds = tuple(
+                (name, processor)
+                for name, type_ in self._binds.items()
+                if (processor := type_.dialect_impl(dialect).bind_processor(dialect)) is not None
+            )
+            results = tuple(
+                None
+                if type_ is None
+                else type_.dialect_impl(dialect).result_processor(dialect, None)
+                for type_ in self._results
+            )
+            prepared = self._prepared[dialect.name] = _Prepared(sql, binds, results)
+        return prepared
+
+    @staticmethod
+    def _bound(prepared: _Prepared, params: Mapping[str, Any]) -> dict[str, Any]:
+        bound = dict(params)
+        for name, processor in prepared.binds:
+            if name in bound:
+                bound[name] = processor(bound[name])
+        return bound
+
+    def rows(self, connection: Connection, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Run it once; its rows, their typed columns converted."""
+        prepared = self._prepare(connection.dialect)
+        fetched = connection.exec_driver_sql(prepared.sql, self._bound(prepared, params)).all()
+        if not any(prepared.results):
+            return [tuple(row) for row in fetched]
+        processors = prepared.results
+        return [
+            tuple(
+                value if processor is None or value is None else processor(value)
+                for value, processor in zip(row, processors, strict=False)
+            )
+            for row in fetched
+        ]
+
+    def run_many(self, connection: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Run it for each of ``rows`` (the driver's executemany), returning nothing."""
+        if rows:
+            prepared = self._prepare(connection.dialect)
+            connection.exec_driver_sql(prepared.sql, [self._bound(prepared, row) for row in rows])
+
+
+@lru_cache(maxsize=32)
+def _largest_id(table: str) -> DriverSQL:
+    return DriverSQL(f"SELECT max(id) FROM {table}")
+
+
+@lru_cache(maxsize=32)
+def _sequence_ids(table: str) -> DriverSQL:
+    return DriverSQL(
+        f"SELECT nextval(pg_get_serial_sequence('{table}', 'id')) FROM generate_series(1, :count)"
+    )
+
+
+def next_ids(connection: Connection, table: str, count: int) -> list[int]:
+    """``count`` unused ids for ``table``'s integer primary key ``id``, for rows the caller's
+    write transaction inserts with their ids given (one executemany, nothing to read back): on
+    PostgreSQL the column's sequence's next values; on SQLite those after the largest, which is
+    what SQLite would give them one by one (its write lock, held since ``BEGIN IMMEDIATE``,
+    keeps them free until the commit)."""
+    if count <= 0:
+        return []
+    if connection.dialect.name == "postgresql":
+        return sorted(row[0] for row in _sequence_ids(table).rows(connection, {"count": count}))
+    largest = _largest_id(table).rows(connection, {})[0][0] or 0
+    return list(range(largest + 1, largest + 1 + count))
 
 
 @dataclass(frozen=True)

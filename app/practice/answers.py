@@ -33,12 +33,19 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, TextClause, bindparam, insert, select, text
+from sqlalchemy import Connection, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.auth.service import LearnerRef, now_utc
-from app.db import ANSWERS_PENDING, KeyColumns, WriterTurn, write_transaction
+from app.db import (
+    ANSWERS_PENDING,
+    DriverSQL,
+    KeyColumns,
+    WriterTurn,
+    next_ids,
+    write_transaction,
+)
 from app.domain.catalog import Catalog
 from app.domain.generation import Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
@@ -269,22 +276,34 @@ def attempt_row(
 
 
 _ATTEMPTS = Attempt.__table__
-_INSERT_ATTEMPTS = insert(_ATTEMPTS).returning(_ATTEMPTS.c.id, _ATTEMPTS.c.client_answer_id)
+_INSERT_ATTEMPTS = DriverSQL(
+    f"INSERT INTO attempts ({', '.join(_ATTEMPTS.c.keys())})"
+    f" VALUES ({', '.join(':' + name for name in _ATTEMPTS.c.keys())})",
+    binds={column.name: column.type for column in _ATTEMPTS.c},
+)
 
 
 def store_attempts(
     session: Session, rows: Sequence[tuple[Catalog, dict[str, Any]]]
 ) -> list[StoredAnswer]:
     """Insert the attempts (``attempt_row``s, each with the catalog it was graded by) in one
-    executemany and rate the first answers among them (app.review.service.rate_answers), in the
-    caller's write transaction; the stored answers, in order. Core statements on the session's
-    connection; the session counts them for the answers-stored metric once it commits."""
+    executemany, their ids given (app.db.next_ids), and rate the first answers among them
+    (app.review.service.rate_answers), in the caller's write transaction; the stored answers, in
+    order. Driver statements on the session's connection (app.db.DriverSQL); the session counts
+    them for the answers-stored metric once it commits."""
     if not rows:
         return []
     connection = session.connection()
-    inserted = connection.execute(_INSERT_ATTEMPTS, [row for _, row in rows])
+    attempt_ids = next_ids(connection, "attempts", len(rows))
+    _INSERT_ATTEMPTS.run_many(
+        connection,
+        [{"id": attempt_id, **row} for attempt_id, (_, row) in zip(attempt_ids, rows, strict=True)],
+    )
     session.info[ANSWERS_PENDING] = session.info.get(ANSWERS_PENDING, 0) + len(rows)
-    ids = {client_answer_id: attempt_id for attempt_id, client_answer_id in inserted}
+    ids = {
+        row["client_answer_id"]: attempt_id
+        for attempt_id, (_, row) in zip(attempt_ids, rows, strict=True)
+    }
     # Rated with the catalog each answer was graded by (one, but for a batch that spans a
     # publication), in order.
     by_catalog: dict[int, tuple[Catalog, list[Rating]]] = {}
@@ -323,14 +342,26 @@ def _find(session: Session, client_answer_id: str) -> StoredAnswer | None:
     return found.get(client_answer_id)
 
 
-_STORED = select(*(Attempt.__table__.c[name] for name in _STORED_COLUMNS)).where(
-    Attempt.__table__.c.client_answer_id.in_(bindparam("ids", expanding=True))
-)
+_CLIENT_ANSWER_ID = KeyColumns(("client_answer_id",), ("TEXT",))  # its unique index
+
+
+@lru_cache(maxsize=64)
+def _stored_statement(dialect: str, slots: int) -> DriverSQL:
+    return DriverSQL(
+        f"SELECT {', '.join(_STORED_COLUMNS)} FROM attempts"
+        f" WHERE {_CLIENT_ANSWER_ID.where(dialect, slots)}"
+    )
 
 
 def _stored_answers(connection: Connection, ids: list[str]) -> dict[str, StoredAnswer]:
     """The stored answers among ``client_answer_id``s ``ids``."""
-    return {row[1]: StoredAnswer(*row) for row in connection.execute(_STORED, {"ids": ids})}
+    keys = [(client_answer_id,) for client_answer_id in dict.fromkeys(ids)]
+    if not keys:
+        return {}
+    dialect = connection.dialect.name
+    statement = _stored_statement(dialect, _CLIENT_ANSWER_ID.slots(dialect, len(keys)))
+    rows = statement.rows(connection, _CLIENT_ANSWER_ID.params(dialect, keys))
+    return {row[1]: StoredAnswer(*row) for row in rows}
 
 
 def _same_question(stored: StoredAnswer, learner: LearnerRef, question: QuestionId) -> bool:
@@ -568,10 +599,10 @@ _QUESTION_KEY = KeyColumns(  # ix_attempts_question
 
 
 @lru_cache(maxsize=64)
-def _answered_statement(dialect: str, slots: int) -> TextClause:
+def _answered_statement(dialect: str, slots: int) -> DriverSQL:
     """Which (learner, question) pairs of a batch were answered before (ix_attempts_question)."""
     names = ", ".join(_QUESTION_KEY.names)
-    return text(
+    return DriverSQL(
         f"SELECT DISTINCT {names} FROM attempts WHERE {_QUESTION_KEY.where(dialect, slots)}"
     )
 
@@ -595,9 +626,7 @@ def _answered(connection: Connection, keys: list[tuple[Any, ...]]) -> set[tuple[
         return set()
     dialect = connection.dialect.name
     statement = _answered_statement(dialect, _QUESTION_KEY.slots(dialect, len(keys)))
-    return {
-        tuple(row) for row in connection.execute(statement, _QUESTION_KEY.params(dialect, keys))
-    }
+    return set(statement.rows(connection, _QUESTION_KEY.params(dialect, keys)))
 
 
 def _settle_all(items: list[_Pending]) -> None:

@@ -16,20 +16,14 @@ from typing import Any
 from sqlalchemy import (
     Boolean,
     Connection,
-    TextClause,
-    TextualSelect,
-    bindparam,
     case,
     func,
-    insert,
     select,
-    text,
-    update,
 )
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc
-from app.db import KeyColumns
+from app.db import DriverSQL, KeyColumns, next_ids
 from app.domain.catalog import Catalog
 from app.domain.scheduling import bring_forward, new_state, retrievability, review
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
@@ -85,6 +79,7 @@ class _Item:
     lapses: int
     last_review_at: datetime | None
     changed: bool = False
+    stored: bool = True  # False: created by this rating pass, inserted at its end
 
 
 def rate_answers(connection: Connection, catalog: Catalog, ratings: Sequence[Rating]) -> None:
@@ -94,9 +89,9 @@ def rate_answers(connection: Connection, catalog: Catalog, ratings: Sequence[Rat
     attempts stored before these and those rated before in ``ratings``) has every other
     template of the card carrying that pitfall made due now (its item created when missing).
 
-    Core statements, as many for one rating as for hundreds: the exam dates, the earlier falls
-    and the items (locked, in id order) are read once; missing items are inserted, then the
-    logs inserted and the changed items updated, each as one executemany.
+    Driver statements (app.db.DriverSQL), as many for one rating as for hundreds: the exam
+    dates, the earlier falls and the items (locked, in id order) are read once; then the new
+    items, the logs and the changed items' updates are written, each as one executemany.
     """
     if not ratings:
         return
@@ -153,29 +148,46 @@ def rate_answers(connection: Connection, catalog: Catalog, ratings: Sequence[Rat
                 other.state = bring_forward(other.state, r.now)
                 other.due_at = r.now
                 other.changed = True
-    connection.execute(_INSERT_LOGS, logs)
-    _update_items(connection, [item for item in items.values() if item.changed])
+    _INSERT_ITEMS.run_many(
+        connection,
+        [
+            {name: getattr(item, name) for name in _ITEM_COLUMNS}
+            for item in items.values()
+            if not item.stored
+        ],
+    )
+    _INSERT_LOGS.run_many(connection, logs)
+    _update_items(connection, [item for item in items.values() if item.stored and item.changed])
 
 
-_EXAM_DATES = select(Learner.__table__.c.id, Learner.__table__.c.exam_date).where(
-    Learner.__table__.c.id.in_(bindparam("learners", expanding=True))
-)
+_LEARNER_KEY = KeyColumns(("id",), ("TEXT",))
+
+
+@lru_cache(maxsize=64)
+def _exam_dates_statement(dialect: str, slots: int) -> DriverSQL:
+    return DriverSQL(
+        f"SELECT id, exam_date FROM learners WHERE {_LEARNER_KEY.where(dialect, slots)}",
+        results=(None, Learner.__table__.c.exam_date.type),
+    )
 
 
 def _exam_dates(connection: Connection, learners: set[str]) -> dict[str, date | None]:
-    return {row[0]: row[1] for row in connection.execute(_EXAM_DATES, {"learners": list(learners)})}
+    keys, dialect = [(learner,) for learner in learners], connection.dialect.name
+    statement = _exam_dates_statement(dialect, _LEARNER_KEY.slots(dialect, len(keys)))
+    return dict(statement.rows(connection, _LEARNER_KEY.params(dialect, keys)))
 
 
 _FALL_KEY = KeyColumns(("learner_id", "card_id", "pitfall_id"), ("TEXT",) * 3)  # its index
 
 
 @lru_cache(maxsize=64)
-def _falls_statement(dialect: str, slots: int) -> TextClause:
+def _falls_statement(dialect: str, slots: int) -> DriverSQL:
     names = ", ".join(_FALL_KEY.names)
-    return text(
+    return DriverSQL(
         f"SELECT {names}, count(*) FROM attempts"
-        f" WHERE {_FALL_KEY.where(dialect, slots)} AND first_answer = :first GROUP BY {names}"
-    ).bindparams(bindparam("first", type_=Boolean()))
+        f" WHERE {_FALL_KEY.where(dialect, slots)} AND first_answer = :first GROUP BY {names}",
+        binds={"first": Boolean()},
+    )
 
 
 def _earlier_falls(
@@ -189,9 +201,8 @@ def _earlier_falls(
     if not own:
         return {}
     keys, dialect = list(own), connection.dialect.name
-    rows = connection.execute(
-        _falls_statement(dialect, _FALL_KEY.slots(dialect, len(keys))),
-        {**_FALL_KEY.params(dialect, keys), "first": True},
+    rows = _falls_statement(dialect, _FALL_KEY.slots(dialect, len(keys))).rows(
+        connection, {**_FALL_KEY.params(dialect, keys), "first": True}
     )
     return {
         (learner, card, pitfall): count - own[(learner, card, pitfall)]
@@ -212,22 +223,25 @@ def _carrying(catalog: Catalog, card_id: str, template_id: str, pitfall_id: str)
 
 
 # The columns an _Item is read from, in its fields' order.
-_ITEM_COLUMNS = tuple(f.name for f in fields(_Item) if f.name != "changed")
+_ITEM_COLUMNS = tuple(f.name for f in fields(_Item) if f.name not in ("changed", "stored"))
 
 
 # The review items' unique key.
 _ITEM_KEY = KeyColumns(("learner_id", "card_id", "template_id"), ("TEXT",) * 3)
 
 
+_ITEMS = ReviewItem.__table__
+
+
 @lru_cache(maxsize=64)
-def _items_statement(dialect: str, slots: int) -> TextualSelect:
-    columns = ReviewItem.__table__.c
+def _items_statement(dialect: str, slots: int) -> DriverSQL:
     sql = (
         f"SELECT {', '.join(_ITEM_COLUMNS)} FROM review_items"
         f" WHERE {_ITEM_KEY.where(dialect, slots)} ORDER BY id"
     )
-    return text(sql + (" FOR UPDATE" if dialect == "postgresql" else "")).columns(
-        *(columns[name] for name in _ITEM_COLUMNS)
+    return DriverSQL(
+        sql + (" FOR UPDATE" if dialect == "postgresql" else ""),
+        results=[_ITEMS.c[name].type for name in _ITEM_COLUMNS],
     )
 
 
@@ -238,50 +252,38 @@ def _locked_items(connection: Connection, keys: set[ReviewKey]) -> dict[ReviewKe
     ordered, dialect = list(keys), connection.dialect.name
     statement = _items_statement(dialect, _ITEM_KEY.slots(dialect, len(ordered)))
     items = {}
-    for row in connection.execute(statement, _ITEM_KEY.params(dialect, ordered)):
+    for row in statement.rows(connection, _ITEM_KEY.params(dialect, ordered)):
         item = _Item(*row)
         item.due_at = as_utc(item.due_at)
         items[(item.learner_id, item.card_id, item.template_id)] = item
     return items
 
 
-_INSERT_ITEMS = insert(ReviewItem.__table__).returning(
-    *(ReviewItem.__table__.c[name] for name in ("id", *_ITEM_KEY.names))
+def _inserting(table: Any, names: Sequence[str]) -> DriverSQL:
+    return DriverSQL(
+        f"INSERT INTO {table.name} ({', '.join(names)})"
+        f" VALUES ({', '.join(':' + name for name in names)})",
+        binds={name: table.c[name].type for name in names},
+    )
+
+
+_INSERT_ITEMS = _inserting(_ITEMS, _ITEM_COLUMNS)
+_INSERT_LOGS = _inserting(
+    ReviewLog.__table__,
+    ("review_item_id", "attempt_id", "rating", "reviewed_at", "due_before", "due_after"),
 )
-_INSERT_LOGS = insert(ReviewLog.__table__)
 
 
 def _created_items(
     connection: Connection, wanted: list[tuple[ReviewKey, str, datetime]]
 ) -> dict[ReviewKey, _Item]:
-    """New review items (key, exam point, now), due now, with fresh FSRS states (seeded by
-    their ids)."""
-    inserted = connection.execute(
-        _INSERT_ITEMS,
-        [
-            {
-                "learner_id": learner_id,
-                "card_id": card_id,
-                "template_id": template_id,
-                "point": point,
-                "state": {},
-                "due_at": now,
-                "reviews": 0,
-                "lapses": 0,
-                "last_review_at": None,
-            }
-            for (learner_id, card_id, template_id), point, now in wanted
-        ],
-    )
-    ids = {tuple(key): item_id for item_id, *key in inserted}
-    created = {}
-    for (learner_id, card_id, template_id), point, now in wanted:
-        item_id = ids[(learner_id, card_id, template_id)]
-        created[(learner_id, card_id, template_id)] = _Item(
+    """New review items (key, exam point, now), due now, with fresh FSRS states seeded by their
+    ids (app.db.next_ids); inserted, as the ratings leave them, at the end of the pass."""
+    ids = next_ids(connection, "review_items", len(wanted))
+    return {
+        key: _Item(
             item_id,
-            learner_id,
-            card_id,
-            template_id,
+            *key,
             point,
             new_state(item_id, now),
             now,
@@ -289,35 +291,29 @@ def _created_items(
             0,
             None,
             changed=True,
+            stored=False,
         )
-    return created
+        for item_id, (key, point, now) in zip(ids, wanted, strict=True)
+    }
 
 
 _ITEM_CHANGES = ("point", "state", "due_at", "reviews", "lapses", "last_review_at")
-_UPDATE_ITEMS = (
-    update(ReviewItem.__table__)
-    .where(ReviewItem.__table__.c.id == bindparam("item_id"))
-    .values(
-        {
-            name: bindparam(f"new_{name}", type_=ReviewItem.__table__.c[name].type)
-            for name in _ITEM_CHANGES
-        }
-    )
+_UPDATE_ITEMS = DriverSQL(
+    "UPDATE review_items SET "
+    + ", ".join(f"{name} = :{name}" for name in _ITEM_CHANGES)
+    + " WHERE id = :id",
+    binds={name: _ITEMS.c[name].type for name in _ITEM_CHANGES},
 )
 
 
 def _update_items(connection: Connection, items: list[_Item]) -> None:
-    if items:
-        connection.execute(
-            _UPDATE_ITEMS,
-            [
-                {
-                    "item_id": item.id,
-                    **{f"new_{name}": getattr(item, name) for name in _ITEM_CHANGES},
-                }
-                for item in items
-            ],
-        )
+    _UPDATE_ITEMS.run_many(
+        connection,
+        [
+            {"id": item.id, **{name: getattr(item, name) for name in _ITEM_CHANGES}}
+            for item in items
+        ],
+    )
 
 
 def due_items(
