@@ -268,3 +268,79 @@ def test_writers_of_several_processes_take_turns_on_one_sqlite_file(tmp_path):
         pass
     with WriterTurn(create_engine("sqlite://"))():  # in memory: nothing to share
         pass
+
+
+# --- the writer's driver statements ----------------------------------------------------------
+
+
+def _stored_as_given(sessions, cards, card) -> None:
+    """An answer stored by the writer's driver statements (app.db.DriverSQL, ids given by
+    next_ids) reads back through the ORM as it was given, and the ORM's own inserts before and
+    after it take ids around it without a collision."""
+    from datetime import UTC, datetime
+
+    from app.models import ReviewLog
+
+    learner = new_learner(sessions)
+    variant = generate_for_point(card, POINT, 77)
+    wrong = next(c for c in variant.choices if c.pitfall is not None)
+    stored_at = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
+    answered_at = datetime(2026, 3, 4, 5, 6, 1, 5, tzinfo=UTC)
+
+    def orm_attempt(key: str) -> int:
+        with sessions() as session, write_transaction(session):
+            row = Attempt(
+                learner_id=learner.id, card_id=CARD_ID, card_version=1, point=POINT,
+                template_id="t", template_version=1, seed=1, params={}, choices=[],
+                choice_id="a", correct_choice_id="a", correct=True, client_answer_id=key,
+            )  # fmt: skip
+            session.add(row)
+            session.flush()
+            return row.id
+
+    before = orm_attempt("orm-before")
+    ctx = Context(catalog=Catalog(cards.values()), signer=SIGNER, seed_secret=b"s" * 32)
+    with sessions() as session:
+        outcome = answer_question(
+            session=session, ctx=ctx, learner=learner, token=token_for(card, POINT, 77),
+            choice_id=wrong.id, client_answer_id="driver", duration_ms=4321,
+            answered_at=answered_at, now=stored_at,
+        )  # fmt: skip
+    after = orm_attempt("orm-after")
+    assert before < outcome.attempt.id < after
+
+    def utc(value: datetime) -> datetime:
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+    with sessions() as session:
+        row = session.scalars(select(Attempt).where(Attempt.client_answer_id == "driver")).one()
+        item = session.scalars(select(ReviewItem)).one()
+        log = session.scalars(select(ReviewLog)).one()
+    assert row.id == outcome.attempt.id
+    assert utc(row.created_at) == stored_at and utc(row.answered_at) == answered_at
+    assert row.params == variant.params and row.duration_ms == 4321
+    assert row.correct is False and row.first_answer is True and row.dismissed is False
+    assert [c["text"]["zh"] for c in row.choices] == [c.text.zh for c in variant.choices]
+    assert [c["value"] for c in row.choices] == [c.value for c in variant.choices]
+    assert row.pitfall_id == wrong.pitfall.id and row.practice_session_id is None
+    assert (item.reviews, item.lapses, utc(item.last_review_at)) == (1, 1, stored_at)
+    assert isinstance(item.state, dict) and item.state and utc(item.due_at) > stored_at
+    assert (log.review_item_id, log.attempt_id) == (item.id, row.id)
+    assert utc(log.reviewed_at) == stored_at and log.due_before is None
+    assert utc(log.due_after) == utc(item.due_at)
+
+
+def test_driver_statements_store_what_the_orm_reads_sqlite(sessions, cards, card):
+    _stored_as_given(sessions, cards, card)
+
+
+@pytest.mark.postgres
+def test_driver_statements_store_what_the_orm_reads_postgres(pg_url, cards, card):
+    from app.cli import migrate
+
+    migrate(pg_url)
+    engine = make_engine(pg_url)
+    try:
+        _stored_as_given(make_sessionmaker(engine), cards, card)
+    finally:
+        engine.dispose()

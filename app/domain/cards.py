@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -237,6 +238,18 @@ class Card:
                     return template
         return None
 
+    def templates_offering(self, pitfall_id: str) -> Mapping[str, str]:
+        """The templates that offer ``pitfall_id`` as a wrong choice: template id -> exam point."""
+        return self._offering.get(pitfall_id, {})
+
+    @cached_property
+    def _offering(self) -> dict[str, dict[str, str]]:
+        offering: dict[str, dict[str, str]] = {}
+        for template in self.templates():
+            for pitfall in template.pitfalls:
+                offering.setdefault(pitfall.id, {})[template.id] = template.point
+        return offering
+
 
 # --- loading ----------------------------------------------------------------------------------
 
@@ -397,7 +410,12 @@ def _compile_template(
     ) -> TextTemplate:
         for lang in LANGS:
             try:
-                compile_text(Text(getattr(value, lang), getattr(value, lang)), names, named | extra, definitions)
+                compile_text(
+                    Text(getattr(value, lang), getattr(value, lang)),
+                    names,
+                    named | extra,
+                    definitions,
+                )
             except (FormulaError, UnitError) as exc:
                 column = getattr(exc, "column", None)
                 raise CardError(

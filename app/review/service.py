@@ -215,11 +215,8 @@ def _carrying(catalog: Catalog, card_id: str, template_id: str, pitfall_id: str)
     card = catalog.latest(card_id)
     if card is None:
         return {}
-    return {
-        template.id: template.point
-        for template in card.templates()
-        if template.id != template_id and any(p.id == pitfall_id for p in template.pitfalls)
-    }
+    offering = card.templates_offering(pitfall_id)
+    return {other: point for other, point in offering.items() if other != template_id}
 
 
 # The columns an _Item is read from, in its fields' order.
