@@ -477,3 +477,37 @@ def test_openapi_documents_problem_documents_and_the_bearer_scheme(client):
     due = spec["paths"]["/api/v1/me/review/due"]["get"]
     assert due["security"] == [{"LearnerToken": []}] and "401" in due["responses"]
     assert "application/problem+json" in due["responses"]["401"]["content"]
+
+
+def test_a_question_body_is_its_models_json_byte_for_byte(cards, card):
+    """The question routes serialize QuestionPublic's fields straight to JSON
+    (present.question_json); the body is what the model itself serializes, for every template,
+    both languages, tokens bound or not and exam questions without their seed."""
+    import dataclasses
+
+    from app.api import present
+    from app.domain.catalog import Catalog
+    from app.practice.questions import question_for_template
+
+    catalog = Catalog(cards.values())
+    signer = QuestionSigner(TEST_SECRET, max_age_s=3600)
+    compared = 0
+    for number, template in enumerate(card.templates()):
+        for seed in (0, 7, 2**31 - 1 - number):
+            item = question_for_template(
+                catalog=catalog,
+                signer=signer,
+                card_id=CARD_ID,
+                template_id=template.id,
+                seed=seed,
+                learner_id="l" * 32 if seed == 7 else None,
+            )
+            for shown in (item, dataclasses.replace(item, show_seed=False)):
+                for lang in ("en", "zh"):
+                    for point_number in (None, 3):
+                        model = present.question(shown, lang, point_number)
+                        body = present.question_json(shown, lang, point_number)
+                        assert body == model.model_dump_json().encode()
+                        assert json.loads(body)["choices"][0]["text"] == model.choices[0].text
+                        compared += 1
+    assert compared == len(card.templates()) * 3 * 2 * 2 * 2

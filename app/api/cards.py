@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.api import present
-from app.api.responses import ModelResponse
+from app.api.responses import JSONBytesResponse
 from app.catalog.demo import load_demo_results
 from app.deps import (
     BEARER_SECURITY,
@@ -114,7 +114,7 @@ async def read_point_question(
         seed=seed,
         learner_id=call.learner.id if call.learner else None,
     )
-    return ModelResponse(present.question(item, call.lang, _number(catalog, item)))
+    return JSONBytesResponse(present.question_json(item, call.lang, _number(catalog, item)))
 
 
 @router.get(
@@ -133,7 +133,7 @@ async def read_card_question(card_id: CardId, call: ApiCallDep, seed: Seed = Non
         seed=seed,
         learner_id=call.learner.id if call.learner else None,
     )
-    return ModelResponse(present.question(item, call.lang, _number(catalog, item)))
+    return JSONBytesResponse(present.question_json(item, call.lang, _number(catalog, item)))
 
 
 @router.get("/cards/{card_id}/questions", response_model=QuestionBatchPublic, responses=NOT_FOUND)
