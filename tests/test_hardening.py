@@ -312,3 +312,16 @@ def test_a_running_server_freezes_its_start_up_heap_and_undoes_it_at_shutdown(
     app = create_app(make_settings(tmp_path, db_url, gc_freeze=False), cards=cards)
     with TestClient(app):
         assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+
+
+def test_response_headers_are_added_once_keeping_or_replacing_the_responses_own():
+    from app.observability import add_headers
+
+    message = {"type": "http.response.start", "status": 200, "headers": [(b"X-Frame", b"own")]}
+    add_headers(message, [(b"x-frame", b"policy"), (b"x-new", b"1")])
+    assert message["headers"] == [(b"X-Frame", b"own"), (b"x-new", b"1")]
+    add_headers(message, [(b"x-frame", b"replaced")], replace=True)
+    assert message["headers"] == [(b"x-new", b"1"), (b"x-frame", b"replaced")]
+    bare = {"type": "http.response.start", "status": 204}
+    add_headers(bare, [(b"x-request-id", b"abc")], replace=True)
+    assert bare["headers"] == [(b"x-request-id", b"abc")]

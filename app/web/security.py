@@ -14,8 +14,9 @@ import base64
 import hashlib
 import re
 
-from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.observability import add_headers
 
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
@@ -57,6 +58,10 @@ class SecurityHeadersMiddleware:
             self.headers["Strict-Transport-Security"] = (
                 f"max-age={hsts_max_age_s}; includeSubDomains"
             )
+        self._raw = [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in self.headers.items()
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -65,9 +70,7 @@ class SecurityHeadersMiddleware:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in self.headers.items():
-                    headers.setdefault(name, value)
+                add_headers(message, self._raw)  # a response's own policy is kept
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
