@@ -511,3 +511,31 @@ def test_a_question_body_is_its_models_json_byte_for_byte(cards, card):
                         assert json.loads(body)["choices"][0]["text"] == model.choices[0].text
                         compared += 1
     assert compared == len(card.templates()) * 3 * 2 * 2 * 2
+
+
+def test_an_answer_body_is_its_models_json_byte_for_byte(cards, card):
+    """The answer POST serializes AnswerPublic's fields straight to JSON (present.answer_json):
+    the same bytes as the model's own serializer, for every choice of every template (right,
+    each pitfall), both languages, first answers and replays."""
+    from app.api import present
+    from app.domain.generation import grade
+    from app.practice.answers import AnswerOutcome, StoredAnswer
+
+    compared = 0
+    for template in card.templates():
+        for seed in (3, 2**31 - 2):
+            variant = generate(card, template, seed)
+            for choice in variant.choices:
+                stored = StoredAnswer(
+                    41, "c-1", "l" * 32, CARD_ID, template.id, template.version, seed, choice.id,
+                    None,
+                )  # fmt: skip
+                for replayed in (False, True):
+                    outcome = AnswerOutcome(stored, variant, grade(variant, choice.id), replayed)
+                    for lang in ("en", "zh"):
+                        model = present.answer(outcome, lang)
+                        body = present.answer_json(outcome, lang)
+                        assert body == model.model_dump_json().encode()
+                        assert (model.pitfall is None) == (choice.pitfall is None)
+                        compared += 1
+    assert compared == sum(len(generate(card, t, 3).choices) for t in card.templates()) * 8

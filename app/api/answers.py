@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
 from app.api import present
-from app.api.responses import ModelResponse
+from app.api.responses import JSONBytesResponse
 from app.deps import BEARER_SECURITY, ApiLang, ApiLearner, ContextDep, LearnerCallDep, SessionDep
 from app.practice.answers import answer_question, answer_question_grouped
 from app.problems import Problem
@@ -74,7 +74,7 @@ async def create_answer(body: AnswerCreate, request: Request, call: LearnerCallD
         answered_at=body.answered_at,
         now=ctx.clock(),
     )
-    return ModelResponse(present.answer(outcome, call.lang))
+    return JSONBytesResponse(present.answer_json(outcome, call.lang))
 
 
 @router.post("/answers/batch", response_model=AnswerBatchPublic, responses=ANSWER_ERRORS)

@@ -19,7 +19,6 @@ from app.schemas import (
     AttemptPublic,
     CardPublic,
     CardSummaryPublic,
-    ChoiceReviewPublic,
     DemoCommandPublic,
     DemoPublic,
     FormulaPublic,
@@ -120,45 +119,56 @@ def question_json(item: Question, lang: str, point_number: int | None) -> bytes:
     return pydantic_core.to_json(_question_fields(item, lang, point_number))
 
 
-def _pitfall(grade_: Grade, lang: str) -> PitfallPublic | None:
+def _pitfall_fields(grade_: Grade, lang: str) -> dict[str, Any] | None:
     if grade_.pitfall is None:
         return None
     explanation = grade_.pitfall_explanation or grade_.pitfall.explanation
-    return PitfallPublic(
-        id=grade_.pitfall.id,
-        title=grade_.pitfall.title.get(lang),
-        explanation=explanation.get(lang),
-    )
+    return {
+        "id": grade_.pitfall.id,
+        "title": grade_.pitfall.title.get(lang),
+        "explanation": explanation.get(lang),
+    }
+
+
+def _answer_fields(outcome: AnswerOutcome, lang: str) -> dict[str, Any]:
+    """An answer's result as :class:`AnswerPublic`'s fields, in its order: the one mapping
+    behind :func:`answer` and :func:`answer_json`."""
+    grade_ = outcome.grade
+    return {
+        "attempt_id": outcome.attempt.id,
+        "client_answer_id": outcome.attempt.client_answer_id,
+        "correct": grade_.correct,
+        "choice_id": grade_.chosen_choice_id,
+        "correct_choice_id": grade_.correct_choice_id,
+        "pitfall": _pitfall_fields(grade_, lang),
+        "explanation": grade_.explanation.get(lang),
+        "solution": [step.get(lang) for step in grade_.solution],
+        "choices": [
+            {
+                "id": c.id,
+                "text": c.text.get(lang),
+                "correct": c.correct,
+                "pitfall": {
+                    "id": c.pitfall.id,
+                    "title": c.pitfall.title.get(lang),
+                    "explanation": (c.explanation or c.pitfall.explanation).get(lang),
+                }
+                if c.pitfall is not None
+                else None,
+            }
+            for c in outcome.variant.choices
+        ],
+        "replayed": outcome.replayed,
+    }
 
 
 def answer(outcome: AnswerOutcome, lang: str) -> AnswerPublic:
-    grade_ = outcome.grade
-    return AnswerPublic(
-        attempt_id=outcome.attempt.id,
-        client_answer_id=outcome.attempt.client_answer_id,
-        correct=grade_.correct,
-        choice_id=grade_.chosen_choice_id,
-        correct_choice_id=grade_.correct_choice_id,
-        pitfall=_pitfall(grade_, lang),
-        explanation=grade_.explanation.get(lang),
-        solution=[step.get(lang) for step in grade_.solution],
-        choices=[
-            ChoiceReviewPublic(
-                id=c.id,
-                text=c.text.get(lang),
-                correct=c.correct,
-                pitfall=PitfallPublic(
-                    id=c.pitfall.id,
-                    title=c.pitfall.title.get(lang),
-                    explanation=(c.explanation or c.pitfall.explanation).get(lang),
-                )
-                if c.pitfall is not None
-                else None,
-            )
-            for c in outcome.variant.choices
-        ],
-        replayed=outcome.replayed,
-    )
+    return AnswerPublic.model_validate(_answer_fields(outcome, lang))
+
+
+def answer_json(outcome: AnswerOutcome, lang: str) -> bytes:
+    """:func:`answer` as its JSON body, byte for byte, without building the models first."""
+    return pydantic_core.to_json(_answer_fields(outcome, lang))
 
 
 def attempt(view: AttemptView, lang: str) -> AttemptPublic:
