@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pydantic_core
-from sqlalchemy import Connection, MetaData, create_engine, event
+from sqlalchemy import Connection, MetaData, Table, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.engine.interfaces import Dialect
@@ -410,6 +410,17 @@ class DriverSQL:
         self._results = tuple(results)
         self._prepared: dict[str, _Prepared] = {}
 
+    @classmethod
+    def insert(cls, table: Table, names: Sequence[str] | None = None) -> DriverSQL:
+        """``INSERT INTO table`` of the columns ``names`` (all of them by default), each bound
+        by its column's type, for :meth:`run_many`."""
+        names = list(table.c.keys()) if names is None else list(names)
+        return cls(
+            f"INSERT INTO {table.name} ({', '.join(names)})"
+            f" VALUES ({', '.join(':' + name for name in names)})",
+            binds={name: table.c[name].type for name in names},
+        )
+
     def _prepare(self, dialect: Dialect) -> _Prepared:
         prepared = self._prepared.get(dialect.name)
         if prepared is None:
@@ -522,6 +533,49 @@ class KeyColumns:
             return {f"k_{j}": [key[j] for key in keys] for j in range(len(self.names))}
         slots = list(keys) + [keys[0]] * (self.slots(dialect, len(keys)) - len(keys))
         return {f"k{i}_{j}": value for i, key in enumerate(slots) for j, value in enumerate(key)}
+
+
+class KeyedSelect:
+    """A read of the rows named by many keys at once: ``sql`` with ``{where}`` where the
+    :class:`KeyColumns` condition goes, run as :class:`DriverSQL` (one statement per dialect and
+    slot count, made on first use and kept: a dozen at most). ``for_update`` locks the rows read
+    on PostgreSQL (SQLite's write lock covers them already)."""
+
+    def __init__(
+        self,
+        key: KeyColumns,
+        sql: str,
+        *,
+        binds: Mapping[str, TypeEngine[Any]] | None = None,
+        results: Sequence[TypeEngine[Any] | None] = (),
+        for_update: bool = False,
+    ) -> None:
+        self.key = key
+        self._sql = sql
+        self._binds = binds
+        self._results = results
+        self._for_update = for_update
+        self._statements: dict[tuple[str, int], DriverSQL] = {}
+
+    def rows(
+        self,
+        connection: Connection,
+        keys: Sequence[tuple[Any, ...]],
+        params: Mapping[str, Any] | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """The rows of ``keys`` (none for no keys); ``params`` fill the rest of ``sql``."""
+        if not keys:
+            return []
+        dialect = connection.dialect.name
+        slots = self.key.slots(dialect, len(keys))
+        statement = self._statements.get((dialect, slots))
+        if statement is None:
+            sql = self._sql.format(where=self.key.where(dialect, slots))
+            if self._for_update and dialect == "postgresql":
+                sql += " FOR UPDATE"
+            statement = DriverSQL(sql, binds=self._binds, results=self._results)
+            self._statements[(dialect, slots)] = statement
+        return statement.rows(connection, {**self.key.params(dialect, keys), **(params or {})})
 
 
 class WriterTurn:

@@ -71,6 +71,12 @@ _REQUEST_ID_RAW = REQUEST_ID_HEADER.lower().encode()
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _request_id: ContextVar[str] = ContextVar("request_id", default="-")
 
+# Routes whose bodies may be card documents (the authoring service takes 2 MB of JSON).
+LARGE_BODY_PREFIXES = ("/api/v1/instructor/", "/instructor/")
+METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+MIN_FREE_BYTES = 16 * 1024 * 1024
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
 
 class _RequestIds:
     """Fresh request ids: 32 hex digits, a random half per process (drawn again in a forked
@@ -78,11 +84,11 @@ class _RequestIds:
     random source every time)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._renew()
         os.register_at_fork(after_in_child=self._renew)
 
     def _renew(self) -> None:
+        self._lock = threading.Lock()  # a fork can copy it held by another thread
         self._prefix = secrets.token_hex(8)
         self._counter = itertools.count(1)
 
@@ -92,11 +98,6 @@ class _RequestIds:
 
 
 _fresh_request_ids = _RequestIds()
-# Routes whose bodies may be card documents (the authoring service takes 2 MB of JSON).
-LARGE_BODY_PREFIXES = ("/api/v1/instructor/", "/instructor/")
-METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
-MIN_FREE_BYTES = 16 * 1024 * 1024
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 def _header(scope: Scope, name: bytes, default: str | None = "") -> str | None:
@@ -291,8 +292,8 @@ def add_headers(
     already are kept (``replace``: dropped first). Starlette's MutableHeaders does the same one
     header at a time, scanning the list each time (a third of the security headers' cost)."""
     current = list(message.get("headers") or ())
-    names = {name for name, _ in headers}
     if replace:
+        names = {name for name, _ in headers}
         current = [(name, value) for name, value in current if name.lower() not in names]
         current.extend(headers)
     else:

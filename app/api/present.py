@@ -7,8 +7,8 @@ from typing import Any
 import pydantic_core
 
 from app.catalog.demo import DEMO_COMMANDS, DemoResults
-from app.domain.cards import Card
-from app.domain.generation import Grade, Variant
+from app.domain.cards import Card, Pitfall
+from app.domain.generation import Variant
 from app.domain.texts import Text
 from app.practice.answers import AnswerOutcome
 from app.practice.mistakes import AttemptView
@@ -119,14 +119,17 @@ def question_json(item: Question, lang: str, point_number: int | None) -> bytes:
     return pydantic_core.to_json(_question_fields(item, lang, point_number))
 
 
-def _pitfall_fields(grade_: Grade, lang: str) -> dict[str, Any] | None:
-    if grade_.pitfall is None:
+def _pitfall_fields(
+    pitfall: Pitfall | None, explanation: Text | None, lang: str
+) -> dict[str, Any] | None:
+    """:class:`PitfallPublic`'s fields: the variant's own ``explanation`` (its numbers) when it
+    has one, else the pitfall's general one."""
+    if pitfall is None:
         return None
-    explanation = grade_.pitfall_explanation or grade_.pitfall.explanation
     return {
-        "id": grade_.pitfall.id,
-        "title": grade_.pitfall.title.get(lang),
-        "explanation": explanation.get(lang),
+        "id": pitfall.id,
+        "title": pitfall.title.get(lang),
+        "explanation": (explanation or pitfall.explanation).get(lang),
     }
 
 
@@ -140,7 +143,7 @@ def _answer_fields(outcome: AnswerOutcome, lang: str) -> dict[str, Any]:
         "correct": grade_.correct,
         "choice_id": grade_.chosen_choice_id,
         "correct_choice_id": grade_.correct_choice_id,
-        "pitfall": _pitfall_fields(grade_, lang),
+        "pitfall": _pitfall_fields(grade_.pitfall, grade_.pitfall_explanation, lang),
         "explanation": grade_.explanation.get(lang),
         "solution": [step.get(lang) for step in grade_.solution],
         "choices": [
@@ -148,13 +151,7 @@ def _answer_fields(outcome: AnswerOutcome, lang: str) -> dict[str, Any]:
                 "id": c.id,
                 "text": c.text.get(lang),
                 "correct": c.correct,
-                "pitfall": {
-                    "id": c.pitfall.id,
-                    "title": c.pitfall.title.get(lang),
-                    "explanation": (c.explanation or c.pitfall.explanation).get(lang),
-                }
-                if c.pitfall is not None
-                else None,
+                "pitfall": _pitfall_fields(c.pitfall, c.explanation, lang),
             }
             for c in outcome.variant.choices
         ],

@@ -30,7 +30,6 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -42,6 +41,7 @@ from app.db import (
     ANSWERS_PENDING,
     DriverSQL,
     KeyColumns,
+    KeyedSelect,
     WriterTurn,
     next_ids,
     write_transaction,
@@ -276,11 +276,7 @@ def attempt_row(
 
 
 _ATTEMPTS = Attempt.__table__
-_INSERT_ATTEMPTS = DriverSQL(
-    f"INSERT INTO attempts ({', '.join(_ATTEMPTS.c.keys())})"
-    f" VALUES ({', '.join(':' + name for name in _ATTEMPTS.c.keys())})",
-    binds={column.name: column.type for column in _ATTEMPTS.c},
-)
+_INSERT_ATTEMPTS = DriverSQL.insert(_ATTEMPTS)
 
 
 def store_attempts(
@@ -342,26 +338,16 @@ def _find(session: Session, client_answer_id: str) -> StoredAnswer | None:
     return found.get(client_answer_id)
 
 
-_CLIENT_ANSWER_ID = KeyColumns(("client_answer_id",), ("TEXT",))  # its unique index
-
-
-@lru_cache(maxsize=64)
-def _stored_statement(dialect: str, slots: int) -> DriverSQL:
-    return DriverSQL(
-        f"SELECT {', '.join(_STORED_COLUMNS)} FROM attempts"
-        f" WHERE {_CLIENT_ANSWER_ID.where(dialect, slots)}"
-    )
+_STORED = KeyedSelect(
+    KeyColumns(("client_answer_id",), ("TEXT",)),  # its unique index
+    f"SELECT {', '.join(_STORED_COLUMNS)} FROM attempts WHERE {{where}}",
+)
 
 
 def _stored_answers(connection: Connection, ids: list[str]) -> dict[str, StoredAnswer]:
     """The stored answers among ``client_answer_id``s ``ids``."""
     keys = [(client_answer_id,) for client_answer_id in dict.fromkeys(ids)]
-    if not keys:
-        return {}
-    dialect = connection.dialect.name
-    statement = _stored_statement(dialect, _CLIENT_ANSWER_ID.slots(dialect, len(keys)))
-    rows = statement.rows(connection, _CLIENT_ANSWER_ID.params(dialect, keys))
-    return {row[1]: StoredAnswer(*row) for row in rows}
+    return {row[1]: StoredAnswer(*row) for row in _STORED.rows(connection, keys)}
 
 
 def _same_question(stored: StoredAnswer, learner: LearnerRef, question: QuestionId) -> bool:
@@ -596,15 +582,11 @@ _QUESTION_KEY = KeyColumns(  # ix_attempts_question
     ("learner_id", "card_id", "template_id", "template_version", "seed"),
     ("TEXT", "TEXT", "TEXT", "INTEGER", "INTEGER"),
 )
-
-
-@lru_cache(maxsize=64)
-def _answered_statement(dialect: str, slots: int) -> DriverSQL:
-    """Which (learner, question) pairs of a batch were answered before (ix_attempts_question)."""
-    names = ", ".join(_QUESTION_KEY.names)
-    return DriverSQL(
-        f"SELECT DISTINCT {names} FROM attempts WHERE {_QUESTION_KEY.where(dialect, slots)}"
-    )
+# Which (learner, question) pairs of a batch were answered before.
+_ANSWERED = KeyedSelect(
+    _QUESTION_KEY,
+    f"SELECT DISTINCT {', '.join(_QUESTION_KEY.names)} FROM attempts WHERE {{where}}",
+)
 
 
 def _question_key(learner_id: str, question: QuestionId) -> tuple[Any, ...]:
@@ -621,12 +603,7 @@ def _question_key(learner_id: str, question: QuestionId) -> tuple[Any, ...]:
 def _answered(connection: Connection, keys: list[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
     """Which of ``keys`` (:func:`_question_key`) have a stored answer: those whose next answer
     is not the learner's first to the question."""
-    keys = list(dict.fromkeys(keys))
-    if not keys:
-        return set()
-    dialect = connection.dialect.name
-    statement = _answered_statement(dialect, _QUESTION_KEY.slots(dialect, len(keys)))
-    return set(statement.rows(connection, _QUESTION_KEY.params(dialect, keys)))
+    return set(_ANSWERED.rows(connection, list(dict.fromkeys(keys))))
 
 
 def _settle_all(items: list[_Pending]) -> None:

@@ -10,7 +10,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime, time, timedelta
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -23,7 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc
-from app.db import DriverSQL, KeyColumns, next_ids
+from app.db import DriverSQL, KeyColumns, KeyedSelect, next_ids
 from app.domain.catalog import Catalog
 from app.domain.scheduling import bring_forward, new_state, retrievability, review
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
@@ -160,34 +159,24 @@ def rate_answers(connection: Connection, catalog: Catalog, ratings: Sequence[Rat
     _update_items(connection, [item for item in items.values() if item.stored and item.changed])
 
 
-_LEARNER_KEY = KeyColumns(("id",), ("TEXT",))
-
-
-@lru_cache(maxsize=64)
-def _exam_dates_statement(dialect: str, slots: int) -> DriverSQL:
-    return DriverSQL(
-        f"SELECT id, exam_date FROM learners WHERE {_LEARNER_KEY.where(dialect, slots)}",
-        results=(None, Learner.__table__.c.exam_date.type),
-    )
+_EXAM_DATES = KeyedSelect(
+    KeyColumns(("id",), ("TEXT",)),
+    "SELECT id, exam_date FROM learners WHERE {where}",
+    results=(None, Learner.__table__.c.exam_date.type),
+)
 
 
 def _exam_dates(connection: Connection, learners: set[str]) -> dict[str, date | None]:
-    keys, dialect = [(learner,) for learner in learners], connection.dialect.name
-    statement = _exam_dates_statement(dialect, _LEARNER_KEY.slots(dialect, len(keys)))
-    return dict(statement.rows(connection, _LEARNER_KEY.params(dialect, keys)))
+    return dict(_EXAM_DATES.rows(connection, [(learner,) for learner in learners]))
 
 
 _FALL_KEY = KeyColumns(("learner_id", "card_id", "pitfall_id"), ("TEXT",) * 3)  # its index
-
-
-@lru_cache(maxsize=64)
-def _falls_statement(dialect: str, slots: int) -> DriverSQL:
-    names = ", ".join(_FALL_KEY.names)
-    return DriverSQL(
-        f"SELECT {names}, count(*) FROM attempts"
-        f" WHERE {_FALL_KEY.where(dialect, slots)} AND first_answer = :first GROUP BY {names}",
-        binds={"first": Boolean()},
-    )
+_FALLS = KeyedSelect(
+    _FALL_KEY,
+    f"SELECT {', '.join(_FALL_KEY.names)}, count(*) FROM attempts"
+    f" WHERE {{where}} AND first_answer = :first GROUP BY {', '.join(_FALL_KEY.names)}",
+    binds={"first": Boolean()},
+)
 
 
 def _earlier_falls(
@@ -200,10 +189,7 @@ def _earlier_falls(
     )
     if not own:
         return {}
-    keys, dialect = list(own), connection.dialect.name
-    rows = _falls_statement(dialect, _FALL_KEY.slots(dialect, len(keys))).rows(
-        connection, {**_FALL_KEY.params(dialect, keys), "first": True}
-    )
+    rows = _FALLS.rows(connection, list(own), {"first": True})
     return {
         (learner, card, pitfall): count - own[(learner, card, pitfall)]
         for learner, card, pitfall, count in rows
@@ -223,49 +209,29 @@ def _carrying(catalog: Catalog, card_id: str, template_id: str, pitfall_id: str)
 _ITEM_COLUMNS = tuple(f.name for f in fields(_Item) if f.name not in ("changed", "stored"))
 
 
-# The review items' unique key.
-_ITEM_KEY = KeyColumns(("learner_id", "card_id", "template_id"), ("TEXT",) * 3)
-
-
 _ITEMS = ReviewItem.__table__
-
-
-@lru_cache(maxsize=64)
-def _items_statement(dialect: str, slots: int) -> DriverSQL:
-    sql = (
-        f"SELECT {', '.join(_ITEM_COLUMNS)} FROM review_items"
-        f" WHERE {_ITEM_KEY.where(dialect, slots)} ORDER BY id"
-    )
-    return DriverSQL(
-        sql + (" FOR UPDATE" if dialect == "postgresql" else ""),
-        results=[_ITEMS.c[name].type for name in _ITEM_COLUMNS],
-    )
+_LOCKED_ITEMS = KeyedSelect(
+    KeyColumns(("learner_id", "card_id", "template_id"), ("TEXT",) * 3),  # their unique key
+    f"SELECT {', '.join(_ITEM_COLUMNS)} FROM review_items WHERE {{where}} ORDER BY id",
+    results=[_ITEMS.c[name].type for name in _ITEM_COLUMNS],
+    for_update=True,
+)
 
 
 def _locked_items(connection: Connection, keys: set[ReviewKey]) -> dict[ReviewKey, _Item]:
     """The review items of ``keys`` that exist, locked until the transaction ends (PostgreSQL;
     SQLite's write lock already covers them) in id order, so that two processes rating the same
     items take their locks alike and cannot lose an update."""
-    ordered, dialect = list(keys), connection.dialect.name
-    statement = _items_statement(dialect, _ITEM_KEY.slots(dialect, len(ordered)))
     items = {}
-    for row in statement.rows(connection, _ITEM_KEY.params(dialect, ordered)):
+    for row in _LOCKED_ITEMS.rows(connection, list(keys)):
         item = _Item(*row)
         item.due_at = as_utc(item.due_at)
         items[(item.learner_id, item.card_id, item.template_id)] = item
     return items
 
 
-def _inserting(table: Any, names: Sequence[str]) -> DriverSQL:
-    return DriverSQL(
-        f"INSERT INTO {table.name} ({', '.join(names)})"
-        f" VALUES ({', '.join(':' + name for name in names)})",
-        binds={name: table.c[name].type for name in names},
-    )
-
-
-_INSERT_ITEMS = _inserting(_ITEMS, _ITEM_COLUMNS)
-_INSERT_LOGS = _inserting(
+_INSERT_ITEMS = DriverSQL.insert(_ITEMS, _ITEM_COLUMNS)
+_INSERT_LOGS = DriverSQL.insert(
     ReviewLog.__table__,
     ("review_item_id", "attempt_id", "rating", "reviewed_at", "due_before", "due_after"),
 )
