@@ -28,7 +28,7 @@ migrate: install
 
 run: migrate
 	$(BIN)/python -m app.cli check-cards
-	$(BIN)/uvicorn app.main:create_app --factory --host $(HOST) --port $(PORT)
+	$(BIN)/uvicorn app.main:create_app --factory --http httptools --loop asyncio --host $(HOST) --port $(PORT)
 
 # The browser tests (tests/browser) drive Debian's Chromium and need CJK fonts: installed when missing.
 BROWSER_DEBS := chromium fonts-noto-cjk fonts-noto-core

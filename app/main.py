@@ -78,6 +78,8 @@ def load_catalog(live: LiveCatalog) -> Catalog:
 # memory and spares most of the collector's passes.
 GC_THRESHOLDS = (7000, 10, 10)
 
+TELEMETRY_OFF = {"tracing": False, "metrics": False, "logs": False}
+
 
 @contextmanager
 def collector_tuned(enabled: bool) -> Iterator[None]:
@@ -140,6 +142,9 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         docs_url=None,  # served below from local assets: no CDN
+        redoc_url=None,  # FastAPI's ReDoc page loads its script from a CDN
+        # FastAPI's own OpenTelemetry only when asked for (Settings.opentelemetry).
+        telemetry=None if settings.opentelemetry else TELEMETRY_OFF,
     )
     sessions = make_sessionmaker(engine)
     app.state.settings = settings

@@ -8,6 +8,9 @@ processes, fresh databases), ``service_load.py`` with ``service_wrk.lua`` (wrk s
 request list once), ``service_scenario.py`` (the phases and the exactly-once checks). wrk is
 required (``apt-get install -y wrk``; ``make bench-service`` installs it when missing).
 
+Both servers run under the same uvicorn options: ``--http httptools --loop asyncio`` as deployed
+(``--http h11`` and ``--loop uvloop`` for comparison).
+
 Everything happens on 127.0.0.1 in a temporary folder that is removed afterwards. For each
 scenario — SQLite, then PostgreSQL (``--postgres URL``, default ``TEST_POSTGRES_URL`` or the
 local server at 127.0.0.1:5432 database ``test`` when it answers; a fresh database is created
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -92,6 +96,9 @@ def postgres_url(arg: str | None) -> str | None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     wrk = find_wrk(args.wrk)
+    for option, module in (("--http", args.http), ("--loop", args.loop)):
+        if module not in ("h11", "asyncio") and importlib.util.find_spec(module) is None:
+            raise BenchError(f"{option} {module}: {module} is not installed (pip install {module})")
     pg = postgres_url(args.postgres)
     scenarios: list[ScenarioResult] = []
     with tempfile.TemporaryDirectory(prefix="infracards-bench-") as tmp_name:
@@ -105,6 +112,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             args.startup_timeout,
             args.seed,
             args.rounds,
+            args.http,
+            args.loop,
         )
         backends = [b for b in args.backends if b == "sqlite" or pg]
         if "postgres" in args.backends and not pg and args.backends == ["postgres"]:
@@ -131,6 +140,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "postgres": pg,
             "seed": args.seed,
             "rounds": args.rounds,
+            "http": args.http,
+            "loop": args.loop,
             "cpus": os.cpu_count(),
             "load_average": list(os.getloadavg()),
             "python": sys.version.split()[0],
@@ -189,7 +200,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"infracards service benchmark: wrk, {cfg['concurrency']} connections, "
         f"{cfg['requests']} requests per endpoint (+{cfg['warmup_requests']} warm-up), on {HOST}, "
         f"{cfg['cpus']} CPUs (load average {load} at the end), Python {cfg['python']}, "
-        f"uvicorn {cfg['uvicorn']}, FastAPI {cfg['fastapi']}",
+        f"uvicorn {cfg['uvicorn']} (--http {cfg['http']} --loop {cfg['loop']}), "
+        f"FastAPI {cfg['fastapi']}",
         "targets (issue 9): question >= 0.50 x bare JSON and p99 < 50 ms; "
         "answers >= 0.70 x insert and p99 < 100 ms",
     ]
@@ -300,6 +312,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=positive_int,
         default=3,
         help="interleaved rounds the requests are split over (default 3)",
+    )
+    parser.add_argument(
+        "--http",
+        choices=("httptools", "h11"),
+        default="httptools",
+        help="uvicorn's HTTP implementation for both servers (default httptools, as deployed; "
+        "h11 is uvicorn's pure-Python fallback)",
+    )
+    parser.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="uvicorn's event loop for both servers (default asyncio, as deployed; uvloop "
+        "must be installed)",
     )
     parser.add_argument("--wrk", default=None, help="the wrk executable (default: wrk on PATH)")
     parser.add_argument("--seed", type=int, default=0, help="seed for question numbers and seeds")

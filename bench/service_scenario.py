@@ -84,6 +84,13 @@ class Options:
     startup_timeout: float
     seed: int
     rounds: int = 3
+    # uvicorn's HTTP implementation and event loop, the same for the baseline app and the app
+    http: str = "httptools"
+    loop: str = "asyncio"
+
+    @property
+    def server_args(self) -> list[str]:
+        return ["--http", self.http, "--loop", self.loop]
 
 
 @dataclass(frozen=True)
@@ -354,6 +361,7 @@ def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
             opts.workdir / f"baseline-{tag}.log",
             opts.startup_timeout,
             workers,
+            opts.server_args,
         ) as baseline,
         serve(
             "app",
@@ -363,6 +371,7 @@ def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
             app_log,
             opts.startup_timeout,
             workers,
+            opts.server_args,
         ) as server,
     ):
         pool = warmup_count(opts.requests) + opts.requests

@@ -16,7 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,8 +61,10 @@ def serve(
     log: Path,
     timeout_s: float,
     workers: int = 1,
+    server_args: Sequence[str] = (),
 ) -> Iterator[Server]:
-    """Run uvicorn on a free loopback port; always stop it (SIGINT, then SIGKILL)."""
+    """Run uvicorn (with ``server_args``, e.g. ``--http httptools``) on a free loopback port;
+    always stop it (SIGINT, then SIGKILL)."""
     port = free_port()
     # uvicorn through service_uvicorn.py: TCP_NODELAY with --workers too (see there).
     launcher = str(Path(__file__).resolve().parent / "service_uvicorn.py")
@@ -70,6 +72,7 @@ def serve(
     cmd += ["--no-access-log", "--log-level", "warning", "--timeout-graceful-shutdown", "5"]
     if workers > 1:
         cmd += ["--workers", str(workers)]
+    cmd += list(server_args)
     with log.open("wb") as log_file:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
     try:

@@ -540,6 +540,9 @@ def test_the_docs_page_may_run_only_its_local_bundle_and_its_own_inline_script(c
     assert directives["default-src"] == "'none'" and directives["connect-src"] == "'self'"
     for asset in re.findall(r'(?:src|href)="([^"]+)"', docs.text):
         assert asset.startswith("/docs-assets/") and client.get(asset).status_code == 200
+    # FastAPI's ReDoc page would load its script from a CDN (and the CSP would block it): off.
+    redoc = client.get("/redoc")
+    assert redoc.status_code == 404 and "redoc.standalone" not in redoc.text
 
 
 @pytest.mark.parametrize("path", ["/%2F%2Fevil.example/x", "/%2Fevil.example", "/%5Cevil.example"])

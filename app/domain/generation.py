@@ -29,11 +29,12 @@ and the figures on the shown set only, never on which choice is the key.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .cards import Card, Pitfall, Template
@@ -85,7 +86,14 @@ class Choice:
     value: float | None  # the displayed number, in ``unit``; None for statements
     unit: str | None  # this choice's display unit (a readable one of the template's family)
     pitfall: Pitfall | None  # None for the correct choice
-    explanation: Text | None  # the pitfall's explanation with this variant's numbers
+    # Puts this variant's numbers into the pitfall's explanation: asked for when the choice is
+    # graded or reviewed, not when the question is shown (its Combination caches the text).
+    explain: Callable[[], Text] | None = field(default=None, repr=False)
+
+    @property
+    def explanation(self) -> Text | None:
+        """The pitfall's explanation with this variant's numbers (None for the correct choice)."""
+        return self.explain() if self.explain is not None else None
 
     @property
     def pitfall_id(self) -> str | None:
@@ -106,7 +114,12 @@ class Variant:
     choices: tuple[Choice, ...]
     correct_choice_id: str
     answer: Text
-    solution: tuple[Text, ...]
+    # The worked solution with this variant's numbers: asked for when graded (see Choice.explain).
+    solve: Callable[[], tuple[Text, ...]] = field(repr=False)
+
+    @property
+    def solution(self) -> tuple[Text, ...]:
+        return self.solve()
 
     def choice(self, choice_id: str) -> Choice:
         for choice in self.choices:
@@ -517,21 +530,21 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
     shown = arrange(template, content.answer, content.pitfalls, rng, content.memo)
     answer = next(c for c in shown if c.pitfall is None)
 
-    choices = []
-    for choice_id, candidate in zip(CHOICE_IDS, shown, strict=False):
-        explanation = None
-        if candidate.pitfall is not None:
-            explanation = content.explanation(candidate, answer)
-        choices.append(
-            Choice(
-                id=choice_id,
-                text=candidate.text,
-                value=_display_number(candidate, candidate.unit),
-                unit=candidate.unit if candidate.value is not None else None,
-                pitfall=candidate.pitfall,
-                explanation=explanation,
-            )
+    choices = [
+        Choice(
+            id=choice_id,
+            text=candidate.text,
+            value=_display_number(candidate, candidate.unit),
+            unit=candidate.unit if candidate.value is not None else None,
+            pitfall=candidate.pitfall,
+            explain=(
+                None
+                if candidate.pitfall is None
+                else functools.partial(content.explanation, candidate, answer)
+            ),
         )
+        for choice_id, candidate in zip(CHOICE_IDS, shown, strict=False)
+    ]
     correct = next(c.id for c in choices if c.pitfall is None)
     return Variant(
         id=identity,
@@ -542,7 +555,7 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
         choices=tuple(choices),
         correct_choice_id=correct,
         answer=answer.text,
-        solution=content.solution(answer),
+        solve=functools.partial(content.solution, answer),
     )
 
 
