@@ -471,6 +471,38 @@ class DriverSQL:
             connection.exec_driver_sql(prepared.sql, [self._bound(prepared, row) for row in rows])
 
 
+@contextmanager
+def pipelined(connection: Connection) -> Iterator[None]:
+    """The statements the block runs on ``connection`` sent together (psycopg's pipeline mode:
+    one round trip to the server for all of them instead of one each) for a block that writes
+    and reads nothing back; elsewhere (SQLite) the block just runs.
+
+    A statement's failure surfaces at the end of the block (or at a later statement): raised as
+    SQLAlchemy raises it (``IntegrityError``, ``OperationalError`` …, from the driver's error),
+    recorded in the engine's health like any other database failure, and a connection lost
+    meanwhile is invalidated, so the pool does not hand it out again.
+    """
+    if connection.dialect.driver != "psycopg":
+        yield
+        return
+    driver_connection = connection.connection.driver_connection
+    dbapi = connection.dialect.loaded_dbapi
+    try:
+        with driver_connection.pipeline():
+            yield
+    except dbapi.Error as exc:  # the driver's own error, from the pipeline's sync
+        lost = connection.dialect.is_disconnect(exc, driver_connection, None)
+        wrapped = sa_exc.DBAPIError.instance(
+            None, None, exc, dbapi.Error, connection_invalidated=lost, dialect=connection.dialect
+        )
+        kind = failure_kind(wrapped)
+        if kind is not None:
+            engine_health(connection.engine).record(kind, first_line(exc))
+        if lost:
+            connection.invalidate(exc)
+        raise wrapped from exc
+
+
 @lru_cache(maxsize=32)
 def _largest_id(table: str) -> DriverSQL:
     return DriverSQL(f"SELECT max(id) FROM {table}")

@@ -8,9 +8,17 @@ import uuid
 import pytest
 from conftest import CARD_ID, TEST_SECRET
 from sqlalchemy import event, func, select, text
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from app.auth.service import APP, LearnerRef, create_app_learner, hash_secret, learner_for_token
-from app.db import make_engine, make_sessionmaker, write_transaction
+from app.db import (
+    DriverSQL,
+    engine_health,
+    make_engine,
+    make_sessionmaker,
+    pipelined,
+    write_transaction,
+)
 from app.domain.catalog import Catalog
 from app.domain.generation import generate_for_point
 from app.models import Attempt, Learner, LearnerToken, ReviewItem
@@ -344,3 +352,136 @@ def test_driver_statements_store_what_the_orm_reads_postgres(pg_url, cards, card
         _stored_as_given(make_sessionmaker(engine), cards, card)
     finally:
         engine.dispose()
+
+
+# --- the writes of an answer batch sent together (app.db.pipelined) ----------------------------
+
+
+@pytest.mark.postgres
+def test_a_lost_insert_race_returns_the_stored_result_postgres(pg_url, cards, card, monkeypatch):
+    """On PostgreSQL the attempt's insert fails at the end of the pipelined writes: the unique
+    violation still reaches the answer path as SQLAlchemy's IntegrityError, which replays."""
+    from app.cli import migrate
+
+    migrate(pg_url)
+    engine = make_engine(pg_url)
+    try:
+        sessions = make_sessionmaker(engine)
+        test_a_lost_insert_race_returns_the_stored_result(sessions, cards, card, monkeypatch)
+    finally:
+        engine.dispose()
+
+
+PROBE = DriverSQL("INSERT INTO pipeline_probe (id, note) VALUES (:id, :note)")
+
+
+def _probe_table(engine) -> None:
+    with engine.begin() as connection:
+        connection.exec_driver_sql("DROP TABLE IF EXISTS pipeline_probe")
+        connection.exec_driver_sql(
+            "CREATE TABLE pipeline_probe (id INTEGER PRIMARY KEY, note TEXT)"
+        )
+
+
+def _probe_ids(engine) -> list[int]:
+    with engine.connect() as connection:
+        return [row[0] for row in connection.exec_driver_sql("SELECT id FROM pipeline_probe")]
+
+
+@pytest.fixture
+def pg_engine(pg_url):
+    engine = make_engine(pg_url)
+    _probe_table(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.mark.postgres
+def test_pipelined_writes_reach_postgres_in_one_round_trip(pg_engine, tmp_path):
+    """Three executemany statements, one Sync message to the server (libpq's protocol trace);
+    without the pipeline each statement is a round trip of its own."""
+    from psycopg.pq import Trace
+
+    def syncs(block) -> int:
+        trace = tmp_path / f"trace-{uuid.uuid4().hex}"
+        with pg_engine.connect() as connection, trace.open("w") as out:
+            pgconn = connection.connection.driver_connection.pgconn
+            connection.exec_driver_sql("SELECT 1")  # the transaction begun outside the trace
+            pgconn.trace(out.fileno())
+            pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
+            block(connection)
+            pgconn.untrace()
+            connection.commit()
+        return sum(
+            1 for line in trace.read_text().splitlines() if line.split("\t")[:3:2] == ["F", "Sync"]
+        )
+
+    def writes(start):
+        def block(connection):
+            for base in (start, start + 10, start + 20):
+                PROBE.run_many(connection, [{"id": base + i, "note": "x"} for i in range(3)])
+
+        return block
+
+    apart = syncs(writes(0))
+
+    def together(connection):
+        with pipelined(connection):
+            writes(100)(connection)
+
+    assert syncs(together) == 1 < apart
+    assert sorted(_probe_ids(pg_engine)) == sorted(
+        base + i for start in (0, 100) for base in (start, start + 10, start + 20) for i in range(3)
+    )
+
+
+@pytest.mark.postgres
+def test_a_pipelined_write_that_fails_raises_sqlalchemys_error_and_stores_nothing(pg_engine):
+    import psycopg
+
+    with pg_engine.connect() as connection:
+        with pytest.raises(IntegrityError) as raised, pipelined(connection):
+            PROBE.run_many(connection, [{"id": 1, "note": "a"}, {"id": 2, "note": "b"}])
+            PROBE.run_many(connection, [{"id": 1, "note": "again"}])  # the primary key again
+        assert isinstance(raised.value.orig, psycopg.errors.UniqueViolation)
+        connection.rollback()
+        # The connection is usable again, and nothing of the failed transaction is stored.
+        assert connection.exec_driver_sql("SELECT count(*) FROM pipeline_probe").scalar() == 0
+    # A database failure, not a bug: nothing in the engine's health (that is for 503s).
+    assert engine_health(pg_engine).last_failure is None
+
+
+@pytest.mark.postgres
+def test_a_connection_lost_in_a_pipeline_is_invalidated_and_recorded(pg_engine, pg_url):
+    from sqlalchemy import create_engine
+
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    try:
+        with pg_engine.connect() as connection:
+            pid = connection.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+            with pytest.raises(OperationalError) as raised, pipelined(connection):
+                with admin.connect() as other:
+                    other.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
+                PROBE.run_many(connection, [{"id": 1, "note": "lost"}])
+            assert raised.value.connection_invalidated
+            assert connection.invalidated
+        kind = engine_health(pg_engine).last_failure[1]
+        assert kind == "unreachable"
+        # The pool gives out a fresh connection afterwards.
+        with pg_engine.connect() as connection:
+            assert connection.exec_driver_sql("SELECT 1").scalar() == 1
+    finally:
+        admin.dispose()
+
+
+def test_pipelined_is_a_plain_block_on_sqlite(engine):
+    _probe_table(engine)
+    with engine.connect() as connection:
+        with pytest.raises(IntegrityError), pipelined(connection):
+            PROBE.run_many(connection, [{"id": 1, "note": "a"}])
+            PROBE.run_many(connection, [{"id": 1, "note": "again"}])
+        connection.rollback()
+        with pipelined(connection):
+            PROBE.run_many(connection, [{"id": 2, "note": "b"}])
+        connection.commit()
+    assert _probe_ids(engine) == [2]

@@ -44,6 +44,7 @@ from app.db import (
     KeyedSelect,
     WriterTurn,
     next_ids,
+    pipelined,
     write_transaction,
 )
 from app.domain.catalog import Catalog
@@ -282,40 +283,46 @@ _INSERT_ATTEMPTS = DriverSQL.insert(_ATTEMPTS)
 def store_attempts(
     session: Session, rows: Sequence[tuple[Catalog, dict[str, Any]]]
 ) -> list[StoredAnswer]:
-    """Insert the attempts (``attempt_row``s, each with the catalog it was graded by) in one
-    executemany, their ids given (app.db.next_ids), and rate the first answers among them
-    (app.review.service.rate_answers), in the caller's write transaction; the stored answers, in
-    order. Driver statements on the session's connection (app.db.DriverSQL); the session counts
-    them for the answers-stored metric once it commits."""
+    """Insert the attempts (``attempt_row``s, each with the catalog it was graded by), their
+    ids given (app.db.next_ids), and rate the first answers among them, in order
+    (app.review.service.rate_answers), in the caller's write transaction; the stored answers,
+    in order. Everything is read first, then every write goes to the database together
+    (app.db.pipelined: one round trip on PostgreSQL): the attempts in one executemany, then the
+    rating's. Driver statements on the session's connection (app.db.DriverSQL); the session
+    counts them for the answers-stored metric once it commits."""
     if not rows:
         return []
     connection = session.connection()
     attempt_ids = next_ids(connection, "attempts", len(rows))
-    _INSERT_ATTEMPTS.run_many(
-        connection,
-        [{"id": attempt_id, **row} for attempt_id, (_, row) in zip(attempt_ids, rows, strict=True)],
-    )
-    session.info[ANSWERS_PENDING] = session.info.get(ANSWERS_PENDING, 0) + len(rows)
     ids = {
         row["client_answer_id"]: attempt_id
         for attempt_id, (_, row) in zip(attempt_ids, rows, strict=True)
     }
-    # Rated with the catalog each answer was graded by (one, but for a batch that spans a
-    # publication), in order.
-    by_catalog: dict[int, tuple[Catalog, list[Rating]]] = {}
-    for catalog, row in rows:
-        if row["first_answer"]:
-            rating = _rating(ids[row["client_answer_id"]], row)
-            by_catalog.setdefault(id(catalog), (catalog, []))[1].append(rating)
-    for catalog, ratings in by_catalog.values():
-        rate_answers(connection, catalog, ratings)
+    reviews = rate_answers(
+        connection,
+        [
+            _rating(ids[row["client_answer_id"]], row, catalog)
+            for catalog, row in rows
+            if row["first_answer"]
+        ],
+    )
+    with pipelined(connection):
+        _INSERT_ATTEMPTS.run_many(
+            connection,
+            [
+                {"id": attempt_id, **row}
+                for attempt_id, (_, row) in zip(attempt_ids, rows, strict=True)
+            ],
+        )
+        reviews.run(connection)
+    session.info[ANSWERS_PENDING] = session.info.get(ANSWERS_PENDING, 0) + len(rows)
     return [
         StoredAnswer(ids[row["client_answer_id"]], *(row[name] for name in _STORED_COLUMNS[1:]))
         for _, row in rows
     ]
 
 
-def _rating(attempt_id: int, row: dict[str, Any]) -> Rating:
+def _rating(attempt_id: int, row: dict[str, Any], catalog: Catalog) -> Rating:
     return Rating(
         attempt_id=attempt_id,
         learner_id=row["learner_id"],
@@ -326,6 +333,7 @@ def _rating(attempt_id: int, row: dict[str, Any]) -> Rating:
         pitfall_id=row["pitfall_id"],
         duration_ms=row["duration_ms"],
         now=row["created_at"],
+        catalog=catalog,
     )
 
 

@@ -6,7 +6,6 @@ stored together or not at all.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime, time, timedelta
@@ -45,8 +44,8 @@ ReviewKey = tuple[str, str, str]  # (learner id, card id, template id)
 
 @dataclass(frozen=True)
 class Rating:
-    """A learner's first answer to a question, to rate into its review item; its attempt is
-    stored already, in the same write transaction."""
+    """A learner's first answer to a question, to rate into its review item: its attempt (id
+    given) is stored in the same write transaction, after the ratings' reads."""
 
     attempt_id: int
     learner_id: str
@@ -57,6 +56,7 @@ class Rating:
     pitfall_id: str | None
     duration_ms: int | None
     now: datetime
+    catalog: Catalog  # the one it was graded by: which templates carry its pitfall
 
     @property
     def key(self) -> ReviewKey:
@@ -81,19 +81,36 @@ class _Item:
     stored: bool = True  # False: created by this rating pass, inserted at its end
 
 
-def rate_answers(connection: Connection, catalog: Catalog, ratings: Sequence[Rating]) -> None:
+@dataclass(frozen=True)
+class ReviewWrites:
+    """What a rating pass writes (:func:`rate_answers`): its new review items, the review logs
+    and the changed items; :meth:`run` after the ratings' attempts are inserted (the logs refer
+    to them), one executemany each."""
+
+    new_items: list[dict[str, Any]]
+    logs: list[dict[str, Any]]
+    updates: list[dict[str, Any]]
+
+    def run(self, connection: Connection) -> None:
+        _INSERT_ITEMS.run_many(connection, self.new_items)
+        _INSERT_LOGS.run_many(connection, self.logs)
+        _UPDATE_ITEMS.run_many(connection, self.updates)
+
+
+def rate_answers(connection: Connection, ratings: Sequence[Rating]) -> ReviewWrites:
     """Rate first answers into their review items, in the caller's write transaction, in
     order (as if one after the other): each rating schedules its item with FSRS and logs the
     rating; a learner who falls for a pitfall for the ``PITFALL_REPEAT``-th time (counting the
-    attempts stored before these and those rated before in ``ratings``) has every other
-    template of the card carrying that pitfall made due now (its item created when missing).
+    first answers stored before and those rated before in ``ratings``) has every other template
+    of the card carrying that pitfall made due now (its item created when missing).
 
-    Driver statements (app.db.DriverSQL), as many for one rating as for hundreds: the exam
-    dates, the earlier falls and the items (locked, in id order) are read once; then the new
-    items, the logs and the changed items' updates are written, each as one executemany.
+    Reads only, before the ratings' attempts are stored: the exam dates, the earlier falls and
+    the items (locked, in id order), each once, as many statements for one rating as for
+    hundreds (app.db.DriverSQL). What to write comes back (:class:`ReviewWrites`), so that the
+    caller sends every write of its transaction together (app.db.pipelined).
     """
     if not ratings:
-        return
+        return ReviewWrites([], [], [])
     exam_dates = _exam_dates(connection, {r.learner_id for r in ratings})
     falls = _earlier_falls(connection, ratings)
     # Which items the ratings touch, in the order they do: their own, and those brought forward.
@@ -106,7 +123,7 @@ def rate_answers(connection: Connection, catalog: Catalog, ratings: Sequence[Rat
         fall = (r.learner_id, r.card_id, r.pitfall_id)
         running[fall] = running.get(fall, 0) + 1
         if running[fall] >= PITFALL_REPEAT:
-            carrying = _carrying(catalog, r.card_id, r.template_id, r.pitfall_id)
+            carrying = _carrying(r.catalog, r.card_id, r.template_id, r.pitfall_id)
             forward[index] = [(r.learner_id, r.card_id, t) for t in carrying]
             for key, point in zip(forward[index], carrying.values(), strict=True):
                 needed.setdefault(key, (point, r.now))
@@ -147,16 +164,19 @@ def rate_answers(connection: Connection, catalog: Catalog, ratings: Sequence[Rat
                 other.state = bring_forward(other.state, r.now)
                 other.due_at = r.now
                 other.changed = True
-    _INSERT_ITEMS.run_many(
-        connection,
-        [
+    return ReviewWrites(
+        new_items=[
             {name: getattr(item, name) for name in _ITEM_COLUMNS}
             for item in items.values()
             if not item.stored
         ],
+        logs=logs,
+        updates=[
+            {"id": item.id, **{name: getattr(item, name) for name in _ITEM_CHANGES}}
+            for item in items.values()
+            if item.stored and item.changed
+        ],
     )
-    _INSERT_LOGS.run_many(connection, logs)
-    _update_items(connection, [item for item in items.values() if item.stored and item.changed])
 
 
 _EXAM_DATES = KeyedSelect(
@@ -182,18 +202,17 @@ _FALLS = KeyedSelect(
 def _earlier_falls(
     connection: Connection, ratings: Sequence[Rating]
 ) -> dict[tuple[str, str, str], int]:
-    """How often each (learner, card, pitfall) fallen for in ``ratings`` was fallen for in first
-    answers stored before them: all stored, less those of ``ratings`` (stored already)."""
-    own = Counter(
-        (r.learner_id, r.card_id, r.pitfall_id) for r in ratings if not r.correct and r.pitfall_id
-    )
-    if not own:
-        return {}
-    rows = _FALLS.rows(connection, list(own), {"first": True})
-    return {
-        (learner, card, pitfall): count - own[(learner, card, pitfall)]
-        for learner, card, pitfall, count in rows
+    """How often each (learner, card, pitfall) fallen for in ``ratings`` was fallen for in the
+    first answers stored (before them: theirs are not stored yet)."""
+    falls = {
+        (r.learner_id, r.card_id, r.pitfall_id)
+        for r in ratings
+        if not r.correct and r.pitfall_id is not None
     }
+    if not falls:
+        return {}
+    rows = _FALLS.rows(connection, list(falls), {"first": True})
+    return {(learner, card, pitfall): count for learner, card, pitfall, count in rows}
 
 
 def _carrying(catalog: Catalog, card_id: str, template_id: str, pitfall_id: str) -> dict[str, str]:
@@ -267,16 +286,6 @@ _UPDATE_ITEMS = DriverSQL(
     + " WHERE id = :id",
     binds={name: _ITEMS.c[name].type for name in _ITEM_CHANGES},
 )
-
-
-def _update_items(connection: Connection, items: list[_Item]) -> None:
-    _UPDATE_ITEMS.run_many(
-        connection,
-        [
-            {"id": item.id, **{name: getattr(item, name) for name in _ITEM_CHANGES}}
-            for item in items
-        ],
-    )
 
 
 def due_items(
