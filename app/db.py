@@ -453,6 +453,14 @@ class DriverSQL:
         """Run it once; its rows, their typed columns converted."""
         prepared = self._prepare(connection.dialect)
         fetched = connection.exec_driver_sql(prepared.sql, self._bound(prepared, params)).all()
+        return self._converted(prepared, fetched)
+
+    def read(self, params: Mapping[str, Any]) -> Read:
+        """This statement with ``params``, to run with others (:func:`read_together`)."""
+        return Read(self, params)
+
+    @staticmethod
+    def _converted(prepared: _Prepared, fetched: Sequence[Any]) -> list[tuple[Any, ...]]:
         if not any(prepared.results):
             return [tuple(row) for row in fetched]
         processors = prepared.results
@@ -471,26 +479,76 @@ class DriverSQL:
             connection.exec_driver_sql(prepared.sql, [self._bound(prepared, row) for row in rows])
 
 
+@dataclass(frozen=True)
+class Read:
+    """A :class:`DriverSQL` read with its parameters (:func:`read_together`)."""
+
+    statement: DriverSQL
+    params: Mapping[str, Any]
+
+
+def read_together(
+    connection: Connection, reads: Sequence[Read | None]
+) -> list[list[tuple[Any, ...]]]:
+    """The rows of each of ``reads`` (none for a ``None``), which must not depend on each
+    other: on PostgreSQL (psycopg) sent as one message of several statements and answered in one
+    round trip (the parameters bound by psycopg's own client-side binding, ``ClientCursor``;
+    errors raised as SQLAlchemy raises them, see :func:`driver_errors`); elsewhere one after
+    another (:meth:`DriverSQL.rows`)."""
+    sent = [read for read in reads if read is not None]
+    if connection.dialect.driver != "psycopg" or len(sent) < 2:
+        return [
+            [] if read is None else read.statement.rows(connection, read.params) for read in reads
+        ]
+    from psycopg import ClientCursor
+
+    if not connection.in_transaction():
+        # What SQLAlchemy's own first statement would do (autobegin): the caller's commit or
+        # rollback ends the transaction the driver begins for these reads.
+        connection.begin()
+    dialect = connection.dialect
+    prepared = [(read, read.statement._prepare(dialect)) for read in sent]
+    results = []
+    with driver_errors(connection), ClientCursor(connection.connection.driver_connection) as cursor:
+        cursor.execute(
+            "; ".join(
+                cursor.mogrify(statement.sql, read.statement._bound(statement, read.params))
+                for read, statement in prepared
+            )
+        )
+        for index, (_, statement) in enumerate(prepared):
+            if index:
+                cursor.nextset()
+            results.append(DriverSQL._converted(statement, cursor.fetchall()))
+    found = iter(results)
+    return [[] if read is None else next(found) for read in reads]
+
+
 @contextmanager
 def pipelined(connection: Connection) -> Iterator[None]:
     """The statements the block runs on ``connection`` sent together (psycopg's pipeline mode:
     one round trip to the server for all of them instead of one each) for a block that writes
-    and reads nothing back; elsewhere (SQLite) the block just runs.
-
-    A statement's failure surfaces at the end of the block (or at a later statement): raised as
-    SQLAlchemy raises it (``IntegrityError``, ``OperationalError`` …, from the driver's error),
-    recorded in the engine's health like any other database failure, and a connection lost
-    meanwhile is invalidated, so the pool does not hand it out again.
-    """
+    and reads nothing back; elsewhere (SQLite) the block just runs. A statement's failure
+    surfaces at the end of the block (or at a later statement), raised as :func:`driver_errors`
+    raises it."""
     if connection.dialect.driver != "psycopg":
         yield
         return
-    driver_connection = connection.connection.driver_connection
+    with driver_errors(connection), connection.connection.driver_connection.pipeline():
+        yield
+
+
+@contextmanager
+def driver_errors(connection: Connection) -> Iterator[None]:
+    """The driver's own errors, raised in the block by calls past SQLAlchemy, raised as
+    SQLAlchemy raises them (``IntegrityError``, ``OperationalError`` …, the driver's error as
+    ``orig``) and recorded in the engine's health like any other database failure; a connection
+    lost meanwhile is invalidated, so the pool does not hand it out again."""
     dbapi = connection.dialect.loaded_dbapi
     try:
-        with driver_connection.pipeline():
-            yield
-    except dbapi.Error as exc:  # the driver's own error, from the pipeline's sync
+        yield
+    except dbapi.Error as exc:
+        driver_connection = connection.connection.driver_connection
         lost = connection.dialect.is_disconnect(exc, driver_connection, None)
         wrapped = sa_exc.DBAPIError.instance(
             None, None, exc, dbapi.Error, connection_invalidated=lost, dialect=connection.dialect
@@ -520,12 +578,25 @@ def next_ids(connection: Connection, table: str, count: int) -> list[int]:
     write transaction inserts with their ids given (one executemany, nothing to read back): on
     PostgreSQL the column's sequence's next values; on SQLite those after the largest, which is
     what SQLite would give them one by one (its write lock, held since ``BEGIN IMMEDIATE``,
-    keeps them free until the commit)."""
+    keeps them free until the commit). :func:`next_ids_read` reads them with other reads."""
     if count <= 0:
         return []
-    if connection.dialect.name == "postgresql":
-        return sorted(row[0] for row in _sequence_ids(table).rows(connection, {"count": count}))
-    largest = _largest_id(table).rows(connection, {})[0][0] or 0
+    read = next_ids_read(connection.dialect, table, count)
+    return ids_read(connection.dialect, read.statement.rows(connection, read.params), count)
+
+
+def next_ids_read(dialect: Dialect, table: str, count: int) -> Read:
+    """The read behind :func:`next_ids` (``count`` at least 1), for :func:`read_together`;
+    :func:`ids_read` turns its rows into the ids."""
+    if dialect.name == "postgresql":
+        return _sequence_ids(table).read({"count": count})
+    return _largest_id(table).read({})
+
+
+def ids_read(dialect: Dialect, rows: Sequence[tuple[Any, ...]], count: int) -> list[int]:
+    if dialect.name == "postgresql":
+        return sorted(row[0] for row in rows)
+    largest = rows[0][0] or 0
     return list(range(largest + 1, largest + 1 + count))
 
 
@@ -596,18 +667,28 @@ class KeyedSelect:
         params: Mapping[str, Any] | None = None,
     ) -> list[tuple[Any, ...]]:
         """The rows of ``keys`` (none for no keys); ``params`` fill the rest of ``sql``."""
+        read = self.read(connection.dialect, keys, params)
+        return [] if read is None else read.statement.rows(connection, read.params)
+
+    def read(
+        self,
+        dialect: Dialect,
+        keys: Sequence[tuple[Any, ...]],
+        params: Mapping[str, Any] | None = None,
+    ) -> Read | None:
+        """:meth:`rows` as a read for :func:`read_together` (None for no keys)."""
         if not keys:
-            return []
-        dialect = connection.dialect.name
-        slots = self.key.slots(dialect, len(keys))
-        statement = self._statements.get((dialect, slots))
+            return None
+        name = dialect.name
+        slots = self.key.slots(name, len(keys))
+        statement = self._statements.get((name, slots))
         if statement is None:
-            sql = self._sql.format(where=self.key.where(dialect, slots))
-            if self._for_update and dialect == "postgresql":
+            sql = self._sql.format(where=self.key.where(name, slots))
+            if self._for_update and name == "postgresql":
                 sql += " FOR UPDATE"
             statement = DriverSQL(sql, binds=self._binds, results=self._results)
-            self._statements[(dialect, slots)] = statement
-        return statement.rows(connection, {**self.key.params(dialect, keys), **(params or {})})
+            self._statements[(name, slots)] = statement
+        return statement.read({**self.key.params(name, keys), **(params or {})})
 
 
 class WriterTurn:

@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, select
+from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -42,9 +43,13 @@ from app.db import (
     DriverSQL,
     KeyColumns,
     KeyedSelect,
+    Read,
     WriterTurn,
+    ids_read,
     next_ids,
+    next_ids_read,
     pipelined,
+    read_together,
     write_transaction,
 )
 from app.domain.catalog import Catalog
@@ -61,7 +66,14 @@ from app.practice.questions import (
 )
 from app.practice.sessions import check_can_answer, load_session, question_id_at
 from app.problems import Conflict, UnknownChoiceError
-from app.review.service import Rating, rate_answers
+from app.review.service import (
+    Rating,
+    RatingPass,
+    RatingSubject,
+    ReviewReads,
+    ReviewsKnown,
+    ReviewWrites,
+)
 
 MAX_DURATION_MS = 24 * 3600 * 1000
 WRITE_TRIES = 3  # a batch written whole, before it is written answer by answer
@@ -281,31 +293,45 @@ _INSERT_ATTEMPTS = DriverSQL.insert(_ATTEMPTS)
 
 
 def store_attempts(
-    session: Session, rows: Sequence[tuple[Catalog, dict[str, Any]]]
+    session: Session,
+    rows: Sequence[tuple[Catalog, dict[str, Any]]],
+    *,
+    known: ReviewsKnown | None = None,
 ) -> list[StoredAnswer]:
-    """Insert the attempts (``attempt_row``s, each with the catalog it was graded by), their
-    ids given (app.db.next_ids), and rate the first answers among them, in order
-    (app.review.service.rate_answers), in the caller's write transaction; the stored answers,
-    in order. Everything is read first, then every write goes to the database together
-    (app.db.pipelined: one round trip on PostgreSQL): the attempts in one executemany, then the
-    rating's. Driver statements on the session's connection (app.db.DriverSQL); the session
-    counts them for the answers-stored metric once it commits."""
+    """Insert the attempts (``attempt_row``s, each with the catalog it was graded by) and rate
+    the first answers among them, in order (app.review.service.RatingPass), in the caller's
+    write transaction; the stored answers, in order.
+
+    Everything is read first: what rating needs (``known`` when the caller read it with its own
+    reads), then ids for the attempts with the review items the ratings touch, then ids for
+    the items rating creates (app.db.next_ids; on PostgreSQL each step one round trip,
+    app.db.read_together). Then every write goes to the database together (app.db.pipelined:
+    one round trip on PostgreSQL): the attempts in one executemany, then the rating's. Driver
+    statements on the session's connection (app.db.DriverSQL); the session counts them for the
+    answers-stored metric once it commits."""
     if not rows:
         return []
     connection = session.connection()
-    attempt_ids = next_ids(connection, "attempts", len(rows))
-    ids = {
-        row["client_answer_id"]: attempt_id
-        for attempt_id, (_, row) in zip(attempt_ids, rows, strict=True)
-    }
-    reviews = rate_answers(
+    dialect = connection.dialect
+    first = [index for index, (_, row) in enumerate(rows) if row["first_answer"]]
+    ratings = [_rating(rows[index][1], rows[index][0]) for index in first]
+    if ratings and known is None:
+        reads = ReviewReads(dialect, [r.subject for r in ratings])
+        known = ReviewReads.known(read_together(connection, reads.reads))
+    rating = RatingPass(ratings, known) if ratings and known is not None else None
+    attempt_rows, item_rows = read_together(
         connection,
         [
-            _rating(ids[row["client_answer_id"]], row, catalog)
-            for catalog, row in rows
-            if row["first_answer"]
+            next_ids_read(dialect, "attempts", len(rows)),
+            rating.item_read(dialect) if rating is not None else None,
         ],
     )
+    attempt_ids = ids_read(dialect, attempt_rows, len(rows))
+    reviews = ReviewWrites([], [], [])
+    if rating is not None:
+        creating = rating.take_items(item_rows)
+        item_ids = next_ids(connection, "review_items", creating)
+        reviews = rating.rate([attempt_ids[index] for index in first], item_ids)
     with pipelined(connection):
         _INSERT_ATTEMPTS.run_many(
             connection,
@@ -317,14 +343,13 @@ def store_attempts(
         reviews.run(connection)
     session.info[ANSWERS_PENDING] = session.info.get(ANSWERS_PENDING, 0) + len(rows)
     return [
-        StoredAnswer(ids[row["client_answer_id"]], *(row[name] for name in _STORED_COLUMNS[1:]))
-        for _, row in rows
+        StoredAnswer(attempt_id, *(row[name] for name in _STORED_COLUMNS[1:]))
+        for attempt_id, (_, row) in zip(attempt_ids, rows, strict=True)
     ]
 
 
-def _rating(attempt_id: int, row: dict[str, Any], catalog: Catalog) -> Rating:
+def _rating(row: dict[str, Any], catalog: Catalog) -> Rating:
     return Rating(
-        attempt_id=attempt_id,
         learner_id=row["learner_id"],
         card_id=row["card_id"],
         point=row["point"],
@@ -354,8 +379,12 @@ _STORED = KeyedSelect(
 
 def _stored_answers(connection: Connection, ids: list[str]) -> dict[str, StoredAnswer]:
     """The stored answers among ``client_answer_id``s ``ids``."""
-    keys = [(client_answer_id,) for client_answer_id in dict.fromkeys(ids)]
-    return {row[1]: StoredAnswer(*row) for row in _STORED.rows(connection, keys)}
+    (rows,) = read_together(connection, [_stored_read(connection.dialect, ids)])
+    return {row[1]: StoredAnswer(*row) for row in rows}
+
+
+def _stored_read(dialect: Dialect, ids: list[str]) -> Read | None:
+    return _STORED.read(dialect, [(client_answer_id,) for client_answer_id in dict.fromkeys(ids)])
 
 
 def _same_question(stored: StoredAnswer, learner: LearnerRef, question: QuestionId) -> bool:
@@ -485,16 +514,27 @@ class AnswerWriter:
         self._write_each(batch)
 
     def _write_together(self, batch: list[_Pending]) -> None:
-        """Two reads (the answers stored already under these ids, the questions answered
-        before), then every attempt inserted and rated at once (see :func:`store_attempts`):
-        Core statements, as many for one answer as for a full batch."""
+        """One round of reads (the answers stored already under these ids, the questions
+        answered before, and what rating them needs: on PostgreSQL one round trip with the
+        transaction's BEGIN, app.db.read_together), then every attempt inserted and rated at
+        once (see :func:`store_attempts`: one more round of reads, for ids, and the writes):
+        driver statements, as many for one answer as for a full batch."""
         with self._sessions() as session, write_transaction(session):
             connection = session.connection()
-            stored = _stored_answers(connection, [item.client_answer_id for item in batch])
-            fresh = [item for item in batch if item.client_answer_id not in stored]
-            answered = _answered(
-                connection, [_question_key(item.learner.id, item.question) for item in fresh]
+            dialect = connection.dialect
+            review_reads = ReviewReads(dialect, [_subject(item) for item in batch])
+            stored_rows, answered_rows, *review_rows = read_together(
+                connection,
+                [
+                    _stored_read(dialect, [item.client_answer_id for item in batch]),
+                    _answered_read(
+                        dialect, [_question_key(item.learner.id, item.question) for item in batch]
+                    ),
+                    *review_reads.reads,
+                ],
             )
+            stored = {row[1]: StoredAnswer(*row) for row in stored_rows}
+            answered = set(answered_rows)
             storing: dict[str, tuple[_Pending, dict[str, Any]]] = {}
             repeats: list[_Pending] = []  # an id sent twice in this batch: the second replays
             for item in batch:
@@ -526,7 +566,9 @@ class AnswerWriter:
                 )
                 answered.add(key)
             attempts = store_attempts(
-                session, [(item.ctx.catalog, row) for item, row in storing.values()]
+                session,
+                [(item.ctx.catalog, row) for item, row in storing.values()],
+                known=ReviewReads.known(review_rows),
             )
             for (item, _), attempt in zip(storing.values(), attempts, strict=True):
                 item.outcome = AnswerOutcome(attempt, item.variant, item.result, replayed=False)
@@ -611,7 +653,24 @@ def _question_key(learner_id: str, question: QuestionId) -> tuple[Any, ...]:
 def _answered(connection: Connection, keys: list[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
     """Which of ``keys`` (:func:`_question_key`) have a stored answer: those whose next answer
     is not the learner's first to the question."""
-    return set(_ANSWERED.rows(connection, list(dict.fromkeys(keys))))
+    (rows,) = read_together(connection, [_answered_read(connection.dialect, keys)])
+    return set(rows)
+
+
+def _answered_read(dialect: Dialect, keys: list[tuple[Any, ...]]) -> Read | None:
+    return _ANSWERED.read(dialect, list(dict.fromkeys(keys)))
+
+
+def _subject(item: _Pending) -> RatingSubject:
+    """What rating ``item`` may need read (app.review.service.ReviewReads)."""
+    pitfall = item.result.pitfall
+    return RatingSubject(
+        item.learner.id,
+        item.question.card_id,
+        item.question.template_id,
+        None if item.result.correct or pitfall is None else pitfall.id,
+        item.ctx.catalog,
+    )
 
 
 def _settle_all(items: list[_Pending]) -> None:

@@ -18,10 +18,11 @@ from sqlalchemy import (
     func,
     select,
 )
+from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc
-from app.db import DriverSQL, KeyColumns, KeyedSelect, next_ids
+from app.db import DriverSQL, KeyColumns, KeyedSelect, Read
 from app.domain.catalog import Catalog
 from app.domain.scheduling import bring_forward, new_state, retrievability, review
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
@@ -44,10 +45,9 @@ ReviewKey = tuple[str, str, str]  # (learner id, card id, template id)
 
 @dataclass(frozen=True)
 class Rating:
-    """A learner's first answer to a question, to rate into its review item: its attempt (id
-    given) is stored in the same write transaction, after the ratings' reads."""
+    """A learner's first answer to a question, to rate into its review item: its attempt is
+    stored in the same write transaction, after the ratings' reads."""
 
-    attempt_id: int
     learner_id: str
     card_id: str
     point: str
@@ -61,6 +61,61 @@ class Rating:
     @property
     def key(self) -> ReviewKey:
         return (self.learner_id, self.card_id, self.template_id)
+
+    @property
+    def subject(self) -> RatingSubject:
+        return RatingSubject(
+            self.learner_id,
+            self.card_id,
+            self.template_id,
+            None if self.correct else self.pitfall_id,
+            self.catalog,
+        )
+
+
+@dataclass(frozen=True)
+class RatingSubject:
+    """An answer that may be rated (before it is known to be a first answer): what the rating
+    pass reads for it."""
+
+    learner_id: str
+    card_id: str
+    template_id: str
+    fell_for: str | None  # the pitfall of a wrong answer
+    catalog: Catalog
+
+
+@dataclass(frozen=True)
+class ReviewsKnown:
+    """What :class:`ReviewReads` read: exam dates by learner, earlier falls (first answers
+    stored) by (learner, card, pitfall)."""
+
+    exam_dates: dict[str, date | None]
+    falls: dict[tuple[str, str, str], int]
+
+
+class ReviewReads:
+    """The first reads of a rating pass over answers among ``subjects``, which do not depend
+    on which of them are first answers, for the caller to send with its own reads
+    (app.db.read_together: one round trip on PostgreSQL): the learners' exam dates, and how
+    often they fell for each pitfall fallen for in ``subjects`` in the first answers stored."""
+
+    def __init__(self, dialect: Dialect, subjects: Sequence[RatingSubject]) -> None:
+        learners = {s.learner_id for s in subjects}
+        fallen = {(s.learner_id, s.card_id, s.fell_for) for s in subjects if s.fell_for is not None}
+        self.reads: list[Read | None] = [
+            _EXAM_DATES.read(dialect, [(learner,) for learner in learners]),
+            _FALLS.read(dialect, list(fallen), {"first": True}),
+        ]
+
+    @staticmethod
+    def known(rows: Sequence[Sequence[tuple[Any, ...]]]) -> ReviewsKnown:
+        """What the reads' rows (in :attr:`reads`' order) say."""
+        exam_rows, fall_rows = rows
+        return ReviewsKnown(
+            exam_dates=dict(exam_rows),
+            falls={(learner, card, pitfall): count for learner, card, pitfall, count in fall_rows},
+        )
 
 
 @dataclass
@@ -97,86 +152,92 @@ class ReviewWrites:
         _UPDATE_ITEMS.run_many(connection, self.updates)
 
 
-def rate_answers(connection: Connection, ratings: Sequence[Rating]) -> ReviewWrites:
-    """Rate first answers into their review items, in the caller's write transaction, in
+class RatingPass:
+    """Rating first answers into their review items, in the caller's write transaction, in
     order (as if one after the other): each rating schedules its item with FSRS and logs the
     rating; a learner who falls for a pitfall for the ``PITFALL_REPEAT``-th time (counting the
     first answers stored before and those rated before in ``ratings``) has every other template
     of the card carrying that pitfall made due now (its item created when missing).
 
-    Reads only, before the ratings' attempts are stored: the exam dates, the earlier falls and
-    the items (locked, in id order), each once, as many statements for one rating as for
-    hundreds (app.db.DriverSQL). What to write comes back (:class:`ReviewWrites`), so that the
-    caller sends every write of its transaction together (app.db.pipelined).
+    In steps, so that the caller sends its reads with its own and every write of its
+    transaction together (app.db.read_together, app.db.pipelined), before the ratings'
+    attempts are stored: ``known`` (:class:`ReviewReads`, read by the caller for answers that
+    include these), then :meth:`item_read` (the items the ratings touch, locked until the
+    transaction ends (PostgreSQL; SQLite's write lock covers them) in id order, so that two
+    processes rating the same items take their locks alike and cannot lose an update) and
+    :meth:`take_items`, then ids for the items it creates (app.db.next_ids), then
+    :meth:`rate`. Driver statements (app.db.DriverSQL), as many for one rating as for hundreds.
     """
-    if not ratings:
-        return ReviewWrites([], [], [])
-    exam_dates = _exam_dates(connection, {r.learner_id for r in ratings})
-    falls = _earlier_falls(connection, ratings)
-    # Which items the ratings touch, in the order they do: their own, and those brought forward.
-    forward: dict[int, list[ReviewKey]] = {}
-    needed = {r.key: (r.point, r.now) for r in ratings}
-    running = dict(falls)
-    for index, r in enumerate(ratings):
-        if r.correct or r.pitfall_id is None:
-            continue
-        fall = (r.learner_id, r.card_id, r.pitfall_id)
-        running[fall] = running.get(fall, 0) + 1
-        if running[fall] >= PITFALL_REPEAT:
-            carrying = _carrying(r.catalog, r.card_id, r.template_id, r.pitfall_id)
-            forward[index] = [(r.learner_id, r.card_id, t) for t in carrying]
-            for key, point in zip(forward[index], carrying.values(), strict=True):
-                needed.setdefault(key, (point, r.now))
-    items = _locked_items(connection, set(needed))
-    missing = [key for key in needed if key not in items]
-    if missing:
-        items.update(_created_items(connection, [(key, *needed[key]) for key in missing]))
-    logs = []
-    for index, r in enumerate(ratings):
-        item = items[r.key]
-        due_before = item.due_at if item.reviews else None
-        outcome = review(
-            item.state,
-            correct=r.correct,
-            duration_ms=r.duration_ms,
-            now=r.now,
-            exam_date=exam_dates.get(r.learner_id),
-            item_key=f"{r.learner_id}:{r.card_id}:{r.template_id}",
+
+    def __init__(self, ratings: Sequence[Rating], known: ReviewsKnown) -> None:
+        self._ratings = list(ratings)
+        self._known = known
+        self._needed, self._forward = _touched(self._ratings, known.falls)
+        self._items: dict[ReviewKey, _Item] = {}
+
+    def item_read(self, dialect: Dialect) -> Read | None:
+        return _LOCKED_ITEMS.read(dialect, list(self._needed))
+
+    def take_items(self, rows: Sequence[tuple[Any, ...]]) -> int:
+        """The items read (:meth:`item_read`); how many items the pass creates."""
+        for row in rows:
+            item = _Item(*row)
+            item.due_at = as_utc(item.due_at)
+            self._items[(item.learner_id, item.card_id, item.template_id)] = item
+        return sum(1 for key in self._needed if key not in self._items)
+
+    def rate(self, attempt_ids: Sequence[int], item_ids: Sequence[int]) -> ReviewWrites:
+        """Rate (each rating stored as the attempt at its place in ``attempt_ids``; the items
+        created take ``item_ids``, as many as :meth:`take_items` said); what to write."""
+        items = self._items
+        missing = [key for key in self._needed if key not in items]
+        items.update(_created_items([(key, *self._needed[key]) for key in missing], item_ids))
+        logs = []
+        for index, r in enumerate(self._ratings):
+            item = items[r.key]
+            due_before = item.due_at if item.reviews else None
+            outcome = review(
+                item.state,
+                correct=r.correct,
+                duration_ms=r.duration_ms,
+                now=r.now,
+                exam_date=self._known.exam_dates.get(r.learner_id),
+                item_key=f"{r.learner_id}:{r.card_id}:{r.template_id}",
+            )
+            item.state, item.due_at, item.point = outcome.state, outcome.due, r.point
+            item.reviews += 1
+            item.lapses += 0 if r.correct else 1
+            item.last_review_at = r.now
+            item.changed = True
+            logs.append(
+                {
+                    "review_item_id": item.id,
+                    "attempt_id": attempt_ids[index],
+                    "rating": outcome.rating,
+                    "reviewed_at": r.now,
+                    "due_before": due_before,
+                    "due_after": outcome.due,
+                }
+            )
+            for key in self._forward.get(index, ()):
+                other = items[key]
+                if other.due_at > r.now:
+                    other.state = bring_forward(other.state, r.now)
+                    other.due_at = r.now
+                    other.changed = True
+        return ReviewWrites(
+            new_items=[
+                {name: getattr(item, name) for name in _ITEM_COLUMNS}
+                for item in items.values()
+                if not item.stored
+            ],
+            logs=logs,
+            updates=[
+                {"id": item.id, **{name: getattr(item, name) for name in _ITEM_CHANGES}}
+                for item in items.values()
+                if item.stored and item.changed
+            ],
         )
-        item.state, item.due_at, item.point = outcome.state, outcome.due, r.point
-        item.reviews += 1
-        item.lapses += 0 if r.correct else 1
-        item.last_review_at = r.now
-        item.changed = True
-        logs.append(
-            {
-                "review_item_id": item.id,
-                "attempt_id": r.attempt_id,
-                "rating": outcome.rating,
-                "reviewed_at": r.now,
-                "due_before": due_before,
-                "due_after": outcome.due,
-            }
-        )
-        for key in forward.get(index, ()):
-            other = items[key]
-            if other.due_at > r.now:
-                other.state = bring_forward(other.state, r.now)
-                other.due_at = r.now
-                other.changed = True
-    return ReviewWrites(
-        new_items=[
-            {name: getattr(item, name) for name in _ITEM_COLUMNS}
-            for item in items.values()
-            if not item.stored
-        ],
-        logs=logs,
-        updates=[
-            {"id": item.id, **{name: getattr(item, name) for name in _ITEM_CHANGES}}
-            for item in items.values()
-            if item.stored and item.changed
-        ],
-    )
 
 
 _EXAM_DATES = KeyedSelect(
@@ -186,10 +247,6 @@ _EXAM_DATES = KeyedSelect(
 )
 
 
-def _exam_dates(connection: Connection, learners: set[str]) -> dict[str, date | None]:
-    return dict(_EXAM_DATES.rows(connection, [(learner,) for learner in learners]))
-
-
 _FALL_KEY = KeyColumns(("learner_id", "card_id", "pitfall_id"), ("TEXT",) * 3)  # its index
 _FALLS = KeyedSelect(
     _FALL_KEY,
@@ -197,22 +254,6 @@ _FALLS = KeyedSelect(
     f" WHERE {{where}} AND first_answer = :first GROUP BY {', '.join(_FALL_KEY.names)}",
     binds={"first": Boolean()},
 )
-
-
-def _earlier_falls(
-    connection: Connection, ratings: Sequence[Rating]
-) -> dict[tuple[str, str, str], int]:
-    """How often each (learner, card, pitfall) fallen for in ``ratings`` was fallen for in the
-    first answers stored (before them: theirs are not stored yet)."""
-    falls = {
-        (r.learner_id, r.card_id, r.pitfall_id)
-        for r in ratings
-        if not r.correct and r.pitfall_id is not None
-    }
-    if not falls:
-        return {}
-    rows = _FALLS.rows(connection, list(falls), {"first": True})
-    return {(learner, card, pitfall): count for learner, card, pitfall, count in rows}
 
 
 def _carrying(catalog: Catalog, card_id: str, template_id: str, pitfall_id: str) -> dict[str, str]:
@@ -237,18 +278,6 @@ _LOCKED_ITEMS = KeyedSelect(
 )
 
 
-def _locked_items(connection: Connection, keys: set[ReviewKey]) -> dict[ReviewKey, _Item]:
-    """The review items of ``keys`` that exist, locked until the transaction ends (PostgreSQL;
-    SQLite's write lock already covers them) in id order, so that two processes rating the same
-    items take their locks alike and cannot lose an update."""
-    items = {}
-    for row in _LOCKED_ITEMS.rows(connection, list(keys)):
-        item = _Item(*row)
-        item.due_at = as_utc(item.due_at)
-        items[(item.learner_id, item.card_id, item.template_id)] = item
-    return items
-
-
 _INSERT_ITEMS = DriverSQL.insert(_ITEMS, _ITEM_COLUMNS)
 _INSERT_LOGS = DriverSQL.insert(
     ReviewLog.__table__,
@@ -256,12 +285,33 @@ _INSERT_LOGS = DriverSQL.insert(
 )
 
 
+def _touched(
+    ratings: Sequence[Rating], falls: dict[tuple[str, str, str], int]
+) -> tuple[dict[ReviewKey, tuple[str, datetime]], dict[int, list[ReviewKey]]]:
+    """The items the ratings touch, in the order they do: their own, and those brought forward
+    (key -> exam point and time, for an item to create); and which items each rating (by
+    index) brings forward."""
+    forward: dict[int, list[ReviewKey]] = {}
+    needed = {r.key: (r.point, r.now) for r in ratings}
+    running = dict(falls)
+    for index, r in enumerate(ratings):
+        if r.correct or r.pitfall_id is None:
+            continue
+        fall = (r.learner_id, r.card_id, r.pitfall_id)
+        running[fall] = running.get(fall, 0) + 1
+        if running[fall] >= PITFALL_REPEAT:
+            carrying = _carrying(r.catalog, r.card_id, r.template_id, r.pitfall_id)
+            forward[index] = [(r.learner_id, r.card_id, t) for t in carrying]
+            for key, point in zip(forward[index], carrying.values(), strict=True):
+                needed.setdefault(key, (point, r.now))
+    return needed, forward
+
+
 def _created_items(
-    connection: Connection, wanted: list[tuple[ReviewKey, str, datetime]]
+    wanted: list[tuple[ReviewKey, str, datetime]], ids: Sequence[int]
 ) -> dict[ReviewKey, _Item]:
     """New review items (key, exam point, now), due now, with fresh FSRS states seeded by their
-    ids (app.db.next_ids); inserted, as the ratings leave them, at the end of the pass."""
-    ids = next_ids(connection, "review_items", len(wanted))
+    ``ids`` (app.db.next_ids); inserted, as the ratings leave them, at the end of the pass."""
     return {
         key: _Item(
             item_id,
