@@ -29,7 +29,6 @@ and the figures on the shown set only, never on which choice is the key.
 
 from __future__ import annotations
 
-import functools
 import random
 import threading
 from collections import OrderedDict
@@ -86,14 +85,20 @@ class Choice:
     value: float | None  # the displayed number, in ``unit``; None for statements
     unit: str | None  # this choice's display unit (a readable one of the template's family)
     pitfall: Pitfall | None  # None for the correct choice
-    # Puts this variant's numbers into the pitfall's explanation: asked for when the choice is
-    # graded or reviewed, not when the question is shown (its Combination caches the text).
-    explain: Callable[[], Text] | None = field(default=None, repr=False)
+    # Where the pitfall's explanation gets this variant's numbers (its Combination, this shown
+    # choice and the shown answer): filled when the choice is graded or reviewed, not when the
+    # question is shown (the Combination caches the text).
+    content: Combination | None = field(default=None, repr=False)
+    shown: Candidate | None = field(default=None, repr=False)
+    shown_answer: Candidate | None = field(default=None, repr=False)
 
     @property
     def explanation(self) -> Text | None:
         """The pitfall's explanation with this variant's numbers (None for the correct choice)."""
-        return self.explain() if self.explain is not None else None
+        if self.pitfall is None or self.content is None:
+            return None
+        assert self.shown is not None and self.shown_answer is not None
+        return self.content.explanation(self.shown, self.shown_answer)
 
     @property
     def pitfall_id(self) -> str | None:
@@ -114,12 +119,13 @@ class Variant:
     choices: tuple[Choice, ...]
     correct_choice_id: str
     answer: Text
-    # The worked solution with this variant's numbers: asked for when graded (see Choice.explain).
-    solve: Callable[[], tuple[Text, ...]] = field(repr=False)
+    # The worked solution gets this variant's numbers when graded (see Choice.content).
+    content: Combination = field(repr=False)
+    shown_answer: Candidate = field(repr=False)
 
     @property
     def solution(self) -> tuple[Text, ...]:
-        return self.solve()
+        return self.content.solution(self.shown_answer)
 
     def choice(self, choice_id: str) -> Choice:
         for choice in self.choices:
@@ -537,11 +543,9 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
             value=_display_number(candidate, candidate.unit),
             unit=candidate.unit if candidate.value is not None else None,
             pitfall=candidate.pitfall,
-            explain=(
-                None
-                if candidate.pitfall is None
-                else functools.partial(content.explanation, candidate, answer)
-            ),
+            content=content,
+            shown=candidate,
+            shown_answer=answer,
         )
         for choice_id, candidate in zip(CHOICE_IDS, shown, strict=False)
     ]
@@ -555,7 +559,8 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
         choices=tuple(choices),
         correct_choice_id=correct,
         answer=answer.text,
-        solve=functools.partial(content.solution, answer),
+        content=content,
+        shown_answer=answer,
     )
 
 
