@@ -551,25 +551,28 @@ def test_reads_together_give_what_each_read_gives_postgres(pg_engine):
 
 
 @pytest.mark.postgres
-def test_reads_together_are_one_round_trip_on_postgres(pg_engine, tmp_path):
+def test_reads_together_are_sent_before_any_answer_is_awaited_on_postgres(pg_engine, tmp_path):
+    """Every statement goes out before the server's first reply is read (libpq's protocol
+    trace): one round trip for all four, not one each."""
     from psycopg.pq import Trace
 
     trace = tmp_path / "trace"
     with pg_engine.connect() as connection, trace.open("w") as out:
-        connection.exec_driver_sql("SELECT 1")
+        connection.exec_driver_sql("SELECT 1")  # the transaction begun outside the trace
         pgconn = connection.connection.driver_connection.pgconn
         pgconn.trace(out.fileno())
         pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
-        read_together(
+        rows = read_together(
             connection,
             [COUNT_ABOVE.read({"floor": n}) for n in range(3)]
             + [BY_NOTE.read(connection.dialect, [("x",)])],
         )
         pgconn.untrace()
-    sent = [
-        line.split("\t")[2] for line in trace.read_text().splitlines() if line.split("\t")[0] == "F"
-    ]
-    assert sent == ["Query"]  # one message, all four statements; one answer
+    assert rows == [[(0,)], [(0,)], [(0,)], []]
+    messages = [line.split("\t")[:3:2] for line in trace.read_text().splitlines()]
+    first_reply = next(i for i, (side, _) in enumerate(messages) if side == "B")
+    executes = [i for i, (side, kind) in enumerate(messages) if (side, kind) == ("F", "Execute")]
+    assert len(executes) == 4 and max(executes) < first_reply
 
 
 @pytest.mark.postgres
