@@ -515,10 +515,10 @@ class AnswerWriter:
 
     def _write_together(self, batch: list[_Pending]) -> None:
         """One round of reads (the answers stored already under these ids, the questions
-        answered before, and what rating them needs: on PostgreSQL one round trip with the
-        transaction's BEGIN, app.db.read_together), then every attempt inserted and rated at
-        once (see :func:`store_attempts`: one more round of reads, for ids, and the writes):
-        driver statements, as many for one answer as for a full batch."""
+        answered before, and what rating them needs; on PostgreSQL sent together,
+        app.db.read_together), then every attempt inserted and rated at once (see
+        :func:`store_attempts`: its own reads, then the writes): driver statements, as many for
+        one answer as for a full batch."""
         with self._sessions() as session, write_transaction(session):
             connection = session.connection()
             dialect = connection.dialect
