@@ -254,6 +254,69 @@ def test_postgres_that_stops_answering_mid_run(tmp_path, cards, pg_url):
         proxy.close()
 
 
+def test_postgres_that_stops_answering_in_the_middle_of_an_answer_batch(
+    tmp_path, cards, pg_url, monkeypatch
+):
+    """The database stops answering after the answer writer has its connection: its reads sent
+    together (app.db.read_together) wait out the client's deadline, the answer is a 503 (not a
+    hang, not a 500), and once the database answers again the resent answer is stored once."""
+    from sqlalchemy import func, select
+    from sqlalchemy.engine import make_url
+
+    from app.models import Attempt
+    from app.practice import answers
+
+    migrate(pg_url)
+    real = make_url(pg_url)
+    proxy = BlackHole(upstream=(real.host or "127.0.0.1", real.port or 5432))
+    try:
+        url = real.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+        with TestClient(create_app(make_settings(tmp_path, url, **FAST), cards=cards)) as client:
+            learner = client.post(f"{API}/learners").json()
+            auth = {"Authorization": f"Bearer {learner['token']}"}
+            question = client.get(
+                f"{API}/cards/{CARD_ID}/points/1/question", params={"seed": 7}, headers=auth
+            ).json()
+            body = {
+                "token": question["token"],
+                "choice_id": question["choices"][0]["id"],
+                "client_answer_id": str(uuid.uuid4()),
+            }
+            real_reads = answers.read_together
+
+            def reads_into_a_black_hole(connection, reads):
+                proxy.swallow()  # the writer's transaction has begun on a live connection
+                return real_reads(connection, reads)
+
+            monkeypatch.setattr(answers, "read_together", reads_into_a_black_hole)
+            response, elapsed = timed(
+                lambda: client.post(f"{API}/answers", json=body, headers=auth)
+            )
+            assert_unavailable(response)
+            assert elapsed < 6, elapsed  # the 2 s deadline, then the guard refuses at once
+            assert_unrelated_routes_answer(client)
+            monkeypatch.setattr(answers, "read_together", real_reads)
+            proxy.forward()
+            deadline = time.monotonic() + 10
+            while (
+                again := client.post(f"{API}/answers", json=body, headers=auth)
+            ).status_code != 200:
+                assert again.status_code == 503, again.text
+                assert time.monotonic() < deadline, "the service did not recover"
+                time.sleep(0.3)
+            replay = client.post(f"{API}/answers", json=body, headers=auth).json()
+            assert replay.pop("replayed") is True and again.json() == {**replay, "replayed": False}
+            with client.app.state.sessionmaker() as session:
+                stored = session.scalar(
+                    select(func.count())
+                    .select_from(Attempt)
+                    .where(Attempt.client_answer_id == body["client_answer_id"])
+                )
+            assert stored == 1
+    finally:
+        proxy.close()
+
+
 # --- a read-only database, a read-only data folder, a full disk ------------------------------
 
 
