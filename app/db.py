@@ -486,6 +486,9 @@ class Read:
     statement: DriverSQL
     params: Mapping[str, Any]
 
+    def rows(self, connection: Connection) -> list[tuple[Any, ...]]:
+        return self.statement.rows(connection, self.params)
+
 
 def read_together(
     connection: Connection, reads: Sequence[Read | None]
@@ -500,9 +503,7 @@ def read_together(
     parsed and planned anew) and about 1.3 ms for each statement on its own."""
     sent = [read for read in reads if read is not None]
     if connection.dialect.driver != "psycopg" or len(sent) < 2:
-        return [
-            [] if read is None else read.statement.rows(connection, read.params) for read in reads
-        ]
+        return [[] if read is None else read.rows(connection) for read in reads]
     if not connection.in_transaction():
         # What SQLAlchemy's own first statement would do (autobegin): the caller's commit or
         # rollback ends the transaction the driver begins for these reads.
@@ -583,18 +584,19 @@ def next_ids(connection: Connection, table: str, count: int) -> list[int]:
     if count <= 0:
         return []
     read = next_ids_read(connection.dialect, table, count)
-    return ids_read(connection.dialect, read.statement.rows(connection, read.params), count)
+    return next_ids_of(connection.dialect, read.rows(connection), count)
 
 
 def next_ids_read(dialect: Dialect, table: str, count: int) -> Read:
     """The read behind :func:`next_ids` (``count`` at least 1), for :func:`read_together`;
-    :func:`ids_read` turns its rows into the ids."""
+    :func:`next_ids_of` turns its rows into the ids."""
     if dialect.name == "postgresql":
         return _sequence_ids(table).read({"count": count})
     return _largest_id(table).read({})
 
 
-def ids_read(dialect: Dialect, rows: Sequence[tuple[Any, ...]], count: int) -> list[int]:
+def next_ids_of(dialect: Dialect, rows: Sequence[tuple[Any, ...]], count: int) -> list[int]:
+    """The ``count`` ids the rows of a :func:`next_ids_read` give."""
     if dialect.name == "postgresql":
         return sorted(row[0] for row in rows)
     largest = rows[0][0] or 0
@@ -669,7 +671,7 @@ class KeyedSelect:
     ) -> list[tuple[Any, ...]]:
         """The rows of ``keys`` (none for no keys); ``params`` fill the rest of ``sql``."""
         read = self.read(connection.dialect, keys, params)
-        return [] if read is None else read.statement.rows(connection, read.params)
+        return [] if read is None else read.rows(connection)
 
     def read(
         self,

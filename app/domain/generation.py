@@ -88,16 +88,15 @@ class Choice:
     # Where the pitfall's explanation gets this variant's numbers (its Combination, this shown
     # choice and the shown answer): filled when the choice is graded or reviewed, not when the
     # question is shown (the Combination caches the text).
-    content: Combination | None = field(default=None, repr=False)
-    shown: Candidate | None = field(default=None, repr=False)
-    shown_answer: Candidate | None = field(default=None, repr=False)
+    content: Combination = field(repr=False)
+    shown: Candidate = field(repr=False)
+    shown_answer: Candidate = field(repr=False)
 
     @property
     def explanation(self) -> Text | None:
         """The pitfall's explanation with this variant's numbers (None for the correct choice)."""
-        if self.pitfall is None or self.content is None:
+        if self.pitfall is None:
             return None
-        assert self.shown is not None and self.shown_answer is not None
         return self.content.explanation(self.shown, self.shown_answer)
 
     @property
@@ -143,6 +142,10 @@ class Grade:
     pitfall_explanation: Text | None
     explanation: Text
     solution: tuple[Text, ...]
+
+    @property
+    def pitfall_id(self) -> str | None:
+        return self.pitfall.id if self.pitfall is not None else None
 
 
 # --- building blocks, shared with validation --------------------------------------------------

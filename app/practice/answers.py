@@ -45,8 +45,8 @@ from app.db import (
     KeyedSelect,
     Read,
     WriterTurn,
-    ids_read,
     next_ids,
+    next_ids_of,
     next_ids_read,
     pipelined,
     read_together,
@@ -276,7 +276,7 @@ def attempt_row(
         "choice_id": result.chosen_choice_id,
         "correct_choice_id": result.correct_choice_id,
         "correct": result.correct,
-        "pitfall_id": result.pitfall.id if result.pitfall is not None else None,
+        "pitfall_id": result.pitfall_id,
         "client_answer_id": client_answer_id,
         "first_answer": first_answer,
         "practice_session_id": position.session_id if position else None,
@@ -326,7 +326,7 @@ def store_attempts(
             rating.item_read(dialect) if rating is not None else None,
         ],
     )
-    attempt_ids = ids_read(dialect, attempt_rows, len(rows))
+    attempt_ids = next_ids_of(dialect, attempt_rows, len(rows))
     reviews = ReviewWrites([], [], [])
     if rating is not None:
         creating = rating.take_items(item_rows)
@@ -663,13 +663,13 @@ def _answered_read(dialect: Dialect, keys: list[tuple[Any, ...]]) -> Read | None
 
 def _subject(item: _Pending) -> RatingSubject:
     """What rating ``item`` may need read (app.review.service.ReviewReads)."""
-    pitfall = item.result.pitfall
-    return RatingSubject(
+    return RatingSubject.of(
         item.learner.id,
         item.question.card_id,
         item.question.template_id,
-        None if item.result.correct or pitfall is None else pitfall.id,
-        item.ctx.catalog,
+        correct=item.result.correct,
+        pitfall_id=item.result.pitfall_id,
+        catalog=item.ctx.catalog,
     )
 
 

@@ -64,12 +64,13 @@ class Rating:
 
     @property
     def subject(self) -> RatingSubject:
-        return RatingSubject(
+        return RatingSubject.of(
             self.learner_id,
             self.card_id,
             self.template_id,
-            None if self.correct else self.pitfall_id,
-            self.catalog,
+            correct=self.correct,
+            pitfall_id=self.pitfall_id,
+            catalog=self.catalog,
         )
 
 
@@ -83,6 +84,19 @@ class RatingSubject:
     template_id: str
     fell_for: str | None  # the pitfall of a wrong answer
     catalog: Catalog
+
+    @classmethod
+    def of(
+        cls,
+        learner_id: str,
+        card_id: str,
+        template_id: str,
+        *,
+        correct: bool,
+        pitfall_id: str | None,
+        catalog: Catalog,
+    ) -> RatingSubject:
+        return cls(learner_id, card_id, template_id, None if correct else pitfall_id, catalog)
 
 
 @dataclass(frozen=True)
@@ -120,7 +134,7 @@ class ReviewReads:
 
 @dataclass
 class _Item:
-    """A review item as read (or created) by :func:`rate_answers`, changed in place."""
+    """A review item as read (or created) by a :class:`RatingPass`, changed in place."""
 
     id: int
     learner_id: str
@@ -138,7 +152,7 @@ class _Item:
 
 @dataclass(frozen=True)
 class ReviewWrites:
-    """What a rating pass writes (:func:`rate_answers`): its new review items, the review logs
+    """What a rating pass writes (:meth:`RatingPass.rate`): its new review items, the review logs
     and the changed items; :meth:`run` after the ratings' attempts are inserted (the logs refer
     to them), one executemany each."""
 
