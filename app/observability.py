@@ -706,6 +706,55 @@ class StartupGate:
         await self.app(scope, receive, send)
 
 
+# --- trusted hosts ----------------------------------------------------------------------------
+
+
+class TrustedHosts(TrustedHostMiddleware):
+    """Starlette's TrustedHostMiddleware, its verdict on a Host header remembered.
+
+    Clients send a handful of Host values; Starlette parses the header list and the host on
+    every request (a twentieth of a question GET). A value is judged once, by Starlette's own
+    middleware (a probe that only records whether it let the request through), and a trusted
+    one lets later requests straight through; anything else always goes through Starlette's
+    middleware, which refuses it as it always did. At most ``KEPT`` trusted values are kept.
+    """
+
+    KEPT = 64
+
+    def __init__(self, app: ASGIApp, **options: Any) -> None:
+        super().__init__(app, **options)
+        self._trusted: set[str | None] = set()
+        self._probe = TrustedHostMiddleware(_let_through, **options)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.allow_any:
+            host = _header(scope, b"host", None)
+            if host in self._trusted:
+                await self.app(scope, receive, send)
+                return
+            if len(self._trusted) < self.KEPT and await self._judged_trusted(host):
+                self._trusted.add(host)
+        await super().__call__(scope, receive, send)
+
+    async def _judged_trusted(self, host: str | None) -> bool:
+        headers = [] if host is None else [(b"host", host.encode("latin-1"))]
+        probe: Scope = {"type": "http", "headers": headers, "state": {}}
+        await self._probe(probe, _nothing_to_receive, _discard)
+        return bool(probe["state"].get("let_through"))
+
+
+async def _let_through(scope: Scope, receive: Receive, send: Send) -> None:
+    scope["state"]["let_through"] = True
+
+
+async def _nothing_to_receive() -> Message:
+    return {"type": "http.disconnect"}
+
+
+async def _discard(message: Message) -> None:
+    return None
+
+
 # --- wiring -----------------------------------------------------------------------------------
 
 
@@ -717,9 +766,7 @@ def install_guards(app: FastAPI, settings: Settings) -> None:
         default_bytes=settings.max_body_bytes,
         large_bytes=settings.max_card_body_bytes,
     )
-    app.add_middleware(
-        TrustedHostMiddleware, allowed_hosts=settings.trusted_host_list, www_redirect=False
-    )
+    app.add_middleware(TrustedHosts, allowed_hosts=settings.trusted_host_list, www_redirect=False)
 
 
 def install_observability(app: FastAPI, settings: Settings) -> Metrics:

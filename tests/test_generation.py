@@ -509,3 +509,50 @@ def test_a_text_bound_to_a_combination_fills_in_as_it_renders():
         assert filled.zh == f"{answer.zh}（8）"
     closed = text.bind(values, {**params, "answer": "x"}, frozenset())
     assert closed.whole == Text("7B on 8 ranks: 1.75 GB of weights; x in all", "x（8）")
+
+
+def test_draws_are_what_random_s_own_methods_draw_for_the_same_seed():
+    """Variants draw through Draws (getrandbits only); every draw equals what random.Random's
+    randrange, choice and shuffle give for the same seed, so stored questions regenerate as
+    they were first shown, and the stream stays in step after each kind of draw."""
+    import random
+
+    from app.domain.generation import Draws, seeded
+
+    for seed in range(300):
+        key = f"zero-memory-offload:tpl-{seed}:3:{seed * 7919}"
+        ours, theirs = seeded(key), random.Random(key)
+        for size in (1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 100, 2**31 - 1):
+            assert ours.below(size) == theirs.randrange(size)
+            items = list(range(size if size < 200 else 3))
+            assert ours.choice(items) == theirs.choice(items)
+            mine, reference = list(items), list(items)
+            ours.shuffle(mine)
+            theirs.shuffle(reference)
+            assert mine == reference
+        assert ours.below(10**12) == theirs.randrange(10**12)
+    assert isinstance(seeded("x"), Draws)
+    with pytest.raises(IndexError):
+        seeded("x").choice([])
+
+
+def test_choices_shared_between_variants_belong_to_each_variant(card):
+    """Choices are made once per combination and shown pair and shared by every seed showing
+    them: each variant's choices still carry its own label, text, answer and explanation."""
+    template = card.points[0].templates[0]
+    seen = {}
+    for seed in range(400):
+        variant = generate(card, template, seed)
+        correct = variant.choice(variant.correct_choice_id)
+        assert [c.id for c in variant.choices] == list("abcdefgh"[: len(variant.choices)])
+        for choice in variant.choices:
+            assert choice.shown_answer is variant.shown_answer
+            assert choice.content is variant.content
+            assert choice.text == choice.shown.text
+            result = grade(variant, choice.id)
+            assert result.correct == (choice is correct)
+            assert correct.text.en in result.explanation.en
+            key = (id(variant.content), choice.id, id(choice.shown), id(variant.shown_answer))
+            seen.setdefault(key, set()).add(id(choice))
+    assert len(seen) < 400 * len(variant.choices)  # seeds did share them
+    assert all(len(ids) == 1 for ids in seen.values())  # one object per label and shown pair

@@ -70,6 +70,104 @@ def test_trusted_hosts_come_from_the_settings(tmp_path, db_url, cards):
             assert client.get("/healthz", headers={"Host": host}).status_code == status, host
 
 
+def _run(coroutine):
+    """Run a coroutine to its end in a thread of its own (a browser test may have left this
+    thread inside a running event loop)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+HOST_VALUES = [
+    "cards.example.com",
+    "CARDS.example.com",
+    "cards.example.com:8443",
+    "eu.example.org",
+    "a.b.example.org:1",
+    "example.org",
+    "www.cards.example.com",
+    "evil.example",
+    "cards.example.com.evil.example",
+    "[::1]",
+    "[::1]:8000",
+    "[::1",
+    "[zz::1]:8000",
+    "cards.example.com:",
+    "cards.example.com:x",
+    "",
+    " cards.example.com",
+    "caf\u00e9.example.org",
+    None,
+]
+
+
+@pytest.mark.parametrize("allowed", [["cards.example.com", "*.example.org", "[::1]"], ["*"]])
+def test_trusted_hosts_judge_every_host_as_starlette_does_and_remember_only_trusted_ones(allowed):
+    """TrustedHosts remembers Starlette's verdict per Host value: each value, asked twice (the
+    second answer from the memo when trusted), is let through or refused exactly as Starlette's
+    own TrustedHostMiddleware does; the first Host header counts when there are two."""
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+    from app.observability import TrustedHosts
+
+    async def inner(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"in"})
+
+    async def status(middleware, hosts):
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        async def receive():
+            return {"type": "http.request", "body": b""}
+
+        headers = [(b"host", h.encode("latin-1")) for h in hosts if h is not None]
+        scope = {"type": "http", "method": "GET", "path": "/", "headers": headers, "state": {}}
+        await middleware(scope, receive, send)
+        return sent[0]["status"], sent[-1]["body"]
+
+    ours = TrustedHosts(inner, allowed_hosts=allowed, www_redirect=False)
+    theirs = TrustedHostMiddleware(inner, allowed_hosts=allowed, www_redirect=False)
+    pairs = [[h] for h in HOST_VALUES] + [["evil.example", "cards.example.com"]]
+    pairs += [["cards.example.com", "evil.example"]]
+    for hosts in pairs * 2:
+        expected = _run(status(theirs, hosts))
+        assert _run(status(ours, hosts)) == expected, hosts
+    trusted = {h for h in HOST_VALUES if _run(status(theirs, [h]))[0] == 200}
+    if allowed != ["*"]:
+        assert ours._trusted == trusted
+        assert trusted >= {"cards.example.com", "eu.example.org", "[::1]:8000"}
+        assert "evil.example" not in trusted
+
+
+def test_trusted_hosts_keep_a_bounded_number_of_values():
+    from app.observability import TrustedHosts
+
+    async def inner(scope, receive, send):
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def get(host):
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "path": "/", "headers": [(b"host", host.encode())], "state": {}}
+        await middleware(scope, None, send)
+        return sent[0]["status"]
+
+    middleware = TrustedHosts(inner, allowed_hosts=["*.example.org"], www_redirect=False)
+    for port in range(TrustedHosts.KEPT + 50):
+        assert _run(get(f"a.example.org:{port}")) == 204
+    assert len(middleware._trusted) == TrustedHosts.KEPT
+    assert _run(get("a.example.com")) == 400
+
+
 def test_hsts_in_production_only(tmp_path, db_url, cards, client):
     assert "strict-transport-security" not in client.get("/healthz").headers
     settings = make_settings(tmp_path, db_url, environment="production")

@@ -189,3 +189,30 @@ def test_a_revoked_token_stops_working_at_once_in_the_process_that_revoked_it(cl
     token_id = tokens[0]["id"] if isinstance(tokens, list) else tokens["items"][0]["id"]
     assert client.delete(f"{API}/me/tokens/{token_id}", headers=alice).status_code in (200, 204)
     assert answer(client, alice, token).status_code == 401
+
+
+def test_a_question_token_s_content_is_the_json_of_its_question_and_learner():
+    """QuestionSigner.sign writes its content directly: the same JSON the generic encoder
+    writes (quotes, backslashes, non-ASCII and control characters escaped alike), and
+    verify reads every field back."""
+    import base64
+    import json
+
+    from app.domain.identity import QuestionId
+    from app.practice.questions import COMPACT_PREFIX, QuestionSigner
+
+    signer = QuestionSigner("k" * 48, max_age_s=60)
+    for text in ["zero-memory-offload", 'a"b\\c', "异构卸载", "tab\there\nline", "\u2028x", "'{}'"]:
+        question = QuestionId(text, f"p-{text}", f"t-{text}", 7, 2**31 - 1)
+        for learner in (None, text, "l" * 32):
+            token = signer.sign(question, learner)
+            body = token[len(COMPACT_PREFIX) :].split(".")[0]
+            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode("ascii")
+            content = json.loads(raw)
+            expected = {"q": [text, f"p-{text}", f"t-{text}", 7, 2**31 - 1]}
+            if learner is not None:
+                expected["l"] = learner
+            expected["t"] = content["t"]
+            assert raw == json.dumps(expected, separators=(",", ":"))
+            verified = signer.verify(token)
+            assert verified.question == question and verified.learner_id == learner

@@ -1,8 +1,8 @@
 """Question variants: ``generate(card, template, seed)`` and ``grade(variant, choice_id)``.
 
 A variant is fully determined by its :class:`~app.domain.identity.QuestionId` (card id, exam
-point, template id and version, seed). A private
-``random.Random`` seeded with that string is consumed in a fixed order:
+point, template id and version, seed). A private ``random.Random`` seeded with that string
+(:func:`variant_rng`, read through :class:`Draws`) is consumed in a fixed order:
 
 1. each parameter, in declared order, is drawn from its domain;
 2. the *rank* of the answer among the choices is drawn uniformly from ``0 .. choices - 1``: the
@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TypeVar
 
 from .cards import Card, Pitfall, Template
 from .identity import QuestionId
@@ -55,6 +56,7 @@ from .units import (
 MIN_RELATIVE_GAP = Fraction(1, 20)
 _GAP = float(MIN_RELATIVE_GAP)
 CHOICE_IDS = "abcdefgh"
+T = TypeVar("T")
 
 
 class UnknownChoice(KeyError):
@@ -78,7 +80,7 @@ class Candidate:
     unit: str | None = None  # the display unit once the choice is shown (see aligned)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Choice:
     id: str
     text: Text
@@ -155,11 +157,56 @@ def question_id(card: Card, template: Template, seed: int) -> QuestionId:
     return QuestionId(card.id, template.point, template.id, template.version, seed)
 
 
-def variant_rng(question: QuestionId) -> random.Random:
-    return random.Random(question.rng_key)
+class Draws:
+    """A seeded stream's draws, made from its ``getrandbits`` alone: ``below`` (``randrange(n)``),
+    ``choice`` and ``shuffle`` give exactly what ``random.Random``'s own methods give for the
+    same seed (CPython's algorithms, spelled out: tests/test_generation.py compares them), so
+    every variant regenerates as it was generated, whatever later Pythons do to those methods
+    (the language guarantees the seeding and the generator's output, not the methods on top),
+    and at a fraction of the calls (the methods went three Python frames deep per number)."""
+
+    __slots__ = ("_bits",)
+
+    def __init__(self, rng: random.Random) -> None:
+        self._bits = rng.getrandbits
+
+    def below(self, n: int) -> int:
+        """A uniform integer in ``0 .. n - 1`` (``n >= 1``): ``Random._randbelow``, which is
+        also what ``Random.randrange(n)`` draws."""
+        bits = self._bits
+        k = n.bit_length()
+        r = bits(k)
+        while r >= n:
+            r = bits(k)
+        return r
+
+    def choice(self, items: Sequence[T]) -> T:
+        if not items:
+            raise IndexError("cannot choose from an empty sequence")
+        return items[self.below(len(items))]
+
+    def shuffle(self, items: list[T]) -> None:
+        """In place, Fisher-Yates from the end (``Random.shuffle``)."""
+        bits = self._bits
+        for i in range(len(items) - 1, 0, -1):
+            n = i + 1
+            k = n.bit_length()
+            j = bits(k)
+            while j >= n:
+                j = bits(k)
+            items[i], items[j] = items[j], items[i]
 
 
-def draw_params(template: Template, rng: random.Random) -> dict[str, Fraction]:
+def seeded(key: str) -> Draws:
+    """The draws of a stream seeded with ``key`` (``random.Random(key)``)."""
+    return Draws(random.Random(key))
+
+
+def variant_rng(question: QuestionId) -> Draws:
+    return seeded(question.rng_key)
+
+
+def draw_params(template: Template, rng: Draws) -> dict[str, Fraction]:
     return {name: rng.choice(param.values) for name, param in template.params.items()}
 
 
@@ -313,7 +360,7 @@ def select_pitfalls(
     pitfalls: Sequence[Candidate],
     below: int,
     above: int,
-    rng: random.Random,
+    rng: Draws,
     memo: Memo | None = None,
 ) -> list[Candidate]:
     """Walk the pitfalls in a seeded order, keeping ``below`` of them under the answer and
@@ -352,11 +399,11 @@ def arrange(
     template: Template,
     answer: Candidate,
     pitfalls: Sequence[Candidate],
-    rng: random.Random,
+    rng: Draws,
     memo: Memo | None = None,
 ) -> list[Candidate]:
     """The shown choices in display order: steps 2-4 of the module docstring."""
-    rank = rng.randrange(template.choices)
+    rank = rng.below(template.choices)
     kept = select_pitfalls(answer, pitfalls, rank, template.choices - 1 - rank, rng, memo)
     shown = [answer, *kept]
     rng.shuffle(shown)
@@ -449,6 +496,7 @@ class Combination:
         "params_display",
         "_bound",
         "_texts",
+        "_choices",
     )
 
     def __init__(self, template: Template, values: dict[str, Fraction]) -> None:
@@ -460,6 +508,7 @@ class Combination:
         self.params_display = named_values(template, values)
         self._bound: dict[tuple[object, ...], BoundText] = {}
         self._texts: dict[tuple[object, ...], tuple[Candidate, Candidate | None, Text]] = {}
+        self._choices: dict[tuple[str, int, int], Choice] = {}
 
     def stem(self, answer: Candidate) -> Text:
         """The stem with ``answer`` as the shown answer."""
@@ -470,6 +519,26 @@ class Combination:
             self._rendered(("solution", i), step, answer, None)
             for i, step in enumerate(self.template.solution)
         )
+
+    def choice(self, choice_id: str, shown: Candidate, answer: Candidate) -> Choice:
+        """The choice labelled ``choice_id`` showing ``shown`` (one of the memo's shown forms, or
+        a candidate itself) beside the shown ``answer``: made once per label and shown pair, as
+        the texts are (by identity, checked), since every seed showing them shows this choice."""
+        key = (choice_id, id(shown), id(answer))
+        found = self._choices.get(key)
+        if found is not None and found.shown is shown and found.shown_answer is answer:
+            return found
+        made = self._choices[key] = Choice(
+            id=choice_id,
+            text=shown.text,
+            value=_display_number(shown, shown.unit),
+            unit=shown.unit if shown.value is not None else None,
+            pitfall=shown.pitfall,
+            content=self,
+            shown=shown,
+            shown_answer=answer,
+        )
+        return made
 
     def explanation(self, candidate: Candidate, answer: Candidate) -> Text:
         """A pitfall's explanation with this variant's numbers (``{value}`` is the pitfall's
@@ -539,19 +608,10 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
     shown = arrange(template, content.answer, content.pitfalls, rng, content.memo)
     answer = next(c for c in shown if c.pitfall is None)
 
-    choices = [
-        Choice(
-            id=choice_id,
-            text=candidate.text,
-            value=_display_number(candidate, candidate.unit),
-            unit=candidate.unit if candidate.value is not None else None,
-            pitfall=candidate.pitfall,
-            content=content,
-            shown=candidate,
-            shown_answer=answer,
-        )
+    choices = tuple(
+        content.choice(choice_id, candidate, answer)
         for choice_id, candidate in zip(CHOICE_IDS, shown, strict=False)
-    ]
+    )
     correct = next(c.id for c in choices if c.pitfall is None)
     return Variant(
         id=identity,
@@ -559,7 +619,7 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
         params=dict(content.params),
         params_display=dict(content.params_display),
         stem=content.stem(answer),
-        choices=tuple(choices),
+        choices=choices,
         correct_choice_id=correct,
         answer=answer.text,
         content=content,
@@ -572,8 +632,8 @@ def generate_for_point(card: Card, point_slug: str, seed: int) -> Variant:
     point = card.point_by_slug(point_slug)
     if point is None:
         raise KeyError(point_slug)
-    rng = random.Random(f"{card.id}:point:{point.slug}:{seed}")
-    template = point.templates[rng.randrange(len(point.templates))]
+    pick = seeded(f"{card.id}:point:{point.slug}:{seed}")
+    template = point.templates[pick.below(len(point.templates))]
     return generate(card, template, seed)
 
 

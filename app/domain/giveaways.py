@@ -13,7 +13,6 @@ arrangement code that :func:`app.domain.generation.generate` uses), and
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -175,12 +174,12 @@ def evaluate_domain(template: Template) -> list[tuple[Candidate, list[Candidate]
 def _arrangements(
     template: Template, samples: int, evaluated: Evaluated, memos: Sequence[Memo] | None = None
 ) -> Iterator[list[ShownChoice]]:
-    from .generation import arrange
+    from .generation import arrange, seeded
 
     per_combo = max(1, -(-samples // len(evaluated)))
     for index, (answer, pitfalls) in enumerate(evaluated):
         memo = memos[index] if memos is not None else Memo()
-        rng = random.Random(f"giveaways:{template.id}:{index}")
+        rng = seeded(f"giveaways:{template.id}:{index}")
         for _ in range(per_combo):
             shown = arrange(template, answer, pitfalls, rng, memo)
             # floats order the values exactly as Fractions here: shown values are >= 5% apart

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import itertools
-import random
 from collections.abc import Iterator
 from fractions import Fraction
 
 from .cards import Template
-from .generation import draw_params
+from .generation import draw_params, seeded
 
 SAMPLED_SEEDS = 500
 
@@ -21,4 +20,4 @@ def parameter_combinations(template: Template) -> Iterator[dict[str, Fraction]]:
             yield dict(zip(names, combo, strict=True))
         return
     for seed in range(SAMPLED_SEEDS):
-        yield draw_params(template, random.Random(f"validate:{template.id}:{seed}"))
+        yield draw_params(template, seeded(f"validate:{template.id}:{seed}"))
