@@ -89,11 +89,15 @@ def test_new_templates_start_at_version_one(card):
         "p5-zero2-offload-gpu-memory",
         "p5-when-offload-pays",
     ]
+    # Revised since they were added (card version 4: its Chinese key was the only choice with
+    # a semicolon, which a guesser could see without reading).
+    revised = {"p5-when-offload-pays": 2}
     for template_id in new:
         template = card.template(template_id)
-        assert template is not None and template.version == 1, template_id
+        assert template is not None, template_id
+        assert template.version == revised.get(template_id, 1), template_id
         assert len(template.pitfalls) >= 6, template_id
-    assert card.version == 3
+    assert card.version == 4
 
 
 # --- K for other recipes -----------------------------------------------------------------------

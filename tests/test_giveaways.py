@@ -67,6 +67,44 @@ def test_statements_score_by_length_in_each_language_and_by_register():
     assert wins["odd register (zh)"] == 1.0
 
 
+def test_a_key_alone_in_its_form_is_found_by_looking():
+    """A guesser picking among the choices with (or without) a mark of form: the only choice
+    with an aside, a formula or a semicolon is the key here; the only one without a number is
+    a pitfall."""
+    shown = [
+        words(
+            "It moves the states (and the Adam step) to the CPU.", "状态（和 Adam）移到 CPU。", True
+        ),
+        words(
+            "It shards them; nothing moves, $2\\Psi$ stays.", "切分它们；不移动，$2\\Psi$ 不变。"
+        ),
+        words("It compresses them to 8 bits over 16 ranks.", "压缩到 8 位，共 16 个 rank。"),
+        words("It spreads them over 4 more GPUs.", "分散到另外 4 张 GPU。"),
+    ]
+    wins = variant_wins(shown)
+    for lang in ("en", "zh"):
+        assert wins[f"with aside ({lang})"] == 1.0
+        assert wins[f"without aside ({lang})"] == 0.0
+        assert wins[f"with formula ({lang})"] == 0.0  # the formula is a pitfall's
+        assert wins[f"without formula ({lang})"] == pytest.approx(1 / 3)
+        assert wins[f"with semicolon ({lang})"] == 0.0
+        # numbers: "8 bits", "16 ranks", "4 more": the key and the formula one have none
+        assert wins[f"without number ({lang})"] == pytest.approx(1 / 2)
+        assert wins[f"with number ({lang})"] == 0.0
+    none = variant_wins([words("a", "甲", True), words("bb", "乙乙"), words("ccc", "丙丙丙")])
+    assert none["with aside (en)"] == pytest.approx(1 / 3)  # nobody has one: a blind pick
+
+
+def test_digits_inside_names_are_not_numbers():
+    from app.domain.giveaways import FORMS
+
+    number = FORMS["number"]
+    for text in ("fp16 weights", "ZeRO-3 with offload", "a V100", "$12\\Psi$ bytes", "NVMe"):
+        assert not number(text), text
+    for text in ("32 GB", "1.5× DDP", "8 bits", "13B on one GPU", "8 位", "（约 13B）"):
+        assert number(text), text
+
+
 def test_register():
     assert register("Usually, if memory is the limit", "en") == "hedged"
     assert register("Always: it moves 2Ψ", "en") == "absolute"

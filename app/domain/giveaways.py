@@ -2,8 +2,10 @@
 
 A content-blind strategy looks only at the form of the choices: pick the longest (or shortest)
 text, pick the k-th smallest number, pick the one choice whose register differs from the others
-(hedged among absolute statements, or the reverse). A well-made question gives every such
-strategy about ``1/choices``; a strategy that wins clearly more often is a giveaway.
+(hedged among absolute statements, or the reverse), pick among the choices that have (or lack) a
+mark of form: a formula, an aside in parentheses, clauses joined by a semicolon, a number
+(:data:`FORMS`). A well-made question gives every such strategy about ``1/choices``; a strategy
+that wins clearly more often is a giveaway.
 
 :func:`variant_wins` scores one shown question; :func:`template_giveaways` measures a template
 over its whole parameter domain and many seeded arrangements of the choices (the same
@@ -14,7 +16,7 @@ arrangement code that :func:`app.domain.generation.generate` uses), and
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -47,6 +49,26 @@ _ABSOLUTES = {
     ),
     "zh": re.compile(r"总是|永远|从不|绝不|很少|无论|任何情况|完全"),
 }
+
+
+# Marks of form a guesser can see without reading: a choice has one or not. A key alone in
+# carrying one (the only choice with a formula, or the only one with an aside), or alone in
+# lacking it, is found by looking.
+_MATH = re.compile(r"\$[^$]+\$")
+# A number stated as such (32 GB, 1.5×, 8 位), not a digit inside a name (fp16, ZeRO-3, V100).
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.\-])\d")
+FORMS: dict[str, Callable[[str], bool]] = {
+    "formula": lambda text: _MATH.search(text) is not None,
+    "aside": lambda text: "(" in text or "（" in text,
+    "semicolon": lambda text: ";" in text or "；" in text,
+    "number": lambda text: _NUMBER.search(_MATH.sub("", text)) is not None,
+}
+
+
+@lru_cache(maxsize=8192)
+def forms(text: str) -> tuple[bool, ...]:
+    """Which of :data:`FORMS` ``text`` has, in their order."""
+    return tuple(has(text) for has in FORMS.values())
 
 
 @dataclass(frozen=True)
@@ -131,6 +153,12 @@ def variant_wins(choices: Sequence[ShownChoice]) -> dict[str, float]:
                 if registers.count(r) == 1 and n - 1 >= 2 and len(set(registers)) == 2
             ]
             wins[f"odd register{suffix}"] = _pick(odd, key) if odd else 1 / n
+            marks = [forms(c.text.get(lang)) for c in choices]
+            for f, name in enumerate(FORMS):
+                having = [i for i in range(n) if marks[i][f]]
+                lacking = [i for i in range(n) if not marks[i][f]]
+                wins[f"with {name}{suffix}"] = _pick(having, key) if having else 1 / n
+                wins[f"without {name}{suffix}"] = _pick(lacking, key) if lacking else 1 / n
     if numeric:
         values = [c.value for c in choices]
         for k in range(1, n + 1):

@@ -15,9 +15,10 @@ than that) the answer, every pitfall and every text are evaluated, and the card 
 - a numeric answer shows the same value over the whole domain (the parameters are decoration,
   and the learner can memorise the key);
 - a statement is not of comparable length to the correct one (see :data:`STATEMENT_LENGTH_RATIO`);
-- a content-blind guesser (longest, shortest, k-th smallest, the odd register out ...) wins more
-  than ``1/choices`` + :data:`~app.domain.giveaways.GIVEAWAY_MARGIN` of the variants, measured
-  over the domain and :data:`~app.domain.giveaways.LOAD_SAMPLES` seeded arrangements;
+- a content-blind guesser (longest, shortest, k-th smallest, the odd register out, the ones
+  with a formula or an aside ...) wins more than ``1/choices`` +
+  :data:`~app.domain.giveaways.GIVEAWAY_MARGIN` of the variants, measured over the domain and
+  :data:`~app.domain.giveaways.LOAD_SAMPLES` seeded arrangements;
 - a rendered text (stem, worked solution, pitfall explanation) shows arithmetic whose displayed
   numbers do not give its displayed result (``0.041 GB + 0.041 GB = 0.081 GB``), see
   :func:`check_arithmetic`;
