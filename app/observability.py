@@ -713,7 +713,7 @@ class TrustedHosts(TrustedHostMiddleware):
     """Starlette's TrustedHostMiddleware, its verdict on a Host header remembered.
 
     Clients send a handful of Host values; Starlette parses the header list and the host on
-    every request (a twentieth of a question GET). A value is judged once, by Starlette's own
+    every request (2 % of a question GET). A value is judged once, by Starlette's own
     middleware (a probe that only records whether it let the request through), and a trusted
     one lets later requests straight through; anything else always goes through Starlette's
     middleware, which refuses it as it always did. At most ``KEPT`` trusted values are kept.

@@ -161,9 +161,10 @@ class Draws:
     """A seeded stream's draws, made from its ``getrandbits`` alone: ``below`` (``randrange(n)``),
     ``choice`` and ``shuffle`` give exactly what ``random.Random``'s own methods give for the
     same seed (CPython's algorithms, spelled out: tests/test_generation.py compares them), so
-    every variant regenerates as it was generated, whatever later Pythons do to those methods
-    (the language guarantees the seeding and the generator's output, not the methods on top),
-    and at a fraction of the calls (the methods went three Python frames deep per number)."""
+    every variant regenerates as it was generated even if a later Python changes those methods
+    (its documentation promises reproducible seeding and ``random()``, which reads the same
+    Mersenne Twister words as ``getrandbits``, not the methods built on them), and at a
+    fraction of the calls (the methods went three Python frames deep per number)."""
 
     __slots__ = ("_bits",)
 

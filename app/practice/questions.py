@@ -162,7 +162,7 @@ class QuestionSigner:
 
         Its content is what :meth:`_dumps` writes for ``{"q": [card, point, template, version,
         seed], "l": learner, "t": now}``, spelled out (every question GET signs one: the encoder's
-        set-up took half of it); tests/test_questions.py compares the two."""
+        set-up took half of it); tests/test_token_binding.py compares the two."""
         learner = "" if learner_id is None else f',"l":{_json_str(learner_id)}'
         return self._token(
             f'{{"q":[{_json_str(question.card_id)},{_json_str(question.point)},'
