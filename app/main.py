@@ -27,7 +27,7 @@ from app.auth.ratelimit import LoginLimiter
 from app.catalog.service import LiveCatalog
 from app.config import Settings, get_settings, resolve_secret_key
 from app.db import DatabaseTimeouts, ensure_sqlite_folder, make_engine, make_sessionmaker
-from app.domain.cards import Card
+from app.domain.cards import Card, CardError
 from app.domain.catalog import Catalog, load_cards
 from app.errors import install_error_handlers
 from app.observability import install_guards, install_observability
@@ -58,19 +58,24 @@ device from `POST /api/v1/auth/token`; anonymous installs call `POST /api/v1/lea
 """
 
 
-def load_catalog(live: LiveCatalog) -> Catalog:
-    """Publish the card files' new versions and load every stored one.
+def load_catalog(live: LiveCatalog) -> tuple[Catalog, str | None]:
+    """Publish the card files' new versions and load every stored one; the catalog, and why the
+    cards cannot be served (None when they can).
 
     A database that is not migrated yet (the app still starts and says so) serves the files only.
+    A card file changed without a new version is a reason to refuse start-up (one line, by the
+    start-up gate: app.observability.cards_state), not a traceback.
     """
     try:
-        return live.load()
+        return live.load(), None
+    except CardError as exc:
+        return live.catalog, " ".join(str(exc).split())
     except (OperationalError, ProgrammingError) as exc:
         log.error(
             "could not read or store card versions (%s): serving the card files only",
             str(exc).splitlines()[0],
         )
-        return live.catalog
+        return live.catalog, None
 
 
 # Young objects collected after this many allocations (CPython's default is 700): request
@@ -105,7 +110,12 @@ def create_app(
 ) -> FastAPI:
     """A ready-to-serve app; ``cards`` may be passed in already loaded (tests do)."""
     settings = settings if settings is not None else get_settings()
-    cards = cards if cards is not None else load_cards(settings.cards_dir)
+    card_error = None
+    if cards is None:
+        try:
+            cards = load_cards(settings.cards_dir)
+        except CardError as exc:  # refused at start-up with this line (app.observability)
+            cards, card_error = {}, " ".join(str(exc).split())
     try:
         secret_key = resolve_secret_key(settings)
         ensure_sqlite_folder(settings.database_url)
@@ -152,7 +162,11 @@ def create_app(
     app.state.engine = engine
     app.state.sessionmaker = sessions
     app.state.live_catalog = LiveCatalog(sessions, cards)
-    app.state.catalog = load_catalog(app.state.live_catalog)
+    if card_error is None:
+        app.state.catalog, card_error = load_catalog(app.state.live_catalog)
+    else:
+        app.state.catalog = app.state.live_catalog.catalog
+    app.state.card_error = card_error
     app.state.context = Context(
         catalog=app.state.catalog,
         signer=QuestionSigner(secret_key, max_age_s=settings.question_max_age_s),

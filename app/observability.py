@@ -559,6 +559,9 @@ def migration_state(engine: Engine) -> dict[str, Any]:
 
 
 def cards_state(app: FastAPI) -> dict[str, Any]:
+    refused = getattr(app.state, "card_error", None)
+    if refused:
+        return {"ok": False, "detail": refused}
     live = app.state.live_catalog
     catalog = live.catalog
     count = len(catalog.cards())
@@ -697,7 +700,10 @@ class StartupGate:
             await self.app(scope, replay, send)
             return
         open_paths = ("/healthz", "/readyz")
-        if self.refused is None and getattr(self.fastapi_app.state, "startup_error", None):
+        state = self.fastapi_app.state
+        if self.refused is None and (
+            getattr(state, "startup_error", None) or getattr(state, "card_error", None)
+        ):
             self.refused = startup_refusal(self.fastapi_app)  # served without lifespan events
         if self.refused is not None and scope["type"] == "http" and scope["path"] not in open_paths:
             response = _problem(503, "not_started", self.refused)

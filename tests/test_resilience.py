@@ -465,6 +465,72 @@ def test_uvicorn_exits_non_zero_with_one_line_when_the_database_is_unreachable(t
     assert "database check failed" in refusals[0]
 
 
+def _serve_once(tmp_path: Path, db_url: str, cards_dir: Path) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "SECRET_KEY": TEST_SECRET,
+        "CARDS_DIR": str(cards_dir),
+        "DATA_DIR": str(tmp_path / "data"),
+    }
+    command = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory"]
+    return subprocess.run(
+        [*command, "--port", str(free_port())],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _one_line_refusal(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    refusals = [line for line in result.stderr.splitlines() if "refusing to start" in line]
+    assert len(refusals) >= 1, result.stderr[-2000:]
+    return refusals[0]
+
+
+def test_a_card_changed_without_a_new_version_refuses_start_up_in_one_line(tmp_path, db_url):
+    """The card files publish at start-up; a file edited since, under the same version, would
+    change questions already answered: the server refuses with one line (no traceback) that
+    says what to do, and /readyz of an app built anyway says why."""
+    import shutil
+
+    cards_dir = tmp_path / "cards"
+    shutil.copytree(CARDS_DIR, cards_dir)
+    with TestClient(create_app(make_settings(tmp_path, db_url, cards_dir=cards_dir))) as client:
+        assert client.get("/readyz").status_code == 200  # published
+    path = cards_dir / f"{CARD_ID}.yaml"
+    text = path.read_text(encoding="utf-8")
+    edited = text.replace("How does ZeRO-Infinity go beyond ZeRO-Offload?", "How far past it?")
+    assert edited != text
+    path.write_text(edited, encoding="utf-8")
+    line = _one_line_refusal(_serve_once(tmp_path, db_url, cards_dir))
+    assert "differs from the version" in line and "raise the card's 'version'" in line
+    app = create_app(make_settings(tmp_path, db_url, cards_dir=cards_dir))
+    with pytest.raises(StartupRefused, match="raise the card's 'version'"), TestClient(app):
+        pass  # the lifespan refuses
+    served = TestClient(app)  # without lifespan events: every request says why
+    ready = served.get("/readyz")
+    assert ready.status_code == 503 and not ready.json()["checks"]["cards"]["ok"]
+    question = served.get(f"/api/v1/cards/{CARD_ID}/question")
+    assert question.status_code == 503 and "raise the card's 'version'" in question.json()["detail"]
+
+
+def test_a_card_file_that_fails_validation_refuses_start_up_in_one_line(tmp_path, db_url):
+    import shutil
+
+    cards_dir = tmp_path / "cards"
+    shutil.copytree(CARDS_DIR, cards_dir)
+    path = cards_dir / f"{CARD_ID}.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("id: zero-memory-offload\n", "id: Not A Valid Id\n", 1))
+    line = _one_line_refusal(_serve_once(tmp_path, db_url, cards_dir))
+    assert "cards check failed" in line
+
+
 def test_an_unreachable_database_never_gives_a_bare_500(tmp_path, cards):
     client = TestClient(
         create_app(pg_settings(tmp_path, free_port()), cards=cards), raise_server_exceptions=False
