@@ -58,6 +58,11 @@ device from `POST /api/v1/auth/token`; anonymous installs call `POST /api/v1/lea
 """
 
 
+def _one_line(exc: CardError) -> str:
+    """A card error as the one line the start-up gate refuses with."""
+    return " ".join(str(exc).split())
+
+
 def load_catalog(live: LiveCatalog) -> tuple[Catalog, str | None]:
     """Publish the card files' new versions and load every stored one; the catalog, and why the
     cards cannot be served (None when they can).
@@ -69,7 +74,7 @@ def load_catalog(live: LiveCatalog) -> tuple[Catalog, str | None]:
     try:
         return live.load(), None
     except CardError as exc:
-        return live.catalog, " ".join(str(exc).split())
+        return live.catalog, _one_line(exc)
     except (OperationalError, ProgrammingError) as exc:
         log.error(
             "could not read or store card versions (%s): serving the card files only",
@@ -115,7 +120,7 @@ def create_app(
         try:
             cards = load_cards(settings.cards_dir)
         except CardError as exc:  # refused at start-up with this line (app.observability)
-            cards, card_error = {}, " ".join(str(exc).split())
+            cards, card_error = {}, _one_line(exc)
     try:
         secret_key = resolve_secret_key(settings)
         ensure_sqlite_folder(settings.database_url)

@@ -719,46 +719,31 @@ class TrustedHosts(TrustedHostMiddleware):
     """Starlette's TrustedHostMiddleware, its verdict on a Host header remembered.
 
     Clients send a handful of Host values; Starlette parses the header list and the host on
-    every request (2 % of a question GET). A value is judged once, by Starlette's own
-    middleware (a probe that only records whether it let the request through), and a trusted
-    one lets later requests straight through; anything else always goes through Starlette's
-    middleware, which refuses it as it always did. At most ``KEPT`` trusted values are kept.
+    every request (2 % of a question GET). Each request of a value not yet known goes through
+    Starlette's middleware, which refuses it as it always did or lets it through to
+    :meth:`_let_through`, which remembers the value (at most ``KEPT`` of them); later requests
+    with a remembered value go straight through.
     """
 
     KEPT = 64
 
     def __init__(self, app: ASGIApp, **options: Any) -> None:
-        super().__init__(app, **options)
+        super().__init__(self._let_through, **options)
+        self._inner = app
         self._trusted: set[str | None] = set()
-        self._probe = TrustedHostMiddleware(_let_through, **options)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self.allow_any:
-            host = _header(scope, b"host", None)
-            if host in self._trusted:
-                await self.app(scope, receive, send)
-                return
-            if len(self._trusted) < self.KEPT and await self._judged_trusted(host):
-                self._trusted.add(host)
+        if self.allow_any or (
+            scope["type"] == "http" and _header(scope, b"host", None) in self._trusted
+        ):
+            await self._inner(scope, receive, send)
+            return
         await super().__call__(scope, receive, send)
 
-    async def _judged_trusted(self, host: str | None) -> bool:
-        headers = [] if host is None else [(b"host", host.encode("latin-1"))]
-        probe: Scope = {"type": "http", "headers": headers, "state": {}}
-        await self._probe(probe, _nothing_to_receive, _discard)
-        return bool(probe["state"].get("let_through"))
-
-
-async def _let_through(scope: Scope, receive: Receive, send: Send) -> None:
-    scope["state"]["let_through"] = True
-
-
-async def _nothing_to_receive() -> Message:
-    return {"type": "http.disconnect"}
-
-
-async def _discard(message: Message) -> None:
-    return None
+    async def _let_through(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and len(self._trusted) < self.KEPT:
+            self._trusted.add(_header(scope, b"host", None))
+        await self._inner(scope, receive, send)
 
 
 # --- wiring -----------------------------------------------------------------------------------

@@ -440,38 +440,17 @@ def test_the_connect_guard_fails_fast_then_probes_once():
     assert guard.refusal() is None
 
 
-def test_uvicorn_exits_non_zero_with_one_line_when_the_database_is_unreachable(tmp_path):
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/test",
-        "SECRET_KEY": TEST_SECRET,
-        "CARDS_DIR": str(CARDS_DIR),
-        "DATA_DIR": str(tmp_path / "data"),
-        "DB_CONNECT_TIMEOUT_S": "2",
-    }
-    command = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory"]
-    result = subprocess.run(
-        [*command, "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 3, result.stderr[-2000:]
-    refusals = [line for line in result.stderr.splitlines() if "refusing to start" in line]
-    assert refusals and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert "database check failed" in refusals[0]
-
-
-def _serve_once(tmp_path: Path, db_url: str, cards_dir: Path) -> subprocess.CompletedProcess:
+def _serve_once(
+    tmp_path: Path, db_url: str, cards_dir: Path, *, timeout_s: int = 120, **extra_env: str
+) -> subprocess.CompletedProcess:
+    """``uvicorn app.main:create_app`` on a free port, run until it exits by itself."""
     env = {
         **os.environ,
         "DATABASE_URL": db_url,
         "SECRET_KEY": TEST_SECRET,
         "CARDS_DIR": str(cards_dir),
         "DATA_DIR": str(tmp_path / "data"),
+        **extra_env,
     }
     command = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory"]
     return subprocess.run(
@@ -480,16 +459,23 @@ def _serve_once(tmp_path: Path, db_url: str, cards_dir: Path) -> subprocess.Comp
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout_s,
     )
 
 
 def _one_line_refusal(result: subprocess.CompletedProcess) -> str:
+    """The start-up refusal line of a server that exited with status 3 and no traceback."""
     assert result.returncode == 3, result.stderr[-2000:]
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     refusals = [line for line in result.stderr.splitlines() if "refusing to start" in line]
     assert len(refusals) >= 1, result.stderr[-2000:]
     return refusals[0]
+
+
+def test_uvicorn_exits_non_zero_with_one_line_when_the_database_is_unreachable(tmp_path):
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/test"
+    result = _serve_once(tmp_path, url, CARDS_DIR, DB_CONNECT_TIMEOUT_S="2", timeout_s=60)
+    assert "database check failed" in _one_line_refusal(result)
 
 
 def test_a_card_changed_without_a_new_version_refuses_start_up_in_one_line(tmp_path, db_url):
