@@ -33,7 +33,7 @@ from app.errors import install_error_handlers
 from app.observability import install_guards, install_observability
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
-from app.routing import include_flat
+from app.routing import DirectRoutes, include_flat
 from app.web.routes import PAGE_ROUTERS
 from app.web.security import SecurityHeadersMiddleware, docs_csp
 from app.web.templating import make_templates
@@ -181,6 +181,7 @@ def create_app(
     app.state.login_limiter = LoginLimiter(settings.rate_limit_storage)
     app.state.templates = make_templates()
 
+    app.add_middleware(DirectRoutes, fastapi_app=app)  # innermost
     app.add_middleware(BrowserSessionMiddleware, secure=settings.secure_cookies)
     install_guards(app, settings)  # start-up gate, body cap, trusted hosts
     hsts = settings.hsts_max_age_s if settings.environment == "production" else 0

@@ -20,7 +20,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
-from fastapi import APIRouter
+from fastapi import APIRouter, FastAPI
 from fastapi import params as fastapi_params
 from fastapi._body_limit import get_body_limit_error
 from fastapi._compat import ModelField, Undefined, field_annotation_is_sequence, lenient_issubclass
@@ -32,12 +32,17 @@ from fastapi.dependencies.utils import (
     request_body_to_args,
 )
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute, _effective_route_context_var
+from fastapi.routing import APIRoute, _effective_route_context_var, _update_scope
+from fastapi.telemetry._api import _route_selected
 from pydantic import BaseModel, ValidationError
+from starlette.convertors import PathConvertor
 from starlette.exceptions import HTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Match, Mount, Route, WebSocketRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 
 def include_flat(
@@ -169,6 +174,9 @@ class PlainParamsRoute(APIRoute):
     context only FastAPI's handler applies) and any request while ``dependency_overrides`` are
     set get FastAPI's handler."""
 
+    # The handler DirectRoutes calls (None where FastAPI's handler serves the route).
+    plain_handler: Callable[[Request], Coroutine[Any, Any, Response]] | None = None
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         fastapi_handler = super().get_route_handler()
         effective = _effective_route_context_var.get()
@@ -177,6 +185,7 @@ class PlainParamsRoute(APIRoute):
         handler = _plain_handler(self)
         if handler is None:
             return fastapi_handler
+        self.plain_handler = handler  # served directly by DirectRoutes where it can be
         provider = self.dependency_overrides_provider
 
         async def handle(request: Request) -> Response:
@@ -326,3 +335,112 @@ def _plain_handler(route: APIRoute) -> Callable[[Request], Coroutine[Any, Any, R
         return response
 
     return handler
+
+
+# --- plain routes served directly -------------------------------------------------------------
+
+
+def _path_segments(route: Route) -> list[str | None] | None:
+    """A route's segments, each a literal or ``None`` (a parameter, or a segment holding one);
+    None for a route whose parameters may span segments (a ``path`` parameter)."""
+    if any(isinstance(c, PathConvertor) for c in route.param_convertors.values()):
+        return None
+    return [None if "{" in part else part for part in route.path_format.split("/")]
+
+
+def may_share_a_path(earlier: BaseRoute, route: APIRoute) -> bool:
+    """Whether some request path could be matched by both ``earlier`` and ``route`` (True when
+    unsure): only a route for which this is False for every route before it is served
+    directly, so that the router's first-match order decides nothing that way."""
+    if isinstance(earlier, WebSocketRoute):
+        return False  # matches websocket requests only
+    if isinstance(earlier, Mount):
+        prefix = earlier.path
+        return (
+            "{" in prefix
+            or route.path_format == prefix
+            or (route.path_format.startswith(prefix + "/"))
+        )
+    if not isinstance(earlier, Route):
+        return True
+    mine, theirs = _path_segments(route), _path_segments(earlier)
+    if mine is None or theirs is None:
+        return True
+    if len(mine) != len(theirs):
+        return False
+    return all(a is None or b is None or a == b for a, b in zip(mine, theirs, strict=True))
+
+
+class DirectRoutes:
+    """The innermost middleware: a request for a :class:`PlainParamsRoute` that no earlier route
+    could take goes straight to the route's handler, past FastAPI's router walk, its per-request
+    wrapper (a Request, two exit stacks, a second exception wrapper) and its exit-stack
+    middleware; everything else goes on to the app as before.
+
+    The same rules apply either way: the route matches with its own ``matches`` (method and
+    path, the path parameters converted by its convertors), the scope gets what the router
+    would put there (router, route, endpoint, path parameters), the route's plain handler
+    answers, and an exception goes to the app's exception handlers by Starlette's own
+    ExceptionMiddleware, built from the app's handlers as FastAPI builds it. A route taken with
+    ``include_router``, any request while ``dependency_overrides`` are set, and the routes of
+    an app whose routes changed after its first request are left to FastAPI.
+    """
+
+    def __init__(self, app: ASGIApp, *, fastapi_app: FastAPI) -> None:
+        self.app = app
+        self.fastapi_app = fastapi_app
+        # (the route's literal prefix, the route, its handler)
+        self.routes: tuple[tuple[str, PlainParamsRoute, Callable[..., Any]], ...] | None = None
+        self._route_count = -1
+        handlers = {
+            key: value
+            for key, value in fastapi_app.exception_handlers.items()
+            if key not in (500, Exception)
+        }
+        self._handling = ExceptionMiddleware(
+            self._serve, handlers=handlers, debug=fastapi_app.debug
+        )
+        fastapi_app.state.direct_routes = self
+
+    def direct_routes(self) -> tuple[tuple[str, PlainParamsRoute, Callable[..., Any]], ...]:
+        """The routes served directly, with their plain handlers (worked out again when the
+        app's routes were added to)."""
+        routes = self.fastapi_app.router.routes
+        if self.routes is None or self._route_count != len(routes):
+            found = []
+            for index, route in enumerate(routes):
+                handler = getattr(route, "plain_handler", None)
+                if not isinstance(route, PlainParamsRoute) or handler is None:
+                    continue
+                if any(may_share_a_path(earlier, route) for earlier in routes[:index]):
+                    continue
+                found.append((route.path_format.partition("{")[0], route, handler))
+            self.routes, self._route_count = tuple(found), len(routes)
+        return self.routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.fastapi_app.dependency_overrides:
+            path = scope["path"]
+            for prefix, route, handler in self.direct_routes():
+                if not path.startswith(prefix):
+                    continue  # (behind a root_path the router decides)
+                match, child_scope = route.matches(scope)
+                if match is Match.FULL:
+                    _update_scope(scope, child_scope)
+                    if "router" not in scope:
+                        scope["router"] = self.fastapi_app.router
+                    _route_selected(scope=scope, path=route.path_format)
+                    scope[_DIRECT_HANDLER] = handler
+                    await self._handling(scope, receive, send)
+                    return
+                if match is not Match.NONE:
+                    break  # a method the route lacks: the router's 405
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _serve(scope: Scope, receive: Receive, send: Send) -> None:
+        response: Response = await scope.pop(_DIRECT_HANDLER)(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+
+_DIRECT_HANDLER = "infracards.direct_handler"

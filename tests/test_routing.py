@@ -290,3 +290,158 @@ def test_a_plain_route_leaves_what_only_fastapi_applies_to_fastapi():
     with TestClient(app_with(included=True)) as client:
         refused = client.post("/p", json={"a": 1})
         assert refused.status_code == 403 and refused.json() == {"detail": "the guard ran"}
+
+
+# --- plain routes served directly (app.routing.DirectRoutes) ----------------------------------
+
+
+def _direct_routes(app: FastAPI):
+    """The app's DirectRoutes middleware (its stack is built by the first request)."""
+    from app.routing import DirectRoutes
+
+    assert isinstance(app.state.direct_routes, DirectRoutes)
+    return app.state.direct_routes
+
+
+def test_the_question_and_answer_routes_skip_the_router_unless_overrides_are_set(client, app):
+    """The plain routes that no earlier route could take are served past FastAPI's router; the
+    router serves them again while dependency overrides are set, and serves every other route
+    (a method the route lacks, a trailing slash) as before."""
+    from app.deps import get_settings_dep
+
+    question = f"{API_PREFIX}/cards/{CARD}/points/1/question"
+    assert client.get("/healthz").status_code == 200
+    direct = _direct_routes(app)
+    assert {route.path for _, route, _ in direct.direct_routes()} == {
+        f"{API_PREFIX}/cards/{{card_id}}/points/{{point}}/question",
+        f"{API_PREFIX}/cards/{{card_id}}/question",
+        f"{API_PREFIX}/answers",
+    }
+    route = next(r for _, r, _ in direct.direct_routes() if r.path.endswith("{point}/question"))
+    handled = []
+    original = route.handle
+
+    async def spy(scope, receive, send):
+        handled.append(scope["path"])
+        await original(scope, receive, send)
+
+    route.handle = spy
+    assert client.get(f"{question}?seed=1").status_code == 200
+    assert handled == []
+    app.dependency_overrides[get_settings_dep] = lambda: app.state.settings
+    try:
+        assert client.get(f"{question}?seed=1").status_code == 200
+    finally:
+        app.dependency_overrides.clear()
+    assert handled == [question]
+    refused = client.post(question)
+    assert refused.status_code == 405 and refused.headers["allow"] == "GET"
+    assert refused.headers["content-type"] == "application/problem+json"
+    redirected = client.get(f"{question}/", follow_redirects=False)
+    assert redirected.status_code == 307 and redirected.headers["location"].endswith(question)
+
+
+def _headers(response) -> dict[str, str]:
+    skip = {"x-request-id", "content-length", "date"}
+    return {k: v for k, v in response.headers.items() if k not in skip}
+
+
+def test_directly_served_routes_send_the_router_s_headers(tmp_path, db_url, cards, monkeypatch):
+    """Served directly or by FastAPI's router, a question and its errors carry the same
+    headers: security headers, content type, Allow."""
+    from conftest import make_settings
+    from fastapi.testclient import TestClient
+
+    import app.routing as routing
+    from app.main import create_app
+
+    direct_app = create_app(make_settings(tmp_path / "direct", db_url), cards=cards)
+    monkeypatch.setattr(routing, "_plain_handler", lambda route: None)
+    router_app = create_app(make_settings(tmp_path / "router", db_url), cards=cards)
+    with TestClient(direct_app) as ours, TestClient(router_app) as theirs:
+        for url in PLAIN_GETS:
+            mine, reference = ours.get(url), theirs.get(url)
+            assert (mine.status_code, _headers(mine)) == (
+                reference.status_code,
+                _headers(reference),
+            ), url
+        assert _direct_routes(direct_app).direct_routes()
+        assert not _direct_routes(router_app).direct_routes()
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later", "shared"),
+    [
+        ("/cards/{card_id}", "/cards/{card_id}/question", False),
+        ("/cards/{card_id}/points/{point}/question", "/cards/{x}/points/{y}/question", True),
+        ("/cards/special/question", "/cards/{card_id}/question", True),
+        ("/cards/special/question", "/cards/{card_id}/points", False),
+        ("/cards/{card_id}/questions", "/cards/{card_id}/question", False),
+        ("/files/{rest:path}", "/files/a/b", True),
+        ("/cards/{card_id}.json", "/cards/{card_id}", True),
+        ("/", "/cards", False),
+    ],
+)
+def test_may_share_a_path(earlier, later, shared):
+    from fastapi.routing import APIRoute
+    from starlette.routing import Route
+
+    async def endpoint():  # pragma: no cover - never called
+        return None
+
+    route = APIRoute(later, endpoint)
+    assert routing_module().may_share_a_path(Route(earlier, endpoint), route) is shared
+
+
+def test_may_share_a_path_with_mounts_and_websockets():
+    from fastapi.routing import APIRoute
+    from starlette.routing import Mount, WebSocketRoute
+
+    async def endpoint():  # pragma: no cover - never called
+        return None
+
+    share = routing_module().may_share_a_path
+    assert share(Mount("/static", app=endpoint), APIRoute("/static/{name}", endpoint))
+    assert share(Mount("/{tenant}", app=endpoint), APIRoute("/cards", endpoint))
+    assert not share(Mount("/static", app=endpoint), APIRoute("/staticky", endpoint))
+    assert not share(WebSocketRoute("/cards", endpoint), APIRoute("/cards", endpoint))
+
+
+def routing_module():
+    import app.routing as routing
+
+    return routing
+
+
+def test_a_plain_route_an_earlier_route_could_take_is_left_to_the_router():
+    """First match wins, as in the router: a plain route behind one that takes the same paths
+    is not served directly; one nothing shadows is, with its path parameters converted."""
+    from fastapi.responses import JSONResponse
+    from fastapi.testclient import TestClient
+
+    from app.routing import DirectRoutes, PlainParamsRoute
+
+    app = FastAPI()
+    app.add_middleware(DirectRoutes, fastapi_app=app)
+
+    @app.get("/items/{a}")
+    async def first(a: str) -> dict[str, str]:
+        return {"served": "first", "a": a}
+
+    plain = APIRouter(route_class=PlainParamsRoute)
+
+    @plain.get("/items/{b}")
+    async def shadowed(b: str) -> JSONResponse:  # pragma: no cover - never served
+        return JSONResponse({"served": "shadowed"})
+
+    @plain.get("/numbers/{n:int}")
+    async def numbers(n: int) -> JSONResponse:
+        return JSONResponse({"served": "numbers", "n": n, "type": type(n).__name__})
+
+    include_flat(app.router, plain)
+    with TestClient(app) as client:
+        assert client.get("/items/x").json() == {"served": "first", "a": "x"}
+        assert client.get("/numbers/7").json() == {"served": "numbers", "n": 7, "type": "int"}
+        assert client.get("/numbers/x").status_code == 404
+        direct = _direct_routes(app)
+        assert [route.path for _, route, _ in direct.direct_routes()] == ["/numbers/{n:int}"]
