@@ -35,7 +35,7 @@ from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.routing import DirectRoutes, include_flat
 from app.web.routes import PAGE_ROUTERS
-from app.web.security import SecurityHeadersMiddleware, docs_csp
+from app.web.security import docs_csp, security_headers
 from app.web.templating import make_templates
 
 log = logging.getLogger(__name__)
@@ -185,8 +185,8 @@ def create_app(
     app.add_middleware(BrowserSessionMiddleware, secure=settings.secure_cookies)
     install_guards(app, settings)  # start-up gate, body cap, trusted hosts
     hsts = settings.hsts_max_age_s if settings.environment == "production" else 0
-    app.add_middleware(SecurityHeadersMiddleware, hsts_max_age_s=hsts)
-    install_observability(app, settings)  # outermost: request ids, logs, metrics, /readyz
+    # Outermost: request ids, logs, metrics, /readyz, the security headers on every response.
+    install_observability(app, settings, response_headers=security_headers(hsts))
     install_error_handlers(app)
 
     @app.get("/healthz", include_in_schema=False)

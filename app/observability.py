@@ -285,21 +285,18 @@ def count_stored_answers(sessions: sessionmaker[Session], metrics: Metrics) -> N
         session.info.pop(ANSWERS_PENDING, None)
 
 
-def add_headers(
-    message: Message, headers: Sequence[tuple[bytes, bytes]], *, replace: bool = False
+def stamp_headers(
+    message: Message, own: tuple[bytes, bytes], defaults: Sequence[tuple[bytes, bytes]]
 ) -> None:
-    """Add raw ``(lower-case name, value)`` headers to a response start ``message``: those it has
-    already are kept (``replace``: dropped first). Starlette's MutableHeaders does the same one
-    header at a time, scanning the list each time (a third of the security headers' cost)."""
-    current = list(message.get("headers") or ())
-    if replace:
-        names = {name for name, _ in headers}
-        current = [(name, value) for name, value in current if name.lower() not in names]
-        current.extend(headers)
-    else:
-        have = {name.lower() for name, _ in current}
-        current.extend(header for header in headers if header[0] not in have)
-    message["headers"] = current
+    """In one pass over a response start ``message``'s headers: ``own`` instead of any header
+    of its name, and each of ``defaults`` the response does not set itself."""
+    name = own[0]
+    headers = [header for header in message.get("headers") or () if header[0].lower() != name]
+    if defaults:
+        have = {header[0].lower() for header in headers}
+        headers.extend(header for header in defaults if header[0] not in have)
+    headers.append(own)
+    message["headers"] = headers
 
 
 def route_template(scope: Scope) -> str:
@@ -327,7 +324,9 @@ def route_template(scope: Scope) -> str:
 
 
 class RequestContextMiddleware:
-    """Outermost: the request id, the access line, the latency histogram and ``/metrics``."""
+    """Outermost: the request id, the access line, the latency histogram, ``/metrics``, and the
+    headers every response carries unless it sets them itself (``response_headers``: the
+    security headers, app.web.security)."""
 
     def __init__(
         self,
@@ -336,11 +335,13 @@ class RequestContextMiddleware:
         metrics: Metrics,
         metrics_token: str | None,
         access_log: bool = True,
+        response_headers: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
         self.app = app
         self.metrics = metrics
         self.metrics_token = metrics_token
         self.access_log = access_log
+        self.response_headers = tuple(response_headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -358,7 +359,9 @@ class RequestContextMiddleware:
             if message["type"] == "http.response.start":
                 started_response[0] = True
                 status[0] = message["status"]
-                add_headers(message, [(_REQUEST_ID_RAW, request_id.encode())], replace=True)
+                stamp_headers(
+                    message, (_REQUEST_ID_RAW, request_id.encode()), self.response_headers
+                )
             await send(message)
 
         try:
@@ -673,10 +676,17 @@ class StartupGate:
     events, every request is a 503 with the same line instead.
     """
 
+    OPEN_PATHS = ("/healthz", "/readyz")
+
     def __init__(self, app: ASGIApp, *, fastapi_app: FastAPI) -> None:
         self.app = app
         self.fastapi_app = fastapi_app
         self.refused: str | None = None
+        # Set by create_app before the stack is built: read once, not on every request.
+        state = fastapi_app.state
+        self._failed_early = bool(
+            getattr(state, "startup_error", None) or getattr(state, "card_error", None)
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -699,13 +709,13 @@ class StartupGate:
 
             await self.app(scope, replay, send)
             return
-        open_paths = ("/healthz", "/readyz")
-        state = self.fastapi_app.state
-        if self.refused is None and (
-            getattr(state, "startup_error", None) or getattr(state, "card_error", None)
-        ):
+        if self.refused is None and self._failed_early:
             self.refused = startup_refusal(self.fastapi_app)  # served without lifespan events
-        if self.refused is not None and scope["type"] == "http" and scope["path"] not in open_paths:
+        if (
+            self.refused is not None
+            and scope["type"] == "http"
+            and scope["path"] not in self.OPEN_PATHS
+        ):
             response = _problem(503, "not_started", self.refused)
             await response(scope, receive, send)
             return
@@ -760,8 +770,11 @@ def install_guards(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(TrustedHosts, allowed_hosts=settings.trusted_host_list, www_redirect=False)
 
 
-def install_observability(app: FastAPI, settings: Settings) -> Metrics:
-    """Outermost: logs, request ids, metrics (database errors, answers), ``/readyz``."""
+def install_observability(
+    app: FastAPI, settings: Settings, *, response_headers: Sequence[tuple[bytes, bytes]] = ()
+) -> Metrics:
+    """Outermost: logs, request ids, metrics (database errors, answers), ``/readyz``, and
+    ``response_headers`` on every response that does not set them itself."""
     configure_logging(settings)
     metrics = Metrics()
     app.state.metrics = metrics
@@ -775,6 +788,7 @@ def install_observability(app: FastAPI, settings: Settings) -> Metrics:
         metrics=metrics,
         metrics_token=token or None,
         access_log=replace_uvicorn_access_log(),
+        response_headers=response_headers,
     )
 
     @app.get("/readyz", include_in_schema=False)

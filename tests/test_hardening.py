@@ -382,6 +382,7 @@ def test_an_unhandled_error_is_logged_and_answered_with_its_request_id(app, log_
         response = client.get(f"{API}/boom", headers={"X-Request-ID": "bug-1"})
     assert response.status_code == 500 and response.headers["x-request-id"] == "bug-1"
     assert response.json()["code"] == "internal_error" and "bug-1" in response.json()["detail"]
+    assert response.headers["x-content-type-options"] == "nosniff"  # security headers too
     error = next(line for line in log_lines if line["message"].startswith("unhandled error"))
     assert error["request_id"] == "bug-1" and "RuntimeError: a bug" in error["exception"]
 
@@ -412,14 +413,20 @@ def test_a_running_server_freezes_its_start_up_heap_and_undoes_it_at_shutdown(
         assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
 
 
-def test_response_headers_are_added_once_keeping_or_replacing_the_responses_own():
-    from app.observability import add_headers
+def test_response_headers_are_stamped_in_one_pass_keeping_or_replacing_the_responses_own():
+    from app.observability import stamp_headers
 
-    message = {"type": "http.response.start", "status": 200, "headers": [(b"X-Frame", b"own")]}
-    add_headers(message, [(b"x-frame", b"policy"), (b"x-new", b"1")])
-    assert message["headers"] == [(b"X-Frame", b"own"), (b"x-new", b"1")]
-    add_headers(message, [(b"x-frame", b"replaced")], replace=True)
-    assert message["headers"] == [(b"x-new", b"1"), (b"x-frame", b"replaced")]
+    message = {
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [(b"X-Frame", b"own"), (b"X-Request-ID", b"theirs")],
+    }
+    stamp_headers(message, (b"x-request-id", b"ours"), [(b"x-frame", b"policy"), (b"x-new", b"1")])
+    assert message["headers"] == [
+        (b"X-Frame", b"own"),
+        (b"x-new", b"1"),
+        (b"x-request-id", b"ours"),
+    ]
     bare = {"type": "http.response.start", "status": 204}
-    add_headers(bare, [(b"x-request-id", b"abc")], replace=True)
+    stamp_headers(bare, (b"x-request-id", b"abc"), ())
     assert bare["headers"] == [(b"x-request-id", b"abc")]

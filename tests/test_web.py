@@ -516,6 +516,8 @@ def test_every_response_carries_the_security_headers(client):
         client.post("/answers", data={}),
         client.get("/static/style.css"),
         client.get("/api/v1/cards"),
+        client.get("/api/v1/cards/zero-memory-offload/points/1/question"),
+        client.post("/api/v1/cards/zero-memory-offload/points/1/question"),
         client.get("/api/v1/nowhere"),
         client.get("/openapi.json"),
         client.get("/healthz"),

@@ -14,10 +14,6 @@ import base64
 import hashlib
 import re
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from app.observability import add_headers
-
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
     "img-src 'self' data:; "
@@ -44,33 +40,17 @@ def docs_csp(page: str) -> str:
     )
 
 
-class SecurityHeadersMiddleware:
-    """Adds ``SECURITY_HEADERS`` to every HTTP response that does not set them itself.
+def security_headers(hsts_max_age_s: int = 0) -> list[tuple[bytes, bytes]]:
+    """``SECURITY_HEADERS`` as raw response headers, added by the request context
+    (app.observability.RequestContextMiddleware) to every HTTP response that does not set them
+    itself.
 
     ``hsts_max_age_s`` > 0 (production) adds ``Strict-Transport-Security`` too: browsers that
     reached the site over HTTPS once will not use plain HTTP for it again for that long.
     """
-
-    def __init__(self, app: ASGIApp, *, hsts_max_age_s: int = 0) -> None:
-        self.app = app
-        self.headers = dict(SECURITY_HEADERS)
-        if hsts_max_age_s > 0:
-            self.headers["Strict-Transport-Security"] = (
-                f"max-age={hsts_max_age_s}; includeSubDomains"
-            )
-        self._raw = [
-            (name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in self.headers.items()
-        ]
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                add_headers(message, self._raw)  # a response's own policy is kept
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
+    headers = dict(SECURITY_HEADERS)
+    if hsts_max_age_s > 0:
+        headers["Strict-Transport-Security"] = f"max-age={hsts_max_age_s}; includeSubDomains"
+    return [
+        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()
+    ]
