@@ -71,13 +71,17 @@ async def get_context(request: Request) -> Context:
     the threadpool) only when the live catalog's periodic check is due.
     """
     state = request.app.state
-    if _catalog_check_due(state.live_catalog):
+    live = state.live_catalog
+    if _catalog_check_due(live):
         await run_in_threadpool(_refresh_context, state)
-    elif state.context.catalog is not state.live_catalog.catalog:  # reloaded meanwhile
-        state.catalog = state.live_catalog.catalog
-        state.context = dataclasses.replace(state.context, catalog=state.catalog)
-    ctx: Context = state.context
-    return ctx
+    else:
+        ctx: Context = state.context
+        if ctx.catalog is live.catalog:
+            return ctx
+        state.catalog = live.catalog  # reloaded meanwhile
+        state.context = dataclasses.replace(ctx, catalog=live.catalog)
+    current: Context = state.context
+    return current
 
 
 async def get_catalog(ctx: Annotated[Context, Depends(get_context)]) -> Catalog:

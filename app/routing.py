@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, get_type_hints
+from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, FastAPI
 from fastapi import params as fastapi_params
@@ -240,6 +241,15 @@ def _is_json_content_type(content_type: str) -> bool:
     return subtype == "json" or subtype.endswith("+json")
 
 
+def query_values(query_string: bytes) -> dict[str, str]:
+    """A query string's values as ``request.query_params.get`` gives them (Starlette's
+    QueryParams: ``parse_qsl`` of its Latin-1 text, blank values kept, the last of a repeated
+    name), without building the multi-dict."""
+    if not query_string:
+        return {}
+    return dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
+
+
 def _plain_handler(route: APIRoute) -> Callable[[Request], Coroutine[Any, Any, Response]] | None:
     dependant, endpoint = route.dependant, route.endpoint
     if not inspect.iscoroutinefunction(endpoint):
@@ -279,10 +289,14 @@ def _plain_handler(route: APIRoute) -> Callable[[Request], Coroutine[Any, Any, R
     request_name = dependant.request_param_name
 
     def validate(
-        params: list[_Param], request: Request, values: dict[str, Any], errors: list[Any]
+        params: list[_Param],
+        request: Request,
+        query: dict[str, str],
+        values: dict[str, Any],
+        errors: list[Any],
     ) -> None:
         for param in params:
-            source = request.path_params if param.where == "path" else request.query_params
+            source = request.path_params if param.where == "path" else query
             raw = source.get(param.alias, None)
             # The common cases first, with FastAPI's outcome: a value pydantic accepts, a
             # missing one with a plain default. Everything else (every error) FastAPI's way.
@@ -312,15 +326,16 @@ def _plain_handler(route: APIRoute) -> Callable[[Request], Coroutine[Any, Any, R
         # FastAPI's order: the body read, then the dependencies called, then the parameters
         # and the body validated; the errors of all at once.
         body = await _read_body(request, strict_content_type) if body_fields else Undefined
+        query = query_values(request.scope["query_string"])
         errors: list[Any] = []
         kwargs: dict[str, Any] = {}
         for name, call, request_param, params in dependencies:
             values: dict[str, Any] = {}
             before = len(errors)
-            validate(params, request, values, errors)
+            validate(params, request, query, values, errors)
             if len(errors) == before:
                 kwargs[name] = await call(**{request_param: request}, **values)
-        validate(own, request, kwargs, errors)
+        validate(own, request, query, kwargs, errors)
         if body_fields:
             body_values, body_errors = await request_body_to_args(
                 body_fields=body_fields, received_body=body, embed_body_fields=embed_body_fields

@@ -445,3 +445,30 @@ def test_a_plain_route_an_earlier_route_could_take_is_left_to_the_router():
         assert client.get("/numbers/x").status_code == 404
         direct = _direct_routes(app)
         assert [route.path for _, route, _ in direct.direct_routes()] == ["/numbers/{n:int}"]
+
+
+@pytest.mark.parametrize(
+    "query_string",
+    [
+        b"",
+        b"seed=5",
+        b"seed=3&seed=4",
+        b"seed=&lang=zh",
+        b"seed",
+        b"a=1&&b=2&",
+        b"lang=z%68&x=a+b&y=%2B%20",
+        b"na%6De=%E4%B8%AD&bad=%FF%FE",
+        b"semi=1;other=2",
+        b"raw=\xe9\xff",
+        b"=blank&%=pct",
+    ],
+)
+def test_query_values_are_what_starlette_s_query_params_give(query_string):
+    from starlette.datastructures import QueryParams
+
+    from app.routing import query_values
+
+    theirs = QueryParams(query_string)
+    ours = query_values(query_string)
+    assert set(ours) == set(theirs.keys())
+    assert all(ours[key] == theirs.get(key) for key in ours)
