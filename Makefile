@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PIP := $(BIN)/python -m pip
 PIP_FLAGS := --disable-pip-version-check -q -c constraints.txt
 
-.PHONY: run test install install-test migrate lint demo bench bench-service clean
+.PHONY: run test install install-test migrate lint demo bench bench-service bench-instructions clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,14 @@ bench-service: install-test
 	@command -v wrk >/dev/null || (DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk) || \
 	  (echo "wrk is missing: apt-get install -y wrk" >&2; exit 2)
 	$(BIN)/python bench/service.py $(BENCH_ARGS)
+
+# Instructions per request under Valgrind's callgrind (installed with apt-get when missing):
+# the question GET and /healthz against the bare JSON endpoint, in process, free of the
+# machine's noise.
+bench-instructions: install-test
+	@command -v valgrind >/dev/null || (DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind) || \
+	  (echo "valgrind is missing: apt-get install -y valgrind" >&2; exit 2)
+	$(BIN)/python bench/instructions.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

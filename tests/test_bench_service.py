@@ -171,3 +171,32 @@ def test_a_batch_whose_commit_fails_acknowledges_nothing(app, client, db, monkey
     assert again.status_code == 200 and again.json()["replayed"] is False
     db.commit()  # a fresh read
     assert db.query(Attempt).count() == 1
+
+
+def test_the_instruction_count_reads_callgrind_s_dumps_and_prints_ratios(tmp_path, capsys):
+    """bench/instructions.py's parent reads each phase's dump (named by its client request) and
+    prints instructions per request and the ratio to the bare endpoint; the run under Valgrind
+    itself takes minutes and is left to ``make bench-instructions``."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import instructions
+    finally:
+        sys.path.remove(str(BENCH))
+    totals = {"bare_json": 334_000_000, "healthz": 367_000_000, "question": 668_000_000}
+    for index, (name, total) in enumerate(totals.items(), start=1):
+        (tmp_path / f"callgrind.out.7.{index}").write_text(
+            f"version: 1\ncreator: callgrind-3.19.0\npid: 7\ncmd:  python\npart: {index}\n\n"
+            f"desc: I1 cache:\ndesc: Timerange: Basic block 0 - 1\n"
+            f"desc: Trigger: Client Request: {name}\n\npositions: line\nevents: Ir\n"
+            f"summary: {total}\n\n\ntotals: {total}\n"
+        )
+    (tmp_path / "callgrind.out.7").write_text("desc: Trigger: Program termination\ntotals: 5\n")
+    found = instructions.counts(tmp_path)
+    assert found == totals
+    instructions.report(found, requests=1000)
+    lines = capsys.readouterr().out.splitlines()
+    assert any(
+        line.startswith("GET .../points/{n}/question") and "0.50 x bare JSON" in line
+        for line in lines
+    ), lines
+    assert any("367.0k" in line and "0.91 x bare JSON" in line for line in lines), lines
