@@ -760,7 +760,7 @@ class TrustedHosts(TrustedHostMiddleware):
 
 
 def install_guards(app: FastAPI, settings: Settings) -> None:
-    """Inside the security headers: start-up gate, body cap, trusted hosts (outermost last)."""
+    """Inside the request context: start-up gate, body cap, trusted hosts (outermost last)."""
     app.add_middleware(StartupGate, fastapi_app=app)
     app.add_middleware(
         BodyLimitMiddleware,

@@ -302,7 +302,20 @@ def _batch_rates_as_one_by_one(client, app, clock, card, db):
     from app.practice.answers import AnswerWriter
 
     _, templates, falls = _two_questions_offering_a_shared_pitfall(client, app, card)
-    others = [ask(client, point=p.slug, seed=s) for p in card.points for s in (3, 4)]
+    # Two questions of each point, each of a template no other question here has (a template
+    # answered twice would be a second rating of one review item).
+    used = {body["template_id"] for body, _ in falls}
+    others = []
+    for point in card.points:
+        taken = 0
+        for seed in range(3, 200):
+            body = ask(client, point=point.slug, seed=seed)
+            if body["template_id"] not in used:
+                used.add(body["template_id"])
+                others.append(body)
+                taken += 1
+            if taken == 2:
+                break
     questions = [
         (others[0], variant(app, others[0]).correct_choice_id),
         falls[0],
