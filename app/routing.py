@@ -397,8 +397,9 @@ class DirectRoutes:
     would put there (router, route, endpoint, path parameters), the route's plain handler
     answers, and an exception goes to the app's exception handlers by Starlette's own
     ExceptionMiddleware, built from the app's handlers as FastAPI builds it. A route taken with
-    ``include_router``, any request while ``dependency_overrides`` are set, and the routes of
-    an app whose routes changed after its first request are left to FastAPI.
+    ``include_router`` and any request while ``dependency_overrides`` are set are left to
+    FastAPI. The routes served directly are worked out on the first request, and again
+    whenever the app's number of routes has changed since.
     """
 
     def __init__(self, app: ASGIApp, *, fastapi_app: FastAPI) -> None:
@@ -418,8 +419,7 @@ class DirectRoutes:
         fastapi_app.state.direct_routes = self
 
     def direct_routes(self) -> tuple[tuple[str, PlainParamsRoute, Callable[..., Any]], ...]:
-        """The routes served directly, with their plain handlers (worked out again when the
-        app's routes were added to)."""
+        """The routes served directly: each with its literal prefix and its plain handler."""
         routes = self.fastapi_app.router.routes
         if self.routes is None or self._route_count != len(routes):
             found = []

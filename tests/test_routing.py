@@ -446,6 +446,16 @@ def test_a_plain_route_an_earlier_route_could_take_is_left_to_the_router():
         direct = _direct_routes(app)
         assert [route.path for _, route, _ in direct.direct_routes()] == ["/numbers/{n:int}"]
 
+        later = APIRouter(route_class=PlainParamsRoute)
+
+        @later.get("/later/{x}")
+        async def added(x: str) -> JSONResponse:
+            return JSONResponse({"served": "later", "x": x})
+
+        include_flat(app.router, later)  # after the first requests: worked out again
+        assert client.get("/later/y").json() == {"served": "later", "x": "y"}
+        assert [r.path for _, r, _ in direct.direct_routes()] == ["/numbers/{n:int}", "/later/{x}"]
+
 
 @pytest.mark.parametrize(
     "query_string",
