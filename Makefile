@@ -55,9 +55,9 @@ bench-service: install-test
 	  (echo "wrk is missing: apt-get install -y wrk" >&2; exit 2)
 	$(BIN)/python bench/service.py $(BENCH_ARGS)
 
-# Instructions per request under Valgrind's callgrind (installed with apt-get when missing):
-# the question GET and /healthz against the bare JSON endpoint, in process, free of the
-# machine's noise.
+# Instructions per request under Valgrind's callgrind (installed with apt-get when missing),
+# in process, free of the machine's noise: /healthz and the question GET against the bare JSON
+# endpoint, the answer POST against the one-row insert.
 bench-instructions: install-test
 	@command -v valgrind >/dev/null || (DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind) || \
 	  (echo "valgrind is missing: apt-get install -y valgrind" >&2; exit 2)

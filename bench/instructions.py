@@ -1,4 +1,4 @@
-"""Instructions per request, counted by Valgrind's callgrind, against the bench's bare JSON endpoint
+"""Instructions per request, counted by Valgrind's callgrind, against the bench's baselines
 counted in the same run.
 
     python bench/instructions.py                          # 1,000 requests each, 6,000 warm-up
@@ -10,19 +10,25 @@ measured here first. Each request goes through the whole ASGI app in this proces
 middlewares, routing, the endpoint, the response), sent a scope like the one uvicorn builds,
 without a socket: what the server itself adds (uvicorn, httptools, asyncio) is not counted; it
 was about 130k instructions a request for the bare endpoint and 190k for a question (counted in
-a running server under wrk), so served ratios come out a little higher than these.
+a running server under wrk), so served ratios come out a little higher than these. Every thread
+is counted: the answer writer's and the threadpool's, SQLite's work in them included.
 
-The endpoints: the bare ``async`` JSON endpoint of ``service_baseline.py`` (the denominator, as
-in ``make bench-service``), ``GET /healthz`` and the question GET of ``make bench-service``
-(``/api/v1/cards/zero-memory-offload/points/{n}/question?seed=...``, n and seed drawn afresh for
-every request, anonymous), each warmed up first (the question's caches fill over the first
-thousands of questions: texts, combinations, choices) and then counted with instrumentation on
-only around its own requests. The app runs as ``make run`` serves it, on a fresh migrated SQLite
-database in a temporary folder, its access log off as in the bench.
+The endpoints, as ``make bench-service`` loads them: the baselines of ``service_baseline.py``
+(a bare ``async`` JSON endpoint; a sync endpoint inserting one row into WAL SQLite),
+``GET /healthz``, the question GET (``/api/v1/cards/zero-memory-offload/points/{n}/question
+?seed=...``, n and seed drawn afresh for every request, anonymous) and the answer POST (first
+answers of 32 learners in turn, each to a question fetched with its learner's token; the
+questions shown in between push it out of the variant cache, as under load, so the answer
+regenerates its variant). GETs are sent one at a time; the two POSTs 64 at a time (wrk's
+connections), so that the answer writer groups them into transactions as it does when served.
+Each endpoint is warmed up first (the question's caches fill over the first thousands of
+questions: texts, combinations, choices) and then counted with instrumentation on only around
+its own requests. The app runs as ``make run`` serves it, on a fresh migrated SQLite database in
+a temporary folder, its access log off as in the bench.
 
 Needs ``valgrind`` (with its headers: Debian's package has them) and a C compiler for the
 three-line helper that switches counting on and off (``CALLGRIND_START_INSTRUMENTATION``);
-under Valgrind everything runs about 50 times slower: a default run takes about two minutes.
+under Valgrind everything runs many times slower: a default run takes a few minutes.
 Exit status 0 when counted, 2 when it could not run.
 """
 
@@ -31,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import json
 import logging
 import os
 import random
@@ -39,7 +46,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +62,18 @@ void counting_off(const char *name) { CALLGRIND_DUMP_STATS_AT(name); CALLGRIND_S
 CARD_ID = "zero-memory-offload"
 POINTS = 5
 MAX_SEED = 2**31 - 1  # app.domain.identity.MAX_SEED
-ENDPOINTS = ("bare_json", "healthz", "question")
+ENDPOINTS = ("bare_json", "healthz", "question", "insert", "answer")
 LABELS = {
     "bare_json": "bare async JSON (baseline app)",
     "healthz": "GET /healthz",
     "question": "GET .../points/{n}/question?seed=",
+    "insert": "sync SQLite insert (baseline app)",
+    "answer": "POST /answers, new client_answer_id",
 }
+BASELINES = {"healthz": "bare_json", "question": "bare_json", "answer": "insert"}
+LEARNERS = 32  # the answers' learners, as in make bench-service
+CONCURRENCY = 64  # requests in flight together in the POST phases (wrk's connections)
+ANSWER_WARM_UP = 500  # the answer path's own caches; generation is warm from the questions
 
 
 class BenchError(Exception):
@@ -142,24 +156,42 @@ def run_parent(args: argparse.Namespace) -> int:
 
 def report(found: dict[str, int], requests: int) -> None:
     per_request = {name: found[name] / requests for name in ENDPOINTS}
-    bare = per_request["bare_json"]
     print(
         f"infracards instructions per request (callgrind, in process), {requests} requests each, "
         f"Python {sys.version.split()[0]}"
     )
-    print(f"{'endpoint':<40} {'instructions':>14}  ratio (bare JSON / endpoint)")
+    print(f"{'endpoint':<40} {'instructions':>14}  ratio (baseline / endpoint)")
     print("-" * 86)
     for name in ENDPOINTS:
         count = per_request[name]
-        ratio = "(baseline)" if name == "bare_json" else f"{bare / count:.2f} x bare JSON"
+        base = BASELINES.get(name)
+        ratio = "(baseline)" if base is None else f"{per_request[base] / count:.2f} x {base}"
         print(f"{LABELS[name]:<40} {count / 1000:>13,.1f}k  {ratio}")
+    print(
+        "(the POSTs' ratio is of instructions only: served, both are bound by waits as well, "
+        "SQLite's write lock and the threadpool for the insert, the writer's batches for the "
+        "answer: make bench-service measures those)"
+    )
 
 
 # --- the child: the apps, the requests, counting on only around each endpoint's requests -------
 
 
-def request_scope(path: str, query: str = "") -> dict[str, Any]:
-    """What uvicorn (httptools) hands the app for a keep-alive GET from wrk."""
+def request_scope(
+    path: str,
+    query: str = "",
+    *,
+    method: str = "GET",
+    body: bytes = b"",
+    bearer: str | None = None,
+) -> dict[str, Any]:
+    """What uvicorn (httptools) hands the app for a keep-alive request from wrk; a body is
+    sent as JSON (and kept in the scope for :func:`call`)."""
+    headers = [(b"host", b"127.0.0.1:8000")]
+    if body:
+        headers += [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if bearer is not None:
+        headers.append((b"authorization", f"Bearer {bearer}".encode()))
     return {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.4"},
@@ -167,14 +199,18 @@ def request_scope(path: str, query: str = "") -> dict[str, Any]:
         "server": ("127.0.0.1", 8000),
         "client": ("127.0.0.1", 50000),
         "scheme": "http",
-        "method": "GET",
+        "method": method,
         "root_path": "",
         "path": path,
         "raw_path": path.encode(),
         "query_string": query.encode(),
-        "headers": [(b"host", b"127.0.0.1:8000")],
+        "headers": headers,
         "state": {},
+        BODY_KEY: body,
     }
+
+
+BODY_KEY = "instructions.body"
 
 
 async def start(app: Any) -> Callable[[], Any]:
@@ -196,18 +232,55 @@ async def start(app: Any) -> Callable[[], Any]:
     return stop
 
 
-async def call(app: Any, scope: dict[str, Any]) -> None:
+async def call(app: Any, scope: dict[str, Any]) -> bytes:
+    """One request through ``app``; its body (BenchError unless it answered 200 or 201)."""
     sent: list[dict[str, Any]] = []
+    body = scope.pop(BODY_KEY, b"")
 
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
+        return {"type": "http.request", "body": body, "more_body": False}
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
     await app(scope, receive, send)
-    if sent[0]["status"] != 200:
+    if sent[0]["status"] not in (200, 201):
         raise BenchError(f"{scope['path']} answered {sent[0]['status']}: {sent[1:]}")
+    return b"".join(m.get("body", b"") for m in sent[1:])
+
+
+async def call_all(app: Any, scopes: list[dict[str, Any]], concurrency: int) -> None:
+    """``scopes`` through ``app``, ``concurrency`` in flight at a time (1: one after another)."""
+    if concurrency == 1:
+        for scope in scopes:
+            await call(app, scope)
+        return
+    for first in range(0, len(scopes), concurrency):
+        await asyncio.gather(*(call(app, s) for s in scopes[first : first + concurrency]))
+
+
+async def answer_scopes(app: Any, count: int, rng: random.Random) -> list[dict[str, Any]]:
+    """``count`` first answers of ``LEARNERS`` learners in turn, each to a question fetched with
+    its learner's token (uncounted), a choice picked at random."""
+    learners = [
+        json.loads(await call(app, request_scope("/api/v1/learners", method="POST")))["token"]
+        for _ in range(LEARNERS)
+    ]
+    scopes = []
+    for index in range(count):
+        bearer = learners[index % LEARNERS]
+        path = f"/api/v1/cards/{CARD_ID}/points/{rng.randint(1, POINTS)}/question"
+        query = f"seed={rng.randint(0, MAX_SEED)}"
+        shown = json.loads(await call(app, request_scope(path, query, bearer=bearer)))
+        body = json.dumps(
+            {
+                "token": shown["token"],
+                "choice_id": rng.choice(shown["choices"])["id"],
+                "client_answer_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            }
+        ).encode()
+        scopes.append(request_scope("/api/v1/answers", method="POST", body=body, bearer=bearer))
+    return scopes
 
 
 def run_child(args: argparse.Namespace) -> int:
@@ -228,6 +301,7 @@ def run_child(args: argparse.Namespace) -> int:
         # uvicorn --no-access-log, as in make bench-service: app.observability then logs none.
         logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
         from app.main import create_app
+        from app.practice.questions import VARIANT_CACHE_SIZE
 
         settings = Settings(
             database_url=database_url,
@@ -242,22 +316,40 @@ def run_child(args: argparse.Namespace) -> int:
             path = f"/api/v1/cards/{CARD_ID}/points/{rng.randint(1, POINTS)}/question"
             return request_scope(path, f"seed={rng.randint(0, MAX_SEED)}")
 
-        phases: dict[str, tuple[Any, Callable[[], dict[str, Any]]]] = {
-            "bare_json": (baseline, lambda: request_scope("/json")),
-            "healthz": (app, lambda: request_scope("/healthz")),
-            "question": (app, question),
-        }
+        def insert() -> dict[str, Any]:
+            row = {"client_answer_id": str(uuid.UUID(int=rng.getrandbits(128), version=4))}
+            return request_scope("/insert", method="POST", body=json.dumps(row).encode())
+
+        def measure(
+            name: str, target: Any, scopes: list[dict[str, Any]], concurrency: int
+        ) -> Coroutine[Any, Any, None]:
+            async def counted() -> None:
+                helper.counting_on()
+                await call_all(target, scopes, concurrency)
+                helper.counting_off(name.encode())
+
+            return counted()
 
         async def main() -> None:
             stops = [await start(app), await start(baseline)]
-            for name, (target, make) in phases.items():
-                for _ in range(args.warm_up):
-                    await call(target, make())
-                scopes = [make() for _ in range(args.requests)]
-                helper.counting_on()
-                for scope in scopes:
-                    await call(target, scope)
-                helper.counting_off(name.encode())
+            gets = {
+                "bare_json": (baseline, lambda: request_scope("/json")),
+                "healthz": (app, lambda: request_scope("/healthz")),
+                "question": (app, question),
+            }
+            for name, (target, make) in gets.items():
+                await call_all(target, [make() for _ in range(args.warm_up)], 1)
+                await measure(name, target, [make() for _ in range(args.requests)], 1)
+            await call_all(baseline, [insert() for _ in range(ANSWER_WARM_UP)], CONCURRENCY)
+            await measure("insert", baseline, [insert() for _ in range(args.requests)], CONCURRENCY)
+            # The counted answers' questions are fetched first: by the time they are answered,
+            # the warm-up's questions have pushed them out of the variant cache (4,096), as
+            # thousands of questions shown between a question and its answer do under load.
+            counted = await answer_scopes(app, args.requests, rng)
+            await call_all(app, [question() for _ in range(VARIANT_CACHE_SIZE)], 1)
+            warm = await answer_scopes(app, ANSWER_WARM_UP, rng)
+            await call_all(app, warm, CONCURRENCY)
+            await measure("answer", app, counted, CONCURRENCY)
             for stop in stops:
                 await stop()
 

@@ -182,7 +182,13 @@ def test_the_instruction_count_reads_callgrind_s_dumps_and_prints_ratios(tmp_pat
         import instructions
     finally:
         sys.path.remove(str(BENCH))
-    totals = {"bare_json": 334_000_000, "healthz": 367_000_000, "question": 668_000_000}
+    totals = {
+        "bare_json": 334_000_000,
+        "healthz": 367_000_000,
+        "question": 668_000_000,
+        "insert": 1_500_000_000,
+        "answer": 3_000_000_000,
+    }
     for index, (name, total) in enumerate(totals.items(), start=1):
         (tmp_path / f"callgrind.out.7.{index}").write_text(
             f"version: 1\ncreator: callgrind-3.19.0\npid: 7\ncmd:  python\npart: {index}\n\n"
@@ -196,7 +202,8 @@ def test_the_instruction_count_reads_callgrind_s_dumps_and_prints_ratios(tmp_pat
     instructions.report(found, requests=1000)
     lines = capsys.readouterr().out.splitlines()
     assert any(
-        line.startswith("GET .../points/{n}/question") and "0.50 x bare JSON" in line
+        line.startswith("GET .../points/{n}/question") and "0.50 x bare_json" in line
         for line in lines
     ), lines
-    assert any("367.0k" in line and "0.91 x bare JSON" in line for line in lines), lines
+    assert any("367.0k" in line and "0.91 x bare_json" in line for line in lines), lines
+    assert any(line.startswith("POST /answers") and "0.50 x insert" in line for line in lines)
