@@ -5,7 +5,7 @@ counted in the same run.
     python bench/instructions.py --requests 300 --warm-up 1000 --keep DIR
 
 Wall-clock ratios on a shared 2-core machine swing by ±20 % from run to run (``make
-bench-service``); instruction counts repeat to within about 1 %, so a change to a hot path can be
+bench-service``); instruction counts repeat to within about 2 %, so a change to a hot path can be
 measured here first. Each request goes through the whole ASGI app in this process (the
 middlewares, routing, the endpoint, the response), sent a scope like the one uvicorn builds,
 without a socket: what the server itself adds (uvicorn, httptools, asyncio) is not counted; it
