@@ -371,11 +371,8 @@ def may_share_a_path(earlier: BaseRoute, route: APIRoute) -> bool:
         return False  # matches websocket requests only
     if isinstance(earlier, Mount):
         prefix = earlier.path
-        return (
-            "{" in prefix
-            or route.path_format == prefix
-            or (route.path_format.startswith(prefix + "/"))
-        )
+        path = route.path_format
+        return "{" in prefix or path == prefix or path.startswith(prefix + "/")
     if not isinstance(earlier, Route):
         return True
     mine, theirs = _path_segments(route), _path_segments(earlier)
