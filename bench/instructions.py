@@ -18,8 +18,7 @@ The endpoints, as ``make bench-service`` loads them: the baselines of ``service_
 ``GET /healthz``, the question GET (``/api/v1/cards/zero-memory-offload/points/{n}/question
 ?seed=...``, n and seed drawn afresh for every request, anonymous) and the answer POST (first
 answers of 32 learners in turn, each to a question fetched with its learner's token; the
-questions shown in between push it out of the variant cache, as under load, so the answer
-regenerates its variant). GETs are sent one at a time; the two POSTs 64 at a time (wrk's
+answer regenerates its variant, as every answer does). GETs are sent one at a time; the two POSTs 64 at a time (wrk's
 connections), so that the answer writer groups them into transactions as it does when served.
 Each endpoint is warmed up first (the question's caches fill over the first thousands of
 questions: texts, combinations, choices) and then counted with instrumentation on only around
@@ -301,7 +300,6 @@ def run_child(args: argparse.Namespace) -> int:
         # uvicorn --no-access-log, as in make bench-service: app.observability then logs none.
         logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
         from app.main import create_app
-        from app.practice.questions import VARIANT_CACHE_SIZE
 
         settings = Settings(
             database_url=database_url,
@@ -342,11 +340,7 @@ def run_child(args: argparse.Namespace) -> int:
                 await measure(name, target, [make() for _ in range(args.requests)], 1)
             await call_all(baseline, [insert() for _ in range(ANSWER_WARM_UP)], CONCURRENCY)
             await measure("insert", baseline, [insert() for _ in range(args.requests)], CONCURRENCY)
-            # The counted answers' questions are fetched first: by the time they are answered,
-            # the warm-up's questions have pushed them out of the variant cache (4,096), as
-            # thousands of questions shown between a question and its answer do under load.
             counted = await answer_scopes(app, args.requests, rng)
-            await call_all(app, [question() for _ in range(VARIANT_CACHE_SIZE)], 1)
             warm = await answer_scopes(app, ANSWER_WARM_UP, rng)
             await call_all(app, warm, CONCURRENCY)
             await measure("answer", app, counted, CONCURRENCY)

@@ -7,9 +7,9 @@ seed]}``, with ``"l": learner id`` when it was fetched with a bearer token: see
 seed of a session question is derived from the server secret and never leaves the server, so an
 exam question cannot be solved offline from the public card. Tokens are signed and time-stamped
 (HMAC-SHA256, see ``COMPACT_PREFIX``; the itsdangerous tokens issued before are accepted until
-they expire); grading regenerates the variant from the catalog (an LRU of recent variants,
-by question, spares the regeneration), so the server keeps no state between showing a question
-and grading it. A token never says which choice is right.
+they expire); grading regenerates the variant from the catalog (cheap: the variants of one
+combination of parameter values share its evaluated content, app.domain.generation.combination),
+so the server keeps no state between showing a question and grading it. A token never says which choice is right.
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ import hashlib
 import hmac
 import json
 import secrets
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -325,7 +323,6 @@ def new_question(
     if not 0 <= seed <= MAX_SEED:
         raise InvalidInput(f"seed must be between 0 and {MAX_SEED}", code="invalid_seed")
     variant = generate_for_point(card, slug, seed)
-    _remember(catalog, card, variant)
     return Question(
         variant=variant,
         token=signer.sign(variant.id, learner_id),
@@ -349,73 +346,17 @@ def question_for_template(
     if template is None:
         raise retired()
     variant = generate(card, template, random_seed() if seed is None else seed)
-    _remember(catalog, card, variant)
     return Question(
         variant=variant, token=signer.sign(variant.id, learner_id), expires_at=signer.expires_at()
     )
 
 
-class VariantCache:
-    """The most recent variants by (catalog, QuestionId): a question shown is graded without
-    regenerating it (generation is deterministic, so a cached variant is the one regenerated).
-    A reloaded catalog is a new key, so a republished card never serves a stale variant."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: OrderedDict[tuple[int, QuestionId], tuple[Catalog, Variant]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, catalog: Catalog, question: QuestionId) -> Variant | None:
-        key = (id(catalog), question)
-        with self._lock:
-            found = self._items.get(key)
-            if found is None or found[0] is not catalog:
-                return None
-            self._items.move_to_end(key)
-            return found[1]
-
-    def put(self, catalog: Catalog, variant: Variant) -> None:
-        key = (id(catalog), variant.id)
-        with self._lock:
-            self._items[key] = (catalog, variant)
-            self._items.move_to_end(key)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-
-# Small on purpose. A cached variant is about seven objects the cyclic collector tracks, and
-# it lives as long as the cache holds it: kept for 4,096 questions, a young collection under
-# load found some 25,000 of them alive and took 20-30 ms, stalling every request in flight
-# (once every few thousand questions, enough to set the question's p99); kept for 512, most
-# die before any collection and a young collection takes about 5 ms. The cache only spares the
-# regeneration (~0.1 ms) for an answer that follows its question soon: under load an answer
-# comes too many questions later for either size to hold it, and when it is quiet 512
-# questions span minutes.
-VARIANT_CACHE_SIZE = 512
-_variants = VariantCache(VARIANT_CACHE_SIZE)
-
-
-def _remember(catalog: Catalog, card: Card, variant: Variant) -> None:
-    """Cache a variant just shown, when grading would regenerate it from this same card."""
-    try:
-        located = catalog.locate(variant.id)
-    except RetiredQuestion:
-        return
-    if located.card is card:
-        _variants.put(catalog, variant)
-
-
 def regenerate(catalog: Catalog, question: QuestionId) -> Variant:
     """The variant a token or a stored attempt refers to; Conflict when it no longer exists."""
-    cached = _variants.get(catalog, question)
-    if cached is not None:
-        return cached
     try:
-        variant = catalog.variant(question)
+        return catalog.variant(question)
     except RetiredQuestion:
         raise retired() from None
-    _variants.put(catalog, variant)
-    return variant
 
 
 def find_variant(catalog: Catalog, question: QuestionId) -> Variant | None:
