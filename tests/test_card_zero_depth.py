@@ -72,7 +72,7 @@ def test_every_point_has_seven_templates_four_of_them_numeric_with_a_moving_key(
             assert len(template.params) >= 1
 
 
-def test_new_templates_start_at_version_one(card):
+def test_new_templates_kept_their_history_of_versions(card):
     new = [
         "p1-pure-bf16-adamw",
         "p1-optimizer-recipes",
@@ -89,15 +89,17 @@ def test_new_templates_start_at_version_one(card):
         "p5-zero2-offload-gpu-memory",
         "p5-when-offload-pays",
     ]
-    # Revised since they were added (card version 4: its Chinese key was the only choice with
+    # Added at version 1; card version 5 gave every template a new version when the card moved
+    # to generator 2. Revised besides: card version 4 (its Chinese key was the only choice with
     # a semicolon, which a guesser could see without reading).
-    revised = {"p5-when-offload-pays": 2}
+    revised = {"p5-when-offload-pays": 1}
     for template_id in new:
         template = card.template(template_id)
         assert template is not None, template_id
-        assert template.version == revised.get(template_id, 1), template_id
+        assert template.version == 2 + revised.get(template_id, 0), template_id
+        assert template.generator == 2, template_id
         assert len(template.pitfalls) >= 6, template_id
-    assert card.version == 4
+    assert card.version == 5
 
 
 # --- K for other recipes -----------------------------------------------------------------------

@@ -366,7 +366,9 @@ def preview(
                 )
             wanted[name] = match
         for candidate in range(PARAMETER_SEARCH_SEEDS):
-            drawn = draw_params(template, variant_rng(question_id(card, template, candidate)))
+            drawn = draw_params(
+                template, variant_rng(question_id(card, template, candidate), template.generator)
+            )
             if all(drawn[n] == v for n, v in wanted.items()):
                 seed = candidate
                 break

@@ -25,6 +25,7 @@ from .cards import (
     document_templates,
     parse_card,
 )
+from .generation import LATEST_GENERATOR
 from .validation import validate_template
 
 Severity = Literal["error", "warning"]
@@ -262,10 +263,12 @@ def add_point(document: Mapping[str, Any], slug: str, title: Mapping[str, str]) 
 
 
 def new_card_document(card_id: str, title: Mapping[str, str]) -> dict[str, Any]:
-    """A card to start from: its texts to be written, one exam point, no template yet."""
+    """A card to start from: its texts to be written, one exam point, no template yet; its
+    variants drawn from the latest generator (app.domain.generation.LATEST_GENERATOR)."""
     return {
         "id": card_id,
         "version": 1,
+        "generator": LATEST_GENERATOR,
         "params": [],
         "title": dict(title),
         "definition": dict(title),

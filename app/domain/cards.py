@@ -114,6 +114,9 @@ class _CardIn(_Strict):
     params: Annotated[list[Identifier], Field(max_length=20)] = Field(default_factory=list)
     # Attachments shown beside the card: "demo" links the reference demo's page.
     attachments: Annotated[list[Literal["demo"]], Field(max_length=5)] = Field(default_factory=list)
+    # The stream its templates' variants are drawn from (app.domain.generation.GENERATORS): 1 when
+    # the file does not say, as every card written before generator 2 was.
+    generator: Literal[1, 2] = 1
     title: _TextIn
     definition: _TextIn
     use_cases: _TextIn
@@ -180,6 +183,7 @@ class Template:
     answer_statement: Text | None = None
     unit: str | None = None
     precision: int = 2
+    generator: int = 1  # the card's: app.domain.generation.seeded
 
     def domain_size(self) -> int:
         size = 1
@@ -317,7 +321,11 @@ def parse_card(
             seen.add(raw_template.id)
             try:
                 compiled = _compile_template(
-                    raw_template, point.slug, definitions, f"{where}, template {raw_template.id!r}"
+                    raw_template,
+                    point.slug,
+                    definitions,
+                    f"{where}, template {raw_template.id!r}",
+                    data.generator,
                 )
             except CardError as exc:
                 if exc.template_id is None:
@@ -376,7 +384,11 @@ def _compile_formulas(
 
 
 def _compile_template(
-    raw: _TemplateIn, point: str, definitions: Mapping[str, Formula], where: str
+    raw: _TemplateIn,
+    point: str,
+    definitions: Mapping[str, Formula],
+    where: str,
+    generator: int = 1,
 ) -> Template:
     params: dict[str, Param] = {}
     for name, spec in raw.params.items():
@@ -488,6 +500,7 @@ def _compile_template(
         answer_statement=answer_statement,
         unit=raw.unit,
         precision=raw.precision if raw.precision is not None else 2,
+        generator=generator,
     )
 
 

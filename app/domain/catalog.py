@@ -65,6 +65,12 @@ def check_versions(new: Card, stored: Iterable[Card]) -> None:
             previous = old.template(template.id)
             if previous is None or previous.version != template.version:
                 continue
+            if previous.generator != template.generator:
+                raise CardError(
+                    f"card {new.id!r}, template {template.id!r}: its variants would be drawn from "
+                    f"generator {template.generator} instead of {previous.generator} but its "
+                    f"version is still {template.version}: raise the template's 'version'"
+                )
             if json.dumps(template_document(old.document, template.id), sort_keys=True) != (
                 json.dumps(template_document(new.document, template.id), sort_keys=True)
             ):

@@ -1,8 +1,9 @@
 """Question variants: ``generate(card, template, seed)`` and ``grade(variant, choice_id)``.
 
 A variant is fully determined by its :class:`~app.domain.identity.QuestionId` (card id, exam
-point, template id and version, seed). A private ``random.Random`` seeded with that string
-(:func:`variant_rng`, read through :class:`Draws`) is consumed in a fixed order:
+point, template id and version, seed). A private stream seeded with that string
+(:func:`variant_rng`: the template's ``generator``, a ``random.Random`` read through
+:class:`Draws` or the BLAKE2b blocks of :class:`HashDraws`) is consumed in a fixed order:
 
 1. each parameter, in declared order, is drawn from its domain;
 2. the *rank* of the answer among the choices is drawn uniformly from ``0 .. choices - 1``: the
@@ -199,13 +200,99 @@ class Draws:
             items[i], items[j] = items[j], items[i]
 
 
-def seeded(key: str) -> Draws:
-    """The draws of a stream seeded with ``key`` (``random.Random(key)``)."""
-    return Draws(random.Random(key))
+class HashDraws(Draws):
+    """Generator 2's draws: the same ``below``, ``choice`` and ``shuffle`` over a stream of bytes,
+    the BLAKE2b-512 digests of the key (its UTF-8 bytes; digest ``j`` made with ``salt`` = ``j`` as
+    16 little-endian bytes, so the first is the plain digest), one after another. A number of
+    ``k`` bits takes the next ``ceil(k / 8)`` bytes, little-endian, keeping its lowest ``k`` bits;
+    when the digest has fewer bytes left, they are dropped and the number starts the next one.
+    ``below(n)`` draws ``n.bit_length()`` bits until the number is below ``n``.
+
+    One hash where seeding a Mersenne Twister from a string fills and stirs 624 words of state
+    (SHA-512 of the key, then the state set up twice over): over a quarter of generating a
+    variant. ``below`` and ``shuffle`` read the bytes inline: every range a variant draws from is
+    below 256 (a byte a number), which takes no call and no big integer per number."""
+
+    __slots__ = ("_key", "_block", "_bytes", "_at")
+
+    DIGEST_BYTES = 64
+
+    def __init__(self, key: str) -> None:
+        self._key = key.encode()
+        self._block = 0
+        self._bytes = hashlib.blake2b(self._key, digest_size=self.DIGEST_BYTES).digest()
+        self._at = 0
+        self._bits = self.getrandbits
+
+    def _next_block(self) -> None:
+        self._block += 1
+        salt = self._block.to_bytes(16, "little")
+        self._bytes = hashlib.blake2b(self._key, digest_size=self.DIGEST_BYTES, salt=salt).digest()
+        self._at = 0
+
+    def getrandbits(self, k: int) -> int:
+        """The next number of ``k`` bits (``1 <= k <= 512``)."""
+        if not 0 < k <= 8 * self.DIGEST_BYTES:
+            raise ValueError(f"numbers of 1 to {8 * self.DIGEST_BYTES} bits, not {k}")
+        size = (k + 7) >> 3
+        if self._at + size > self.DIGEST_BYTES:
+            self._next_block()
+        at = self._at
+        self._at = at + size
+        return int.from_bytes(self._bytes[at : at + size], "little") & ((1 << k) - 1)
+
+    def below(self, n: int) -> int:
+        k = n.bit_length()
+        if not 0 < k <= 8:
+            return super().below(n)  # through getrandbits (validated there)
+        mask = (1 << k) - 1
+        while True:
+            if self._at >= self.DIGEST_BYTES:
+                self._next_block()
+            r = self._bytes[self._at] & mask
+            self._at += 1
+            if r < n:
+                return r
+
+    def shuffle(self, items: list[T]) -> None:
+        if len(items) > 256:
+            super().shuffle(items)
+            return
+        data, at, end = self._bytes, self._at, self.DIGEST_BYTES
+        for i in range(len(items) - 1, 0, -1):
+            n = i + 1
+            mask = (1 << n.bit_length()) - 1
+            while True:
+                if at >= end:
+                    self._next_block()
+                    data, at = self._bytes, 0
+                j = data[at] & mask
+                at += 1
+                if j < n:
+                    break
+            items[i], items[j] = items[j], items[i]
+        self._at = at
 
 
-def variant_rng(question: QuestionId) -> Draws:
-    return seeded(question.rng_key)
+# The streams a template's variants may be drawn from (``generator`` in the card file): 1, a
+# ``random.Random`` seeded with the key (read through :class:`Draws`); 2, :class:`HashDraws`.
+# A template version keeps its generator for good (app.domain.catalog.check_versions).
+GENERATORS = (1, 2)
+LATEST_GENERATOR = 2
+
+
+def seeded(key: str, generator: int = 1) -> Draws:
+    """The draws of the stream of ``generator`` seeded with ``key``."""
+    if generator == 2:
+        return HashDraws(key)
+    if generator == 1:
+        return Draws(random.Random(key))
+    raise ValueError(f"unknown generator {generator!r}: one of {GENERATORS}")
+
+
+def variant_rng(question: QuestionId, generator: int) -> Draws:
+    """The stream of the variant ``question`` of a template drawing from ``generator``."""
+    return seeded(question.rng_key, generator)
 
 
 def draw_params(template: Template, rng: Draws) -> dict[str, Fraction]:
@@ -605,7 +692,7 @@ def combination(template: Template, values: dict[str, Fraction]) -> Combination:
 def generate(card: Card, template: Template, seed: int) -> Variant:
     """The variant of ``template`` for ``seed``: the same inputs always give the same variant."""
     identity = question_id(card, template, seed)
-    rng = variant_rng(identity)
+    rng = variant_rng(identity, template.generator)
     content = combination(template, draw_params(template, rng))
     shown = arrange(template, content.answer, content.pitfalls, rng, content.memo)
     answer = next(c for c in shown if c.pitfall is None)

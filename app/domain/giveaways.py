@@ -207,7 +207,7 @@ def _arrangements(
     per_combo = max(1, -(-samples // len(evaluated)))
     for index, (answer, pitfalls) in enumerate(evaluated):
         memo = memos[index] if memos is not None else Memo()
-        rng = seeded(f"giveaways:{template.id}:{index}")
+        rng = seeded(f"giveaways:{template.id}:{index}", template.generator)
         for _ in range(per_combo):
             shown = arrange(template, answer, pitfalls, rng, memo)
             # floats order the values exactly as Fractions here: shown values are >= 5% apart

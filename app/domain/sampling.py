@@ -20,4 +20,4 @@ def parameter_combinations(template: Template) -> Iterator[dict[str, Fraction]]:
             yield dict(zip(names, combo, strict=True))
         return
     for seed in range(SAMPLED_SEEDS):
-        yield draw_params(template, seeded(f"validate:{template.id}:{seed}"))
+        yield draw_params(template, seeded(f"validate:{template.id}:{seed}", template.generator))

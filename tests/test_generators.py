@@ -1,0 +1,190 @@
+"""Generator 2: variants drawn from BLAKE2b blocks of the question's key, as cards/README.md
+specifies it; generator 1 (Python's Mersenne Twister) for cards that do not name one; and a
+template version that keeps its generator for good, so stored questions regenerate as shown."""
+
+import copy
+import hashlib
+import itertools
+import random
+from collections import Counter
+
+import pytest
+
+from app.domain.cards import CardError, parse_card
+from app.domain.catalog import Catalog, check_versions
+from app.domain.generation import HashDraws, generate, seeded
+from app.domain.identity import QuestionId
+from tests.test_generation import CARD
+
+
+class ReferenceStream:
+    """The specification, read literally: the digests one after another, a number taking whole
+    bytes, never straddling two digests; written apart from HashDraws (no shared code)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key.encode("utf-8")
+        self.digests: list[bytes] = []
+        self.digest_index = 0
+        self.offset = 0
+
+    def digest(self, j: int) -> bytes:
+        while len(self.digests) <= j:
+            salt = len(self.digests).to_bytes(16, "little")
+            self.digests.append(hashlib.blake2b(self.key, digest_size=64, salt=salt).digest())
+        return self.digests[j]
+
+    def number(self, bits: int) -> int:
+        width = -(-bits // 8)
+        if self.offset + width > 64:
+            self.digest_index, self.offset = self.digest_index + 1, 0
+        chunk = self.digest(self.digest_index)[self.offset : self.offset + width]
+        self.offset += width
+        value = sum(byte << (8 * i) for i, byte in enumerate(chunk))
+        return value % (2**bits)
+
+    def below(self, n: int) -> int:
+        while True:
+            value = self.number(n.bit_length())
+            if value < n:
+                return value
+
+    def shuffle(self, items: list) -> None:
+        for i in reversed(range(1, len(items))):
+            j = self.below(i + 1)
+            items[i], items[j] = items[j], items[i]
+
+
+def test_the_first_digest_is_the_plain_blake2b_of_the_key():
+    """Golden: salt 0 is BLAKE2b's default, so the stream starts with the plain digest."""
+    key = "zero-memory-offload:p1-total-16psi:2:42"
+    plain = hashlib.blake2b(key.encode(), digest_size=64).digest()
+    draws = HashDraws(key)
+    assert [draws.getrandbits(8) for _ in range(64)] == list(plain)
+    assert (
+        draws.getrandbits(8)
+        == hashlib.blake2b(key.encode(), digest_size=64, salt=(1).to_bytes(16, "little")).digest()[
+            0
+        ]
+    )
+
+
+def test_generator_2_draws_follow_the_specification_across_digests():
+    """Every kind of draw, small and large ranges (the inline paths and the general one), long
+    enough to cross several digests, and the streams stay in step after each draw."""
+    for seed in range(120):
+        key = f"card:tpl-{seed}:3:{seed * 7919}"
+        ours, reference = seeded(key, 2), ReferenceStream(key)
+        assert isinstance(ours, HashDraws)
+        for size in (1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 100, 255, 256, 257, 1000, 2**31 - 1):
+            assert ours.below(size) == reference.below(size)
+            items = list(range(min(size, 300)))
+            assert ours.choice(items) == items[reference.below(len(items))]
+            mine, theirs = list(items[:40]), list(items[:40])
+            ours.shuffle(mine)
+            reference.shuffle(theirs)
+            assert mine == theirs
+        long_list = list(range(300))  # above 256 items: the general path
+        mine, theirs = list(long_list), list(long_list)
+        ours.shuffle(mine)
+        reference.shuffle(theirs)
+        assert mine == theirs
+        assert ours.getrandbits(40) == reference.number(40)
+        assert ours.below(10**12) == reference.below(10**12)
+    with pytest.raises(ValueError):
+        seeded("x", 2).getrandbits(513)
+    with pytest.raises(IndexError):
+        seeded("x", 2).choice([])
+
+
+def test_generator_2_is_uniform():
+    """Over 24,000 keys every answer rank (below 4) and every order of four choices comes up
+    about equally often (chi-square well under its 0.1 % critical value)."""
+    ranks, orders = Counter(), Counter()
+    keys = 24_000
+    for index in range(keys):
+        draws = seeded(f"uniform:{index}", 2)
+        ranks[draws.below(4)] += 1
+        order = [0, 1, 2, 3]
+        draws.shuffle(order)
+        orders[tuple(order)] += 1
+    assert set(ranks) == {0, 1, 2, 3}
+    assert set(orders) == set(itertools.permutations(range(4)))
+
+    def chi_square(counts: Counter, cells: int) -> float:
+        expected = keys / cells
+        return sum((counts[c] - expected) ** 2 / expected for c in counts)
+
+    assert chi_square(ranks, 4) < 16.27  # 3 degrees of freedom, p = 0.001
+    assert chi_square(orders, 24) < 49.73  # 23 degrees of freedom, p = 0.001
+
+
+def test_unknown_generators_are_refused():
+    assert seeded("x", 1).below(10) == random.Random("x").randrange(10)
+    with pytest.raises(ValueError, match="unknown generator 3"):
+        seeded("x", 3)
+    data = copy.deepcopy(CARD)
+    data["generator"] = 3
+    with pytest.raises(CardError, match="generator"):
+        parse_card(data)
+
+
+def _card(generator: int | None, version: int = 1, template_version: int = 1):
+    data = copy.deepcopy(CARD)
+    data["version"] = version
+    if generator is not None:
+        data["generator"] = generator
+    for template in data["points"][0]["templates"]:
+        template["version"] = template_version
+    return parse_card(data)
+
+
+def test_a_card_s_generator_draws_its_variants():
+    """A card without ``generator`` draws with the Mersenne Twister, one with ``generator: 2``
+    from the BLAKE2b stream: the parameters are the first draws of the variant's own stream."""
+    old, new = _card(None), _card(2)
+    template_old, template_new = old.points[0].templates[0], new.points[0].templates[0]
+    assert (template_old.generator, template_new.generator) == (1, 2)
+    names = list(template_old.params)
+    for seed in range(60):
+        key = f"mini:{template_old.id}:1:{seed}"
+        mersenne, stream = random.Random(key), ReferenceStream(key)
+        by_mersenne = {
+            name: template_old.params[name].values[
+                mersenne.randrange(len(template_old.params[name].values))
+            ]
+            for name in names
+        }
+        by_stream = {
+            name: template_new.params[name].values[
+                stream.below(len(template_new.params[name].values))
+            ]
+            for name in names
+        }
+        assert generate(old, template_old, seed).content.values == by_mersenne
+        assert generate(new, template_new, seed).content.values == by_stream
+
+
+def test_a_template_version_keeps_its_generator():
+    """Moving a card to generator 2 without new template versions is refused (stored questions
+    would regenerate differently); with new versions both live side by side in the catalog, and
+    an old question still regenerates with the Mersenne Twister."""
+    old = _card(None, version=1, template_version=1)
+    with pytest.raises(CardError, match=r"generator 2 instead of 1 .* raise the template's"):
+        check_versions(_card(2, version=2, template_version=1), [old])
+    new = _card(2, version=2, template_version=2)
+    check_versions(new, [old])
+    catalog = Catalog([old, new])
+    template = old.points[0].templates[0]
+    for seed in range(40):
+        question = QuestionId("mini", template.point, template.id, 1, seed)
+        regenerated = catalog.variant(question)
+        assert regenerated.content.values == generate(old, template, seed).content.values
+        assert [c.text for c in regenerated.choices] == [
+            c.text for c in generate(old, template, seed).choices
+        ]
+    fresh = catalog.latest("mini").points[0].templates[0]
+    assert (fresh.version, fresh.generator) == (2, 2)
+
+
+def test_the_shipped_card_draws_from_generator_2(card):
+    assert {template.generator for template in card.templates()} == {2}
