@@ -188,3 +188,79 @@ def test_a_template_version_keeps_its_generator():
 
 def test_the_shipped_card_draws_from_generator_2(card):
     assert {template.generator for template in card.templates()} == {2}
+
+
+def _generator_1_era(text: str) -> str:
+    """The shipped card file as it was before generator 2: card version 4, no ``generator``, each
+    template one version lower."""
+    lines = [
+        line
+        for line in text.split("\n")
+        if line != "generator: 2" and not line.startswith("# Variants are drawn from generator 2")
+    ]
+    assert lines[1] == "version: 5"
+    lines[1] = "version: 4"
+    out = []
+    for line in lines:
+        if line.startswith("        version: "):
+            line = f"        version: {int(line.rsplit(' ', 1)[1]) - 1}"
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_a_question_shown_before_the_upgrade_is_graded_as_it_was_shown(tmp_path, db_url):
+    """A server on the card before generator 2 shows a question; after the upgrade (the card file
+    at version 5, published at start-up beside version 4) its token grades it against the
+    choices shown, the attempt keeps the old template version, and new questions are drawn
+    from the new versions."""
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from tests.conftest import CARD_ID, CARDS_DIR, make_settings
+
+    before = tmp_path / "cards-before"
+    shutil.copytree(CARDS_DIR, before)
+    path = before / f"{CARD_ID}.yaml"
+    path.write_text(_generator_1_era(path.read_text(encoding="utf-8")), encoding="utf-8")
+
+    with TestClient(create_app(make_settings(tmp_path, db_url, cards_dir=before))) as client:
+        learner = client.post("/api/v1/learners").json()["token"]
+        auth = {"Authorization": f"Bearer {learner}"}
+        shown = client.get(f"/api/v1/cards/{CARD_ID}/points/2/question?seed=77", headers=auth)
+        assert shown.status_code == 200
+        shown = shown.json()
+    old_version = shown["template_version"]
+
+    with TestClient(create_app(make_settings(tmp_path, db_url, cards_dir=CARDS_DIR))) as client:
+        fresh = client.get(f"/api/v1/cards/{CARD_ID}/points/2/question?seed=77").json()
+        assert fresh["template_id"] == shown["template_id"]
+        assert fresh["template_version"] == old_version + 1
+        # Every choice of the old question is graded as that question: right for one choice,
+        # and each wrong one with its own value shown back.
+        verdicts = []
+        for index, choice in enumerate(shown["choices"]):
+            answered = client.post(
+                "/api/v1/answers",
+                json={
+                    "token": shown["token"],
+                    "choice_id": choice["id"],
+                    "client_answer_id": f"upgrade-{index}",
+                },
+                headers=auth,
+            )
+            assert answered.status_code == 200, answered.text
+            verdicts.append(answered.json())
+        assert sum(v["correct"] for v in verdicts) == 1
+        shown_texts = [(c["id"], c["text"]) for c in shown["choices"]]
+        for verdict in verdicts:
+            assert verdict["correct_choice_id"] == verdicts[0]["correct_choice_id"]
+            assert [(c["id"], c["text"]) for c in verdict["choices"]] == shown_texts
+        history = client.get("/api/v1/me/attempts", headers=auth)
+        assert history.status_code == 200
+        attempts = history.json()["items"]
+        assert len(attempts) == len(shown["choices"])
+        for attempt in attempts:
+            assert attempt["template_version"] == old_version
+            assert attempt["stem"] == shown["stem"]
