@@ -36,6 +36,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute, _effective_route_context_var, _update_scope
 from fastapi.telemetry._api import _route_selected
 from pydantic import BaseModel, ValidationError
+from starlette._exception_handler import wrap_app_handling_exceptions
 from starlette.convertors import PathConvertor
 from starlette.exceptions import HTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
@@ -392,8 +393,9 @@ class DirectRoutes:
     The same rules apply either way: the route matches with its own ``matches`` (method and
     path, the path parameters converted by its convertors), the scope gets what the router
     would put there (router, route, endpoint, path parameters), the route's plain handler
-    answers, and an exception goes to the app's exception handlers by Starlette's own
-    ExceptionMiddleware, built from the app's handlers as FastAPI builds it. A route taken with
+    answers, and an exception goes to the app's exception handlers by Starlette's own code, with
+    the handler tables of an ExceptionMiddleware built from the app's handlers as FastAPI builds
+    it (see :meth:`_serve`). A route taken with
     ``include_router`` and any request while ``dependency_overrides`` are set are left to
     FastAPI. The routes served directly are worked out on the first request, and again
     whenever the app's number of routes has changed since.
@@ -410,6 +412,7 @@ class DirectRoutes:
             for key, value in fastapi_app.exception_handlers.items()
             if key not in (500, Exception)
         }
+        # Only its handler tables are used (by _serve): Starlette splits them as it always does.
         self._handling = ExceptionMiddleware(
             self._serve, handlers=handlers, debug=fastapi_app.debug
         )
@@ -443,16 +446,40 @@ class DirectRoutes:
                         scope["router"] = self.fastapi_app.router
                     _route_selected(scope=scope, path=route.path_format)
                     scope[_DIRECT_HANDLER] = handler
-                    await self._handling(scope, receive, send)
+                    await self._serve(scope, receive, send)
                     return
                 if match is not Match.NONE:
                     break  # a method the route lacks: the router's 405
         await self.app(scope, receive, send)
 
-    @staticmethod
-    async def _serve(scope: Scope, receive: Receive, send: Send) -> None:
-        response: Response = await scope.pop(_DIRECT_HANDLER)(Request(scope, receive, send))
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The handler's response; an exception it raised goes to the app's handlers through
+        Starlette's own wrapper (``wrap_app_handling_exceptions``: the handler looked up by
+        status code and class, a sync one run in the threadpool), as ExceptionMiddleware would
+        send it. The wrapper itself is left out of the usual path: a plain handler only builds
+        its response, so nothing has been sent when it raises, and the wrapper's per-request
+        closures cost a question GET about 3 % of its time."""
+        handling = self._handling
+        scope["starlette.exception_handlers"] = (
+            handling._exception_handlers,
+            handling._status_handlers,
+        )
+        request = Request(scope, receive, send)
+        try:
+            response: Response = await scope.pop(_DIRECT_HANDLER)(request)
+        except Exception as exc:  # noqa: BLE001 - answered by the app's handler, or re-raised
+            await wrap_app_handling_exceptions(_raising(exc), request)(scope, receive, send)
+            return
         await response(scope, receive, send)
+
+
+def _raising(exc: Exception) -> ASGIApp:
+    """An ASGI app that raises ``exc``: what Starlette's exception wrapper is given to answer."""
+
+    async def app(_scope: Scope, _receive: Receive, _send: Send) -> None:
+        raise exc
+
+    return app
 
 
 _DIRECT_HANDLER = "infracards.direct_handler"
