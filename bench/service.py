@@ -30,7 +30,8 @@ whose speed drifts during the run slows both sides of a ratio alike:
    review, bring a pitfall fallen for twice forward); the same POSTs again with ids already
    stored (the idempotent replay path).
 
-Each endpoint gets a short warm-up in the first round (not reported), then ``--requests``
+Each endpoint gets a short warm-up in the first round (not reported; the question GET a longer
+one, enough to fill every worker's caches as a server up for a while has them), then ``--requests``
 requests in all (a share per round) from ``--concurrency`` keep-alive connections, each round
 capped at ``--max-seconds``. The table shows per endpoint: responses, req/s (over the time
 loaded), latency p50 and p99 (ms, wrk's, including queueing at that concurrency; the median of
@@ -67,6 +68,7 @@ from service_load import find_wrk  # noqa: E402
 from service_scenario import (  # noqa: E402
     Options,
     ScenarioResult,
+    question_warmup_count,
     run_scenario,
     warmup_count,
 )
@@ -134,6 +136,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "load_generator": wrk,
             "requests": args.requests,
             "warmup_requests": warmup_count(args.requests),
+            "question_warmup_requests": question_warmup_count(args.requests),
             "concurrency": args.concurrency,
             "max_seconds": args.max_seconds,
             "workers": args.workers,
@@ -198,7 +201,8 @@ def format_report(report: dict[str, Any]) -> str:
     load = ", ".join(f"{x:.1f}" for x in cfg["load_average"])
     lines = [
         f"infracards service benchmark: wrk, {cfg['concurrency']} connections, "
-        f"{cfg['requests']} requests per endpoint (+{cfg['warmup_requests']} warm-up), on {HOST}, "
+        f"{cfg['requests']} requests per endpoint (+{cfg['warmup_requests']} warm-up, the "
+        f"question GET +{cfg['question_warmup_requests']}), on {HOST}, "
         f"{cfg['cpus']} CPUs (load average {load} at the end), Python {cfg['python']}, "
         f"uvicorn {cfg['uvicorn']} (--http {cfg['http']} --loop {cfg['loop']}), "
         f"FastAPI {cfg['fastapi']}",
