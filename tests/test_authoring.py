@@ -188,6 +188,65 @@ def test_an_edit_makes_version_2_while_version_1_attempts_and_tokens_still_work(
     )
 
 
+def test_moving_a_card_to_generator_2_gives_every_template_a_new_version(client, app, prof):
+    """Instructors never set versions: a draft that moves its card to generator 2 publishes
+    every template under a new version (other variants for the same seeds), the diff says
+    why, a question handed out before still grades as it was shown, and new ones are drawn
+    from the BLAKE2b stream."""
+    from app.domain.generation import HashDraws, seeded
+
+    assert "generator" not in CARD
+    client.post(f"{API}/instructor/cards", json=CARD, headers=prof)
+    assert publish(client, prof, CARD) == 1
+    learner = learner_headers(client)
+    before = client.get(
+        f"{API}/cards/kv-cache/points/kv-bytes/question", params={"seed": 7}, headers=learner
+    ).json()
+    assert before["template_version"] == 1
+
+    moved = copy.deepcopy(CARD)
+    moved["generator"] = 2
+    assert publish(client, prof, moved) == 2
+    diff = client.get(
+        f"{API}/instructor/cards/kv-cache/diff", params={"from": 1, "to": 2}, headers=prof
+    ).json()
+    template_ids = [t["id"] for p in CARD["points"] for t in p["templates"]]
+    assert diff["changes"] == [
+        {
+            "template_id": template_id,
+            "change": "changed",
+            "fields": ["generator"],
+            "from_version": 1,
+            "to_version": 2,
+        }
+        for template_id in sorted(template_ids)
+    ]
+    after = client.get(f"{API}/cards/kv-cache/points/kv-bytes/question", params={"seed": 7}).json()
+    assert after["template_version"] == 2
+    latest = app.state.live_catalog.catalog.latest("kv-cache")
+    assert {(t.version, t.generator) for t in latest.templates()} == {(2, 2)}
+    assert isinstance(seeded("k", latest.templates()[0].generator), HashDraws)
+
+    shown = {c["id"]: c["text"] for c in before["choices"]}
+    for index, choice_id in enumerate(shown):
+        graded = client.post(
+            f"{API}/answers",
+            headers=learner,
+            json={
+                "token": before["token"],
+                "choice_id": choice_id,
+                "client_answer_id": f"gen-{index}",
+            },
+        )
+        assert graded.status_code == 200, graded.text
+        assert {c["id"]: c["text"] for c in graded.json()["choices"]} == shown
+    # Publishing the same draft again changes nothing: the templates keep version 2.
+    assert publish(client, prof, moved) == 3
+    republished = client.get(f"{API}/cards/kv-cache/points/kv-bytes/question?seed=7").json()
+    assert republished["template_version"] == 2
+    assert republished["choices"] == after["choices"]
+
+
 def test_withdrawing_a_card_hides_it_from_learners_but_keeps_its_history(client, app, prof):
     client.post(f"{API}/instructor/cards", json=CARD, headers=prof)
     publish(client, prof, CARD)

@@ -162,26 +162,35 @@ def next_version(
     published = [canonical(p) for p in published]
     newest = max((int(p.get("version", 0)) for p in published), default=0)
     document["version"] = newest + 1
-    history: dict[str, list[dict[str, Any]]] = {}
+    # Each published template with the generator its card drew it from: a template drawn from
+    # another generator shows other variants, so it is new content (app.domain.catalog).
+    history: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for old in sorted(published, key=lambda p: int(p.get("version", 0))):
         for template_id, template in template_documents(old).items():
-            history.setdefault(template_id, []).append(template)
+            history.setdefault(template_id, []).append((_generator(old), template))
+    generator = _generator(document)
     for point in document.get("points", []):
         for template in point.get("templates", []):
             versions = history.get(template["id"], [])
             if not versions:
                 template["version"] = max(1, int(template.get("version", 1)))
                 continue
-            latest = versions[-1]
-            highest = max(int(v.get("version", 1)) for v in versions)
-            same_content = _content(latest) == _content(template)
+            latest_generator, latest = versions[-1]
+            highest = max(int(v.get("version", 1)) for _, v in versions)
+            same_content = latest_generator == generator and _content(latest) == _content(template)
             template["version"] = int(latest["version"]) if same_content else highest + 1
     return document
+
+
+def _generator(document: Mapping[str, Any]) -> int:
+    """The generator a card document's templates draw from (1 when it names none)."""
+    return int(document.get("generator") or 1)
 
 
 def diff_documents(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
     """What changed between two versions: templates added, removed, changed (with the fields)."""
     before, after = template_documents(old), template_documents(new)
+    other_generator = _generator(old) != _generator(new)
     changes: list[dict[str, Any]] = []
     for template_id in sorted(set(before) | set(after)):
         a, b = before.get(template_id), after.get(template_id)
@@ -189,13 +198,15 @@ def diff_documents(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[
             changes.append({"template_id": template_id, "change": "added", "fields": []})
         elif b is None:
             changes.append({"template_id": template_id, "change": "removed", "fields": []})
-        elif _content(a) != _content(b):
+        elif _content(a) != _content(b) or other_generator:
             fields = sorted(
                 key
                 for key in set(a) | set(b)
                 if key != "version"
                 and json.dumps(a.get(key), sort_keys=True) != json.dumps(b.get(key), sort_keys=True)
             )
+            if other_generator:  # the card's, drawing every template's variants
+                fields.append("generator")
             changes.append(
                 {
                     "template_id": template_id,
