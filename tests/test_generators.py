@@ -264,3 +264,12 @@ def test_a_question_shown_before_the_upgrade_is_graded_as_it_was_shown(tmp_path,
         for attempt in attempts:
             assert attempt["template_version"] == old_version
             assert attempt["stem"] == shown["stem"]
+
+
+def test_a_card_started_in_the_dashboard_draws_from_generator_2():
+    from app.domain.authoring import new_card_document
+
+    document = new_card_document("fresh-card", {"en": "Fresh", "zh": "新卡"})
+    assert document["generator"] == 2
+    written = {**copy.deepcopy(CARD), "generator": document["generator"]}  # templates added
+    assert {template.generator for template in parse_card(written).templates()} == {2}
