@@ -222,7 +222,6 @@ class HashDraws(Draws):
         self._block = 0
         self._bytes = hashlib.blake2b(self._key, digest_size=self.DIGEST_BYTES).digest()
         self._at = 0
-        self._bits = self.getrandbits
 
     def _next_block(self) -> None:
         self._block += 1
@@ -240,6 +239,11 @@ class HashDraws(Draws):
         at = self._at
         self._at = at + size
         return int.from_bytes(self._bytes[at : at + size], "little") & ((1 << k) - 1)
+
+    # What Draws' own methods read their numbers through, as a method of the class: an instance
+    # holding its own bound method would be a reference cycle, left to the cyclic collector
+    # (two more tracked objects alive per question until the next young collection).
+    _bits = getrandbits
 
     def below(self, n: int) -> int:
         k = n.bit_length()
