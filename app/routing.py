@@ -412,10 +412,10 @@ class DirectRoutes:
             for key, value in fastapi_app.exception_handlers.items()
             if key not in (500, Exception)
         }
-        # Only its handler tables are used (by _serve): Starlette splits them as it always does.
-        self._handling = ExceptionMiddleware(
-            self._serve, handlers=handlers, debug=fastapi_app.debug
-        )
+        # The handler tables, split by status code and class as Starlette's ExceptionMiddleware
+        # splits them (it is built here for that only): what _serve puts on every scope.
+        handling = ExceptionMiddleware(self._serve, handlers=handlers, debug=fastapi_app.debug)
+        self._exception_tables = (handling._exception_handlers, handling._status_handlers)
         fastapi_app.state.direct_routes = self
 
     def direct_routes(self) -> tuple[tuple[str, PlainParamsRoute, Callable[..., Any]], ...]:
@@ -459,11 +459,7 @@ class DirectRoutes:
         send it. The wrapper itself is left out of the usual path: a plain handler only builds
         its response, so nothing has been sent when it raises, and the wrapper's per-request
         closures cost a question GET about 3 % of its time."""
-        handling = self._handling
-        scope["starlette.exception_handlers"] = (
-            handling._exception_handlers,
-            handling._status_handlers,
-        )
+        scope["starlette.exception_handlers"] = self._exception_tables
         request = Request(scope, receive, send)
         try:
             response: Response = await scope.pop(_DIRECT_HANDLER)(request)
