@@ -18,8 +18,9 @@ The endpoints, as ``make bench-service`` loads them: the baselines of ``service_
 ``GET /healthz``, the question GET (``/api/v1/cards/zero-memory-offload/points/{n}/question
 ?seed=...``, n and seed drawn afresh for every request, anonymous) and the answer POST (first
 answers of 32 learners in turn, each to a question fetched with its learner's token; the
-answer regenerates its variant, as every answer does). GETs are sent one at a time; the two POSTs 64 at a time (wrk's
-connections), so that the answer writer groups them into transactions as it does when served.
+answer regenerates its variant, as every answer does). GETs are sent one at a time; the two
+POSTs 64 at a time (wrk's connections), so that the answer writer groups them into transactions
+as it does when served.
 Each endpoint is warmed up first (the question's caches fill over the first thousands of
 questions: texts, combinations, choices) and then counted with instrumentation on only around
 its own requests. The app runs as ``make run`` serves it, on a fresh migrated SQLite database in

@@ -388,7 +388,7 @@ def _compile_template(
     point: str,
     definitions: Mapping[str, Formula],
     where: str,
-    generator: int = 1,
+    generator: int,
 ) -> Template:
     params: dict[str, Param] = {}
     for name, spec in raw.params.items():
