@@ -5,19 +5,27 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 HOST ?= 127.0.0.1
 PIP := $(BIN)/python -m pip
-PIP_FLAGS := --disable-pip-version-check -q -c constraints.txt
+PIP_FLAGS := --disable-pip-version-check -q
+# The lock files (pip-tools, exact versions and hashes): requirements.txt for the server,
+# requirements-test.txt for the suite, the demo and the linters (the same versions and more).
+LOCK := requirements.txt
+TEST_LOCK := requirements-test.txt
+PIP_TOOLS := pip-tools==7.7.0
+COMPILE = $(BIN)/pip-compile -q --generate-hashes --allow-unsafe --strip-extras \
+	--no-emit-index-url --no-emit-find-links --all-build-deps
 
-.PHONY: run test install install-test migrate lint demo bench bench-service bench-instructions clean
+.PHONY: run test install install-test migrate lint lock upgrade demo bench bench-service bench-instructions clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
-	$(PIP) install $(PIP_FLAGS) -e .
+$(VENV)/.installed: $(BIN)/python $(LOCK) pyproject.toml
+	$(PIP) install $(PIP_FLAGS) --require-hashes --no-deps -r $(LOCK)
+	$(PIP) install $(PIP_FLAGS) --no-deps --no-build-isolation -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml constraints.txt
-	$(PIP) install $(PIP_FLAGS) -e '.[test]'
+$(VENV)/.installed-test: $(VENV)/.installed $(TEST_LOCK)
+	$(PIP) install $(PIP_FLAGS) --require-hashes --no-deps -r $(TEST_LOCK)
 	touch $@
 
 install: $(VENV)/.installed
@@ -62,6 +70,19 @@ bench-instructions: install-test
 	@command -v valgrind >/dev/null || (DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind) || \
 	  (echo "valgrind is missing: apt-get install -y valgrind" >&2; exit 2)
 	$(BIN)/python bench/instructions.py $(BENCH_ARGS)
+
+# The lock files again from pyproject.toml (after a dependency is added or its floor moved),
+# keeping every locked version that still fits.
+lock: $(BIN)/python
+	$(PIP) install $(PIP_FLAGS) $(PIP_TOOLS)
+	$(COMPILE) $(LOCK_ARGS) --extra test --extra postgres --extra demo -c constraints.txt \
+	  -o $(TEST_LOCK) pyproject.toml
+	$(COMPILE) $(LOCK_ARGS) -c $(TEST_LOCK) -o $(LOCK) pyproject.toml
+
+# The newest releases pyproject.toml admits, locked, installed and tested.
+upgrade:
+	$(MAKE) lock LOCK_ARGS=--upgrade
+	$(MAKE) test
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -11,7 +11,6 @@ run on PostgreSQL, where these hooks are not installed.
 from __future__ import annotations
 
 import fcntl
-import inspect
 import logging
 import os
 import re
@@ -284,21 +283,21 @@ def _psycopg_connection_class(deadline_s: float, guard: ConnectGuard) -> Any:
     """
     import psycopg
 
-    if "timeout" not in inspect.signature(psycopg.Connection.wait).parameters:
-        return psycopg.Connection  # psycopg < 3.3: the server's statement_timeout only
-    from psycopg import errors
-
     class DeadlineConnection(psycopg.Connection):  # type: ignore[type-arg]
         def wait(self, gen: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+            limit = deadline_s if timeout is None else timeout
+            started = time.monotonic()
             try:
-                return super().wait(
-                    gen, *args, timeout=deadline_s if timeout is None else timeout, **kwargs
-                )
-            except errors._WaitTimeout:
+                return super().wait(gen, *args, timeout=limit, **kwargs)
+            except psycopg.OperationalError:
+                # psycopg's timeout is an OperationalError raised once the limit has passed;
+                # any other (a lost connection) is raised as it is.
+                if time.monotonic() - started < limit:
+                    raise
                 # The protocol state is unknown now: close it, so the pool discards it.
                 self.pgconn.finish()
                 error = psycopg.OperationalError(
-                    f"the database did not answer within {deadline_s:g} s: connection closed"
+                    f"the database did not answer within {limit:g} s: connection closed"
                 )
                 guard.done(error)
                 raise error from None

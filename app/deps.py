@@ -35,7 +35,7 @@ from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.problems import Forbidden, Unauthorized
 from app.review.service import due_counts
-from app.routing import plain_dependency
+from app.routing import Values
 from app.web.templating import LANG_COOKIE
 
 
@@ -239,7 +239,6 @@ def bearer_credentials(request: Request) -> HTTPAuthorizationCredentials | None:
 BEARER_SECURITY: dict[str, Any] = {"security": [{bearer_scheme.scheme_name: []}]}
 
 
-@plain_dependency
 async def get_api_call(request: Request, lang: LangQuery = None) -> ApiCall:
     """:func:`get_context`, :func:`api_lang` and :func:`get_optional_api_learner` at once."""
     ctx = await get_context(request)
@@ -247,7 +246,6 @@ async def get_api_call(request: Request, lang: LangQuery = None) -> ApiCall:
     return ApiCall(ctx, await api_lang(request, lang), learner)
 
 
-@plain_dependency
 async def get_learner_call(request: Request, lang: LangQuery = None) -> LearnerCall:
     """:func:`get_context`, :func:`api_lang` and :func:`get_api_learner` at once."""
     ctx = await get_context(request)
@@ -257,6 +255,25 @@ async def get_learner_call(request: Request, lang: LangQuery = None) -> LearnerC
 
 ApiCallDep = Annotated[ApiCall, Depends(get_api_call)]
 LearnerCallDep = Annotated[LearnerCall, Depends(get_learner_call)]
+
+# What get_api_call and get_learner_call read of the query, for the hot routes (app.routing).
+LANG_VALUES = Values("query", lang=(LangQuery, None))
+
+
+async def hot_api_call(
+    request: Request, query: dict[str, str], errors: list[Any]
+) -> ApiCall | None:
+    """:func:`get_api_call` for a hot route: None when its values are invalid (``errors``)."""
+    values = LANG_VALUES.read(query, errors)
+    return await get_api_call(request, values["lang"]) if values else None
+
+
+async def hot_learner_call(
+    request: Request, query: dict[str, str], errors: list[Any]
+) -> LearnerCall | None:
+    """:func:`get_learner_call` for a hot route: None when its values are invalid."""
+    values = LANG_VALUES.read(query, errors)
+    return await get_learner_call(request, values["lang"]) if values else None
 
 
 def get_api_instructor(learner: ApiLearner) -> LearnerRef:

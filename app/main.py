@@ -21,7 +21,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 from swagger_ui_bundle import swagger_ui_path
 
 from app.api.openapi import install_openapi
-from app.api.router import API_PREFIX, API_ROUTERS
+from app.api.router import API_PREFIX, API_ROUTERS, HOT_ROUTES
 from app.auth.cookies import BrowserSessionMiddleware, CsrfSigner
 from app.auth.ratelimit import LoginLimiter
 from app.catalog.service import LiveCatalog
@@ -33,7 +33,7 @@ from app.errors import install_error_handlers
 from app.observability import install_guards, install_observability
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
-from app.routing import DirectRoutes, include_flat
+from app.routing import include_flat
 from app.web.routes import PAGE_ROUTERS
 from app.web.security import docs_csp, security_headers
 from app.web.templating import make_templates
@@ -181,13 +181,14 @@ def create_app(
     app.state.login_limiter = LoginLimiter(settings.rate_limit_storage)
     app.state.templates = make_templates()
 
-    app.add_middleware(DirectRoutes, fastapi_app=app)  # innermost
     app.add_middleware(BrowserSessionMiddleware, secure=settings.secure_cookies)
     install_guards(app, settings)  # start-up gate, body cap, trusted hosts
     hsts = settings.hsts_max_age_s if settings.environment == "production" else 0
     # Outermost: request ids, logs, metrics, /readyz, the security headers on every response.
     install_observability(app, settings, response_headers=security_headers(hsts))
     install_error_handlers(app)
+
+    app.router.routes[0:0] = HOT_ROUTES  # served first: app.routing
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:

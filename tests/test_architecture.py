@@ -144,3 +144,67 @@ def test_the_languages_are_declared_once():
             continue
         text = path.read_text(encoding="utf-8")
         assert '("en", "zh")' not in text and 'Literal["en", "zh"]' not in text, path
+
+
+# The libraries the shell stands on: their public APIs only, so that an upgrade within the lock
+# file's versions cannot break the app through a renamed private.
+APP = ROOT / "app"
+FRAMEWORKS = {"fastapi", "starlette", "sqlalchemy", "pydantic", "pydantic_core", "psycopg"}
+
+
+# Underscore names Python documents as public: os._exit.
+DOCUMENTED = {"_exit"}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _names_defined_in_app() -> set[str]:
+    """Every name the app defines itself (functions, classes, attributes, variables,
+    parameters): a ``x._name`` with one of these is the app's own."""
+    names: set[str] = set()
+    for path in APP.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+    return names
+
+
+def test_the_app_uses_no_private_name_of_its_frameworks():
+    """No module of app/ imports an underscore module or name of FastAPI, Starlette,
+    SQLAlchemy, pydantic or psycopg, nor reads an underscore attribute the app does not define
+    itself (a framework object's private table, a private exception class)."""
+    own = _names_defined_in_app() | DOCUMENTED
+    found = []
+    for path in APP.rglob("*.py"):
+        # The torch demo (never imported by the server) may use torch's own: torch is pinned.
+        demo = path.is_relative_to(APP / "zero_demo")
+        where = path.relative_to(APP.parent)
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                parts = node.module.split(".")
+                if parts[0] in FRAMEWORKS and (
+                    any(_is_private(p) for p in parts)
+                    or any(_is_private(alias.name) for alias in node.names)
+                ):
+                    found.append(f"{where}:{node.lineno} from {node.module} import ...")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    parts = alias.name.split(".")
+                    if parts[0] in FRAMEWORKS and any(_is_private(p) for p in parts):
+                        found.append(f"{where}:{node.lineno} import {alias.name}")
+            elif (
+                isinstance(node, ast.Attribute)
+                and not demo
+                and _is_private(node.attr)
+                and node.attr not in own
+            ):
+                found.append(f"{where}:{node.lineno} .{node.attr}")
+    assert found == []

@@ -68,7 +68,7 @@ def test_a_router_that_includes_routers_is_refused():
         include_flat(APIRouter(), outer)
 
 
-# --- plain-parameter routes -------------------------------------------------------------------
+# --- hot routes ---------------------------------------------------------------------------------
 
 CARD = "zero-memory-offload"
 PLAIN_GETS = [
@@ -89,6 +89,27 @@ PLAIN_GETS = [
 ]
 
 
+def _documented_only(app: FastAPI) -> FastAPI:
+    """``app`` with its hot routes taken out: FastAPI's path operations that document them
+    serve those paths instead."""
+    from app.routing import HotRoute
+
+    app.router.routes[:] = [r for r in app.router.routes if not isinstance(r, HotRoute)]
+    return app
+
+
+def _two_apps(tmp_path, db_url, cards) -> tuple[FastAPI, FastAPI]:
+    """The app as served, and the same app served by the path operations that document its
+    hot routes."""
+    from conftest import make_settings
+
+    from app.main import create_app
+
+    served = create_app(make_settings(tmp_path / "served", db_url), cards=cards)
+    documented = create_app(make_settings(tmp_path / "documented", db_url), cards=cards)
+    return served, _documented_only(documented)
+
+
 def _comparable(value):
     """A response body without what differs between two requests (tokens, times, ids)."""
     if isinstance(value, dict):
@@ -102,28 +123,44 @@ def _comparable(value):
     return value
 
 
-def test_plain_param_routes_answer_exactly_as_fastapi_s_own_handler(
-    tmp_path, db_url, cards, monkeypatch
+def test_the_hot_routes_come_first_each_documented_by_a_path_operation(app):
+    """The three hot routes are the first routes, left out of the OpenAPI document, and each
+    has a FastAPI path operation of the same method and path that is in it."""
+    from fastapi.routing import APIRoute
+
+    from app.routing import HotRoute
+
+    hot = [r for r in app.router.routes if isinstance(r, HotRoute)]
+    assert app.router.routes[: len(hot)] == hot
+    assert {(r.path, frozenset(r.methods)) for r in hot} == {
+        (f"{API_PREFIX}/cards/{{card_id}}/points/{{point}}/question", frozenset({"GET"})),
+        (f"{API_PREFIX}/cards/{{card_id}}/question", frozenset({"GET"})),
+        (f"{API_PREFIX}/answers", frozenset({"POST"})),
+    }
+    document = app.openapi()
+    for route in hot:
+        (documented,) = [
+            r
+            for r in app.router.routes
+            if isinstance(r, APIRoute) and r.name == route.documented_by
+        ]
+        assert documented.path == route.path and route.methods == documented.methods
+        method = sorted(documented.methods)[0].lower()
+        operation = document["paths"][route.path][method]
+        assert operation["operationId"] == documented.unique_id
+        assert "security" in operation  # a bearer token is read (optional on questions)
+
+
+def test_the_question_routes_answer_exactly_as_their_documented_path_operations(
+    tmp_path, db_url, cards
 ):
-    """The question routes' own parameter handling (PlainParamsRoute) against FastAPI's handler
-    for the same routes: the same status and body for good and bad values, absent, empty,
+    """The question routes as served (app.routing.HotRoute) against the FastAPI path operations
+    that document them: the same status and body for good and bad values, absent, empty,
     repeated and unknown parameters, several errors at once, a bearer token or a bad one."""
-    from conftest import make_settings
     from fastapi.testclient import TestClient
 
-    import app.routing as routing
-    from app.main import create_app
-
-    plain_app = create_app(make_settings(tmp_path / "plain", db_url), cards=cards)
-    plain = [r for r in plain_app.routes if isinstance(r, routing.PlainParamsRoute)]
-    assert {r.path for r in plain if routing._plain_handler(r)} == {
-        f"{API_PREFIX}/cards/{{card_id}}/points/{{point}}/question",
-        f"{API_PREFIX}/cards/{{card_id}}/question",
-        f"{API_PREFIX}/answers",
-    }
-    monkeypatch.setattr(routing, "_plain_handler", lambda route: None)
-    fastapi_app = create_app(make_settings(tmp_path / "fastapi", db_url), cards=cards)
-    with TestClient(plain_app) as ours, TestClient(fastapi_app) as theirs:
+    served, documented = _two_apps(tmp_path, db_url, cards)
+    with TestClient(served) as ours, TestClient(documented) as theirs:
         token = ours.post(f"{API_PREFIX}/learners").json()["token"]
         header_sets = [{}, {"Authorization": f"Bearer {token}"}, {"Authorization": "Bearer no"}]
         header_sets.append({"Authorization": "Basic x"})
@@ -183,27 +220,19 @@ def _answer_cases(question: dict, client_answer_id: str) -> list[tuple[str, dict
     ]
 
 
-def test_the_answer_post_answers_exactly_as_fastapi_s_own_handler(
-    tmp_path, db_url, cards, monkeypatch
-):
-    """The answer POST's own body and parameter handling (PlainParamsRoute) against FastAPI's
-    handler: the same status and body for good answers, replays, malformed JSON, missing and
-    wrong fields, other content types, an empty body, a bad query value beside a bad body, and
-    with no bearer token or a bad one. Each app's learner answers the same question (the same
-    seed) afresh, so both answers are first answers."""
-    from conftest import make_settings
+def test_the_answer_post_answers_exactly_as_its_documented_path_operation(tmp_path, db_url, cards):
+    """The answer POST as served (app.routing.HotRoute) against the FastAPI path operation that
+    documents it: the same status and body for good answers, replays, malformed JSON, missing
+    and wrong fields, other content types, an empty body, a bad query value beside a bad body,
+    and with no bearer token or a bad one. Each app's learner answers the same question (the
+    same seed) afresh, so both answers are first answers."""
     from fastapi.testclient import TestClient
 
-    import app.routing as routing
-    from app.main import create_app
-
-    plain_app = create_app(make_settings(tmp_path / "plain", db_url), cards=cards)
-    monkeypatch.setattr(routing, "_plain_handler", lambda route: None)
-    fastapi_app = create_app(make_settings(tmp_path / "fastapi", db_url), cards=cards)
+    served, documented = _two_apps(tmp_path, db_url, cards)
     seeds = iter(range(1000, 100000))
     cases = len(_answer_cases({"token": "", "choices": [{"id": "a"}, {"id": "b"}]}, ""))
     compared = 0
-    with TestClient(plain_app) as ours, TestClient(fastapi_app) as theirs:
+    with TestClient(served) as ours, TestClient(documented) as theirs:
         learners = {id(c): c.post(f"{API_PREFIX}/learners").json()["token"] for c in (ours, theirs)}
         for bearer_kind in ("own", "none", "unknown"):
             for case in range(cases):
@@ -239,222 +268,37 @@ def _without_ids(value):
     return value
 
 
-def test_a_plain_route_leaves_what_only_fastapi_applies_to_fastapi():
-    """Included with include_router (its inclusion's dependencies live in a context only
-    FastAPI's handler applies) or while dependency overrides are set, a PlainParamsRoute is
-    served by FastAPI's handler: the guard runs, the override is used."""
-    from typing import Annotated
-
-    from fastapi import Depends, HTTPException, Query, Request, Response
-    from fastapi.responses import JSONResponse
-    from fastapi.testclient import TestClient
-    from pydantic import BaseModel
-
-    from app.routing import PlainParamsRoute, plain_dependency
-
-    class Body(BaseModel):
-        a: int
-
-    @plain_dependency
-    async def lang(request: Request, lang: Annotated[str | None, Query()] = None) -> str:
-        return lang or "-"
-
-    async def guard() -> None:
-        raise HTTPException(403, "the guard ran")
-
-    def app_with(included: bool) -> FastAPI:
-        app = FastAPI()
-        router = APIRouter(route_class=PlainParamsRoute)
-
-        @router.post("/p")
-        async def endpoint(body: Body, shown: Annotated[str, Depends(lang)]) -> Response:
-            return JSONResponse({"a": body.a, "lang": shown})
-
-        if included:
-            app.include_router(router, dependencies=[Depends(guard)])
-        else:
-            include_flat(app.router, router)
-        return app
-
-    flat = app_with(included=False)
-    with TestClient(flat) as client:
-        assert client.post("/p?lang=zh", json={"a": 1}).json() == {"a": 1, "lang": "zh"}
-
-        async def overridden(request: Request, lang: str | None = None) -> str:
-            return "overridden"
-
-        flat.dependency_overrides[lang] = overridden
-        assert client.post("/p", json={"a": 2}).json() == {"a": 2, "lang": "overridden"}
-        flat.dependency_overrides.clear()
-        assert client.post("/p", json={"a": 3}).json() == {"a": 3, "lang": "-"}
-    with TestClient(app_with(included=True)) as client:
-        refused = client.post("/p", json={"a": 1})
-        assert refused.status_code == 403 and refused.json() == {"detail": "the guard ran"}
-
-
-# --- plain routes served directly (app.routing.DirectRoutes) ----------------------------------
-
-
-def _direct_routes(app: FastAPI):
-    """The app's DirectRoutes middleware (its stack is built by the first request)."""
-    from app.routing import DirectRoutes
-
-    assert isinstance(app.state.direct_routes, DirectRoutes)
-    return app.state.direct_routes
-
-
-def test_the_question_and_answer_routes_skip_the_router_unless_overrides_are_set(client, app):
-    """The plain routes that no earlier route could take are served past FastAPI's router; the
-    router serves them again while dependency overrides are set, and serves every other route
-    (a method the route lacks, a trailing slash) as before."""
-    from app.deps import get_settings_dep
-
-    question = f"{API_PREFIX}/cards/{CARD}/points/1/question"
-    assert client.get("/healthz").status_code == 200
-    direct = _direct_routes(app)
-    assert {route.path for _, route, _ in direct.direct_routes()} == {
-        f"{API_PREFIX}/cards/{{card_id}}/points/{{point}}/question",
-        f"{API_PREFIX}/cards/{{card_id}}/question",
-        f"{API_PREFIX}/answers",
-    }
-    route = next(r for _, r, _ in direct.direct_routes() if r.path.endswith("{point}/question"))
-    handled = []
-    original = route.handle
-
-    async def spy(scope, receive, send):
-        handled.append(scope["path"])
-        await original(scope, receive, send)
-
-    route.handle = spy
-    assert client.get(f"{question}?seed=1").status_code == 200
-    assert handled == []
-    app.dependency_overrides[get_settings_dep] = lambda: app.state.settings
-    try:
-        assert client.get(f"{question}?seed=1").status_code == 200
-    finally:
-        app.dependency_overrides.clear()
-    assert handled == [question]
-    refused = client.post(question)
-    assert refused.status_code == 405 and refused.headers["allow"] == "GET"
-    assert refused.headers["content-type"] == "application/problem+json"
-    redirected = client.get(f"{question}/", follow_redirects=False)
-    assert redirected.status_code == 307 and redirected.headers["location"].endswith(question)
-
-
 def _headers(response) -> dict[str, str]:
     skip = {"x-request-id", "content-length", "date"}
     return {k: v for k, v in response.headers.items() if k not in skip}
 
 
-def test_directly_served_routes_send_the_router_s_headers(tmp_path, db_url, cards, monkeypatch):
-    """Served directly or by FastAPI's router, a question and its errors carry the same
-    headers: security headers, content type, Allow."""
-    from conftest import make_settings
+def test_the_hot_routes_send_the_headers_of_their_documented_path_operations(
+    tmp_path, db_url, cards
+):
+    """Served by a hot route or by the path operation that documents it, a question and its
+    errors carry the same headers (security headers, content type), and so do a method the
+    route lacks (405 with Allow) and a trailing slash (a redirect)."""
     from fastapi.testclient import TestClient
 
-    import app.routing as routing
-    from app.main import create_app
-
-    direct_app = create_app(make_settings(tmp_path / "direct", db_url), cards=cards)
-    monkeypatch.setattr(routing, "_plain_handler", lambda route: None)
-    router_app = create_app(make_settings(tmp_path / "router", db_url), cards=cards)
-    with TestClient(direct_app) as ours, TestClient(router_app) as theirs:
+    served, documented = _two_apps(tmp_path, db_url, cards)
+    question = f"{API_PREFIX}/cards/{CARD}/points/1/question"
+    with TestClient(served) as ours, TestClient(documented) as theirs:
         for url in PLAIN_GETS:
             mine, reference = ours.get(url), theirs.get(url)
             assert (mine.status_code, _headers(mine)) == (
                 reference.status_code,
                 _headers(reference),
             ), url
-        assert _direct_routes(direct_app).direct_routes()
-        assert not _direct_routes(router_app).direct_routes()
-
-
-@pytest.mark.parametrize(
-    ("earlier", "later", "shared"),
-    [
-        ("/cards/{card_id}", "/cards/{card_id}/question", False),
-        ("/cards/{card_id}/points/{point}/question", "/cards/{x}/points/{y}/question", True),
-        ("/cards/special/question", "/cards/{card_id}/question", True),
-        ("/cards/special/question", "/cards/{card_id}/points", False),
-        ("/cards/{card_id}/questions", "/cards/{card_id}/question", False),
-        ("/files/{rest:path}", "/files/a/b", True),
-        ("/cards/{card_id}.json", "/cards/{card_id}", True),
-        ("/", "/cards", False),
-    ],
-)
-def test_may_share_a_path(earlier, later, shared):
-    from fastapi.routing import APIRoute
-    from starlette.routing import Route
-
-    async def endpoint():  # pragma: no cover - never called
-        return None
-
-    route = APIRoute(later, endpoint)
-    assert routing_module().may_share_a_path(Route(earlier, endpoint), route) is shared
-
-
-def test_may_share_a_path_with_mounts_and_websockets():
-    from fastapi.routing import APIRoute
-    from starlette.routing import Mount, WebSocketRoute
-
-    async def endpoint():  # pragma: no cover - never called
-        return None
-
-    share = routing_module().may_share_a_path
-    assert share(Mount("/static", app=endpoint), APIRoute("/static/{name}", endpoint))
-    assert share(Mount("/{tenant}", app=endpoint), APIRoute("/cards", endpoint))
-    assert not share(Mount("/static", app=endpoint), APIRoute("/staticky", endpoint))
-    assert not share(WebSocketRoute("/cards", endpoint), APIRoute("/cards", endpoint))
-
-
-def routing_module():
-    import app.routing as routing
-
-    return routing
-
-
-def test_a_plain_route_an_earlier_route_could_take_is_left_to_the_router():
-    """First match wins, as in the router: a plain route behind one that takes the same paths
-    is not served directly; one nothing shadows is, with its path parameters converted."""
-    from fastapi.responses import JSONResponse
-    from fastapi.testclient import TestClient
-
-    from app.routing import DirectRoutes, PlainParamsRoute
-
-    app = FastAPI()
-    app.add_middleware(DirectRoutes, fastapi_app=app)
-
-    @app.get("/items/{a}")
-    async def first(a: str) -> dict[str, str]:
-        return {"served": "first", "a": a}
-
-    plain = APIRouter(route_class=PlainParamsRoute)
-
-    @plain.get("/items/{b}")
-    async def shadowed(b: str) -> JSONResponse:  # pragma: no cover - never served
-        return JSONResponse({"served": "shadowed"})
-
-    @plain.get("/numbers/{n:int}")
-    async def numbers(n: int) -> JSONResponse:
-        return JSONResponse({"served": "numbers", "n": n, "type": type(n).__name__})
-
-    include_flat(app.router, plain)
-    with TestClient(app) as client:
-        assert client.get("/items/x").json() == {"served": "first", "a": "x"}
-        assert client.get("/numbers/7").json() == {"served": "numbers", "n": 7, "type": "int"}
-        assert client.get("/numbers/x").status_code == 404
-        direct = _direct_routes(app)
-        assert [route.path for _, route, _ in direct.direct_routes()] == ["/numbers/{n:int}"]
-
-        later = APIRouter(route_class=PlainParamsRoute)
-
-        @later.get("/later/{x}")
-        async def added(x: str) -> JSONResponse:
-            return JSONResponse({"served": "later", "x": x})
-
-        include_flat(app.router, later)  # after the first requests: worked out again
-        assert client.get("/later/y").json() == {"served": "later", "x": "y"}
-        assert [r.path for _, r, _ in direct.direct_routes()] == ["/numbers/{n:int}", "/later/{x}"]
+        for client in (ours, theirs):
+            refused = client.post(question)
+            assert refused.status_code == 405 and refused.headers["allow"] == "GET"
+            assert refused.headers["content-type"] == "application/problem+json"
+            redirected = client.get(f"{question}/", follow_redirects=False)
+            assert redirected.status_code == 307
+            assert redirected.headers["location"].endswith(question)
+            assert client.get(f"{API_PREFIX}/answers").status_code == 405
+            assert client.head(question).status_code == 405
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,19 @@ from pydantic import ValidationError
 
 from app.api import present
 from app.api.responses import JSONBytesResponse
-from app.deps import BEARER_SECURITY, ApiLang, ApiLearner, ContextDep, LearnerCallDep, SessionDep
+from app.deps import (
+    BEARER_SECURITY,
+    ApiLang,
+    ApiLearner,
+    ContextDep,
+    LearnerCall,
+    LearnerCallDep,
+    SessionDep,
+    hot_learner_call,
+)
 from app.practice.answers import answer_question, answer_question_grouped
 from app.problems import Problem
-from app.routing import PlainParamsRoute
+from app.routing import HotRoute, query_values, read_body, read_model, refuse
 from app.schemas import (
     AnswerBatchCreate,
     AnswerBatchPublic,
@@ -22,8 +31,7 @@ from app.schemas import (
     ProblemPublic,
 )
 
-# The single answer POST skips FastAPI's per-request dependency solver (app.routing).
-router = APIRouter(tags=["practice"], route_class=PlainParamsRoute)
+router = APIRouter(tags=["practice"])
 
 ANSWER_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ProblemPublic, "description": "Invalid or tampered question token."},
@@ -62,6 +70,11 @@ async def create_answer(body: AnswerCreate, request: Request, call: LearnerCallD
 
     Answered 200 only once the attempt is committed (answers arriving together share one
     transaction: group commit, see app.practice.answers.AnswerWriter)."""
+    return await answer_response(request, call, body)
+
+
+async def answer_response(request: Request, call: LearnerCall, body: AnswerCreate) -> Response:
+    """The graded answer as JSON, once its attempt is committed."""
     ctx = call.ctx
     outcome = await answer_question_grouped(
         state=request.app.state,
@@ -75,6 +88,23 @@ async def create_answer(body: AnswerCreate, request: Request, call: LearnerCallD
         now=ctx.clock(),
     )
     return JSONBytesResponse(present.answer_json(outcome, call.lang))
+
+
+async def create_answer_hot(request: Request) -> Response:
+    """create_answer served first (app.routing), in FastAPI's order: the body read, then the
+    dependencies, then the body validated."""
+    body = await read_body(request)
+    errors: list[Any] = []
+    call = await hot_learner_call(request, query_values(request.scope["query_string"]), errors)
+    answer = read_model(AnswerCreate, body, errors)
+    if errors or call is None or answer is None:
+        raise refuse(errors, body)
+    return await answer_response(request, call, answer)
+
+
+HOT_ROUTES = (
+    HotRoute("/answers", create_answer_hot, method="POST", documented_by="create_answer"),
+)
 
 
 @router.post("/answers/batch", response_model=AnswerBatchPublic, responses=ANSWER_ERRORS)

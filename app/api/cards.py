@@ -21,17 +21,19 @@ from app.api.responses import JSONBytesResponse
 from app.catalog.demo import load_demo_results
 from app.deps import (
     BEARER_SECURITY,
+    ApiCall,
     ApiCallDep,
     ApiLang,
     CatalogDep,
     OptionalApiLearner,
     SettingsDep,
     SignerDep,
+    hot_api_call,
 )
 from app.domain.catalog import Catalog
 from app.domain.identity import MAX_SEED
 from app.practice.questions import get_card, new_question
-from app.routing import PlainParamsRoute
+from app.routing import HotRoute, Values, query_values, refuse
 from app.schemas import (
     CardPublic,
     CardSummaryPublic,
@@ -40,8 +42,7 @@ from app.schemas import (
     QuestionPublic,
 )
 
-# The async question routes skip FastAPI's per-request dependency solver (app.routing).
-router = APIRouter(tags=["cards"], route_class=PlainParamsRoute)
+router = APIRouter(tags=["cards"])
 
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ProblemPublic, "description": "Unknown card or exam point."}
@@ -105,6 +106,22 @@ async def read_point_question(
     """A question on one exam point (random seed unless given); nothing in it reveals the key.
 
     With a bearer token the question's token is bound to that learner."""
+    return question_response(call, card_id, point, seed)
+
+
+@router.get(
+    "/cards/{card_id}/question",
+    response_model=QuestionPublic,
+    responses=NOT_FOUND,
+    openapi_extra=BEARER_SECURITY,
+)
+async def read_card_question(card_id: CardId, call: ApiCallDep, seed: Seed = None) -> Response:
+    """A question on a random exam point of the card (bound to the bearer token's learner)."""
+    return question_response(call, card_id, None, seed)
+
+
+def question_response(call: ApiCall, card_id: str, point: str | None, seed: int | None) -> Response:
+    """A new question on the exam point (a random one when None), as JSON."""
     catalog = call.ctx.catalog
     item = new_question(
         catalog=catalog,
@@ -117,23 +134,49 @@ async def read_point_question(
     return JSONBytesResponse(present.question_json(item, call.lang, _number(catalog, item)))
 
 
-@router.get(
-    "/cards/{card_id}/question",
-    response_model=QuestionPublic,
-    responses=NOT_FOUND,
-    openapi_extra=BEARER_SECURITY,
+# The two question routes served first, as read_point_question and read_card_question document
+# them (app.routing): FastAPI's dependency solver would double a question's cost.
+POINT_PATH = Values("path", card_id=(CardId, ...), point=(PointRef, ...))
+CARD_PATH = Values("path", card_id=(CardId, ...))
+SEED_QUERY = Values("query", seed=(Seed, None))
+
+
+async def point_question_hot(request: Request) -> Response:
+    errors: list[Any] = []
+    query = query_values(request.scope["query_string"])
+    call = await hot_api_call(request, query, errors)  # FastAPI's order: dependencies first
+    path = POINT_PATH.read(request.path_params, errors)
+    values = SEED_QUERY.read(query, errors)
+    if errors or call is None:
+        raise refuse(errors)
+    return question_response(call, path["card_id"], path["point"], values["seed"])
+
+
+async def card_question_hot(request: Request) -> Response:
+    errors: list[Any] = []
+    query = query_values(request.scope["query_string"])
+    call = await hot_api_call(request, query, errors)
+    path = CARD_PATH.read(request.path_params, errors)
+    values = SEED_QUERY.read(query, errors)
+    if errors or call is None:
+        raise refuse(errors)
+    return question_response(call, path["card_id"], None, values["seed"])
+
+
+HOT_ROUTES = (
+    HotRoute(
+        "/cards/{card_id}/points/{point}/question",
+        point_question_hot,
+        method="GET",
+        documented_by="read_point_question",
+    ),
+    HotRoute(
+        "/cards/{card_id}/question",
+        card_question_hot,
+        method="GET",
+        documented_by="read_card_question",
+    ),
 )
-async def read_card_question(card_id: CardId, call: ApiCallDep, seed: Seed = None) -> Response:
-    """A question on a random exam point of the card (bound to the bearer token's learner)."""
-    catalog = call.ctx.catalog
-    item = new_question(
-        catalog=catalog,
-        signer=call.ctx.signer,
-        card_id=card_id,
-        seed=seed,
-        learner_id=call.learner.id if call.learner else None,
-    )
-    return JSONBytesResponse(present.question_json(item, call.lang, _number(catalog, item)))
 
 
 @router.get("/cards/{card_id}/questions", response_model=QuestionBatchPublic, responses=NOT_FOUND)

@@ -7,7 +7,12 @@ from app.api.analytics import router as analytics_router
 from app.api.calculator import router as calculator_router
 
 API_PREFIX = "/api/v1"
-# The hot routes first: a request is matched against the routes in this order.
+# Served ahead of every other route, each documented by a path operation of the routers below
+# (app.routing.HotRoute).
+HOT_ROUTES = tuple(
+    route.with_prefix(API_PREFIX) for route in (*cards.HOT_ROUTES, *answers.HOT_ROUTES)
+)
+# After the hot routes, a request is matched against these routers' routes in this order.
 API_ROUTERS = (
     cards.router,
     answers.router,
