@@ -6,6 +6,8 @@ and prints them beside the formulas of the card ``cards/zero-memory-offload.yaml
 
 Modules, in the order a reader may want them:
 
+- ``minimal``    the four stages in one short file, synchronous, to read first (no offload,
+                 buckets or overlap); tested to compute what ``engine`` computes;
 - ``config``     what one run is (stages, precision, offload, ranks, model size), without torch;
 - ``model``      the model, cut into *units* (embedding, blocks, head), and its synthetic data;
 - ``sharding``   flat buffers: one per unit, padded to a multiple of the world size, and shards;
