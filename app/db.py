@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pydantic_core
 from sqlalchemy import Connection, MetaData, Table, create_engine, event
@@ -51,6 +51,8 @@ ANSWERS_PENDING = "answers_pending"
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    # Every model maps a Table (DeclarativeBase types __table__ as any FromClause).
+    __table__: ClassVar[Table]
 
 
 def is_sqlite(url: str) -> bool:
@@ -288,12 +290,12 @@ def _psycopg_connection_class(deadline_s: float, guard: ConnectGuard) -> Any:
         return psycopg.Connection  # psycopg < 3.3: the server's statement_timeout only
     from psycopg import errors
 
-    class DeadlineConnection(psycopg.Connection):  # type: ignore[type-arg]
+    class DeadlineConnection(psycopg.Connection):
         def wait(self, gen: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+            # psycopg passes timeout by keyword; one given by position would still be in args
+            kwargs["timeout"] = deadline_s if timeout is None else timeout
             try:
-                return super().wait(
-                    gen, *args, timeout=deadline_s if timeout is None else timeout, **kwargs
-                )
+                return super().wait(gen, *args, **kwargs)
             except errors._WaitTimeout:
                 # The protocol state is unknown now: close it, so the pool discards it.
                 self.pgconn.finish()
@@ -510,6 +512,7 @@ def read_together(
         connection.begin()
     dialect = connection.dialect
     driver_connection = connection.connection.driver_connection
+    assert driver_connection is not None  # a connection in a transaction has its driver's
     results = []
     with driver_errors(connection), driver_connection.pipeline() as pipeline:
         cursors = []
@@ -536,8 +539,11 @@ def pipelined(connection: Connection) -> Iterator[None]:
     if connection.dialect.driver != "psycopg":
         yield
         return
-    with driver_errors(connection), connection.connection.driver_connection.pipeline():
-        yield
+    with driver_errors(connection):
+        driver_connection = connection.connection.driver_connection
+        assert driver_connection is not None  # a checked-out connection has its driver's
+        with driver_connection.pipeline():
+            yield
 
 
 @contextmanager
