@@ -47,8 +47,13 @@ test: install-test
 	   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(BROWSER_DEBS))
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
+# Every check runs, and lint fails when any did; mypy reads files and strictness from pyproject.toml.
 lint: install-test
-	$(BIN)/ruff check app tests bench
+	status=0; \
+	$(BIN)/ruff check app tests bench || status=1; \
+	$(BIN)/ruff format --check app tests bench migrations || status=1; \
+	$(BIN)/mypy || status=1; \
+	exit $$status
 
 demo: install-test
 	$(BIN)/python -m app.zero_demo --world-size 4

@@ -165,7 +165,9 @@ def export_card(database_url: str, card_id: str, out: Path | None) -> str:
                 .limit(1)
             ).first()
     except SQLAlchemyError as exc:
-        raise CliError(f"cannot read the card: {_first_line(exc)} (is the database migrated?)") from None
+        raise CliError(
+            f"cannot read the card: {_first_line(exc)} (is the database migrated?)"
+        ) from None
     finally:
         engine.dispose()
     if document is None:
@@ -353,7 +355,10 @@ def restore(database_url: str, src: Path, force: bool = False) -> str:
             )
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with closing(_connect_ro(src)) as source, closing(sqlite3.connect(target, timeout=30)) as out:
+        with (
+            closing(_connect_ro(src)) as source,
+            closing(sqlite3.connect(target, timeout=30)) as out,
+        ):
             source.backup(out, pages=-1)
             out.execute("PRAGMA journal_mode=WAL")
     except sqlite3.Error as exc:
@@ -394,7 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
         "export-card", help="write a card's latest published version back to card-file YAML"
     )
     card_export.add_argument("--card", required=True, help="the card's id")
-    card_export.add_argument("--out", type=Path, help="the file to write (default: standard output)")
+    card_export.add_argument(
+        "--out", type=Path, help="the file to write (default: standard output)"
+    )
     card_export.add_argument("--database-url", help="default: DATABASE_URL or SQLite in data/")
     export = commands.add_parser(
         "export-questions", help="write a card's questions as an Anki package or Moodle XML"

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pydantic_core
 from sqlalchemy import Connection, MetaData, Table, create_engine, event
@@ -50,6 +50,8 @@ ANSWERS_PENDING = "answers_pending"
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    # Every model maps a Table (DeclarativeBase types __table__ as any FromClause).
+    __table__: ClassVar[Table]
 
 
 def is_sqlite(url: str) -> bool:
@@ -283,12 +285,13 @@ def _psycopg_connection_class(deadline_s: float, guard: ConnectGuard) -> Any:
     """
     import psycopg
 
-    class DeadlineConnection(psycopg.Connection):  # type: ignore[type-arg]
+    class DeadlineConnection(psycopg.Connection):
         def wait(self, gen: Any, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
             limit = deadline_s if timeout is None else timeout
+            kwargs["timeout"] = limit  # psycopg passes it by keyword
             started = time.monotonic()
             try:
-                return super().wait(gen, *args, timeout=limit, **kwargs)
+                return super().wait(gen, *args, **kwargs)
             except psycopg.OperationalError:
                 # psycopg's timeout is an OperationalError raised once the limit has passed;
                 # any other (a lost connection) is raised as it is.
@@ -509,6 +512,7 @@ def read_together(
         connection.begin()
     dialect = connection.dialect
     driver_connection = connection.connection.driver_connection
+    assert driver_connection is not None  # a connection in a transaction has its driver's
     results = []
     with driver_errors(connection), driver_connection.pipeline() as pipeline:
         cursors = []
@@ -535,8 +539,11 @@ def pipelined(connection: Connection) -> Iterator[None]:
     if connection.dialect.driver != "psycopg":
         yield
         return
-    with driver_errors(connection), connection.connection.driver_connection.pipeline():
-        yield
+    with driver_errors(connection):
+        driver_connection = connection.connection.driver_connection
+        assert driver_connection is not None  # a checked-out connection has its driver's
+        with driver_connection.pipeline():
+            yield
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
+from app.domain.scheduling import FsrsState
 
 LEARNER_ID_LENGTH = 32  # uuid4().hex
 CLIENT_ANSWER_ID_MAX = 64
@@ -180,7 +181,7 @@ class ReviewItem(Base):
     card_id: Mapped[str] = mapped_column(String(SLUG_MAX))
     point: Mapped[str] = mapped_column(String(SLUG_MAX))
     template_id: Mapped[str] = mapped_column(String(SLUG_MAX))
-    state: Mapped[dict[str, Any]] = mapped_column(JSON)  # fsrs.Card.to_dict()
+    state: Mapped[FsrsState] = mapped_column(JSON)  # fsrs.Card.to_dict()
     due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     reviews: Mapped[int] = mapped_column(Integer, default=0)
     lapses: Mapped[int] = mapped_column(Integer, default=0)

@@ -79,12 +79,17 @@ class ServerProcess:
                     f"the server exited ({self.proc.returncode}) before answering:\n{self.log_tail()}"
                 )
             try:
-                if httpx.get(self.url + "/healthz", timeout=2.0, trust_env=False).status_code == 200:
+                if (
+                    httpx.get(self.url + "/healthz", timeout=2.0, trust_env=False).status_code
+                    == 200
+                ):
                     return self
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                raise AssertionError(f"the server did not start in {timeout_s:.0f} s:\n{self.log_tail()}")
+                raise AssertionError(
+                    f"the server did not start in {timeout_s:.0f} s:\n{self.log_tail()}"
+                )
             time.sleep(0.1)
 
     def kill(self) -> None:
@@ -114,7 +119,10 @@ class ServerProcess:
 
     def client(self, **kwargs: object) -> httpx.Client:
         return httpx.Client(
-            base_url=self.url, timeout=REQUEST_TIMEOUT_S, trust_env=False, **kwargs  # type: ignore[arg-type]
+            base_url=self.url,
+            timeout=REQUEST_TIMEOUT_S,
+            trust_env=False,
+            **kwargs,  # type: ignore[arg-type]
         )
 
 
@@ -227,7 +235,9 @@ class AnswerLoad:
                     return  # the server is gone: nothing was sent for this answer
                 if question.status_code != 200:
                     with self._lock:
-                        self.failures.append(f"question {question.status_code}: {question.text[:200]}")
+                        self.failures.append(
+                            f"question {question.status_code}: {question.text[:200]}"
+                        )
                     continue
                 q = question.json()
                 answer = Answer(
@@ -260,14 +270,18 @@ class AnswerLoad:
                         self.acked[answer.client_answer_id] = body["attempt_id"]
                         self.acked_at.append(time.monotonic())
                     else:
-                        self.failures.append(f"answer {response.status_code}: {response.text[:200]}")
+                        self.failures.append(
+                            f"answer {response.status_code}: {response.text[:200]}"
+                        )
 
     def wait_acked(self, count: int, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
         while len(self.acked) < count:
             assert not self.failures, self.failures[:5]
             if time.monotonic() > deadline:
-                raise AssertionError(f"only {len(self.acked)} answers acknowledged in {timeout_s} s")
+                raise AssertionError(
+                    f"only {len(self.acked)} answers acknowledged in {timeout_s} s"
+                )
             if not any(w.is_alive() for w in self._workers):
                 raise AssertionError(f"the load stopped after {len(self.acked)} answers")
             time.sleep(0.02)

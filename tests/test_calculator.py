@@ -69,9 +69,10 @@ def test_70b_per_rank_model_states_by_stage(card, n_d, stage, gb):
     assert result.card_value == F(gb) * GB
     assert result.card_formulas == (("ddp", "zero1", "zero2", "zero3")[stage],)
     assert result.consistent
-    assert calc.format_bytes(result.total) == f"{int(F(gb)):,}" + (
-        gb[gb.index(".") :] if "." in gb else ""
-    ) + " GB"
+    assert (
+        calc.format_bytes(result.total)
+        == f"{int(F(gb)):,}" + (gb[gb.index(".") :] if "." in gb else "") + " GB"
+    )
     assert result.term("activations").gpu == 0 and result.term("buffers").gpu == 0
 
 
@@ -96,11 +97,14 @@ def test_every_term_is_the_papers_share_and_adds_up_to_the_cards_formula(card, p
             share = value / n_d if key in sharded[stage] else value
             term = result.term(key)
             assert term.gpu + term.cpu == share, (stage, offload, key)
-            assert term.formula == {
-                "params": "params_fp16",
-                "grads": "grads_fp16",
-                "optimizer": "optimizer_fp32",
-            }[key]
+            assert (
+                term.formula
+                == {
+                    "params": "params_fp16",
+                    "grads": "grads_fp16",
+                    "optimizer": "optimizer_fp32",
+                }[key]
+            )
         assert result.consistent, (stage, offload)
         if offload == "none":
             assert result.model_states == paper(stage, psi, n_d)
@@ -160,7 +164,8 @@ def test_offload_variants_70b_on_8(card):
 
 
 @pytest.mark.parametrize(
-    ("stage", "offload"), [(0, "optimizer"), (0, "optimizer_params"), (1, "optimizer_params"), (2, "optimizer_params")]
+    ("stage", "offload"),
+    [(0, "optimizer"), (0, "optimizer_params"), (1, "optimizer_params"), (2, "optimizer_params")],
 )
 def test_offload_the_stage_cannot_do_is_refused(card, stage, offload):
     with pytest.raises(calc.CalculatorError) as caught:
@@ -326,7 +331,12 @@ def test_against_the_real_deepspeed_when_it_is_installed(card):
     run on the CPU)."""
     stage_1_and_2 = pytest.importorskip("deepspeed.runtime.zero.stage_1_and_2")
     stage3 = pytest.importorskip("deepspeed.runtime.zero.stage3")
-    for psi, n_d, per_node in [(B70, 8, 8), (7 * 10**9, 16, 8), (13 * 10**9, 3, 3), (10**6 + 1, 24, 8)]:
+    for psi, n_d, per_node in [
+        (B70, 8, 8),
+        (7 * 10**9, 16, 8),
+        (13 * 10**9, 3, 3),
+        (10**6 + 1, 24, 8),
+    ]:
         nodes = n_d // per_node
         for stage, offload in calc.STAGE_FORMULAS:
             if stage == 0:
@@ -388,7 +398,10 @@ def test_parameter_counts_are_read_as_people_write_them(text, value):
         ({"largest_layer": "71B"}, "largest_layer"),
         ({"layers": "80"}, "hidden"),  # the first missing shape field
         ({"layers": "80", "hidden": "8192", "seq_len": "4096", "micro_batch": "0"}, "micro_batch"),
-        ({"layers": "8", "hidden": "64", "seq_len": "4", "micro_batch": "1", "heads": "65"}, "heads"),
+        (
+            {"layers": "8", "hidden": "64", "seq_len": "4", "micro_batch": "1", "heads": "65"},
+            "heads",
+        ),
     ],
 )
 def test_bad_input_is_a_message_for_its_field_in_both_languages(fields, field):
@@ -410,10 +423,45 @@ def test_every_problem_is_listed_not_only_the_first():
 
 def test_no_text_input_raises_anything_but_a_calculator_error(card):
     nasty = [
-        "", " ", "0", "-0", "1", "8", "3", "2", "1e9", "1e-9", "1e400", "1e99999999", "NaN",
-        "inf", "-inf", "0x10", "1_0", "1__0", "1,00", ",", ".", "1.", ".5", "5B", "9" * 39,
-        "9" * 400, "\x00", "½", "١٢", "８", "<script>", "' OR 1=1", "None", "optimizer",
-        "optimizer_params", "none", "on", "1e+30", "7e-1T",
+        "",
+        " ",
+        "0",
+        "-0",
+        "1",
+        "8",
+        "3",
+        "2",
+        "1e9",
+        "1e-9",
+        "1e400",
+        "1e99999999",
+        "NaN",
+        "inf",
+        "-inf",
+        "0x10",
+        "1_0",
+        "1__0",
+        "1,00",
+        ",",
+        ".",
+        "1.",
+        ".5",
+        "5B",
+        "9" * 39,
+        "9" * 400,
+        "\x00",
+        "½",
+        "١٢",
+        "８",
+        "<script>",
+        "' OR 1=1",
+        "None",
+        "optimizer",
+        "optimizer_params",
+        "none",
+        "on",
+        "1e+30",
+        "7e-1T",
     ]
     rng = random.Random(8)
     for _ in range(1500):
@@ -452,10 +500,14 @@ def test_the_svg_is_escaped_well_formed_and_labelled(card):
     result = run(card, stage=3, n_d=16, layers=80, hidden=8192, seq_len=4096, micro_batch=1)
     svg = calc.stacked_bar_svg(result, LABELS)
     root = ET.fromstring(svg)
-    assert "<script" not in svg and "style=" not in svg and " on" not in svg.lower().replace(
-        " one", ""
+    assert (
+        "<script" not in svg
+        and "style=" not in svg
+        and " on" not in svg.lower().replace(" one", "")
     )
-    assert "&lt;script&gt;" in svg and "&lt;formulas&gt; &amp; co" in svg and "Deep&quot;Speed" in svg
+    assert (
+        "&lt;script&gt;" in svg and "&lt;formulas&gt; &amp; co" in svg and "Deep&quot;Speed" in svg
+    )
     ns = "{http://www.w3.org/2000/svg}"
     titles = [el.text for el in root.iter(f"{ns}title")]
     assert "Params: 8.75 GB" in titles and "Optimizer: 52.5 GB" in titles

@@ -99,7 +99,9 @@ def test_sigkill_under_load_loses_and_duplicates_no_acknowledged_answer(
 # --- backup and restore -------------------------------------------------------------------------
 
 
-def cli(*args: str, database_url: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, database_url: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     import os
 
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SQLITE_SYNCHRONOUS")}

@@ -183,7 +183,11 @@ def test_two_processes_share_sessions_tokens_limits_publications_and_answers(
         kv_answer = f"kv-{uuid.uuid4()}"
         answered = on_a.post(
             f"{API}/answers",
-            json={"token": q["token"], "choice_id": q["choices"][0]["id"], "client_answer_id": kv_answer},
+            json={
+                "token": q["token"],
+                "choice_id": q["choices"][0]["id"],
+                "client_answer_id": kv_answer,
+            },
             headers=learner_headers,
         )
         assert answered.status_code == 200, answered.text

@@ -150,7 +150,8 @@ def canonical(document: Mapping[str, Any]) -> dict[str, Any]:
     try:
         return _CardIn.model_validate(document).model_dump(mode="json")
     except ValidationError:
-        return json.loads(json.dumps(document))
+        copy: dict[str, Any] = json.loads(json.dumps(document))
+        return copy
 
 
 def next_version(
@@ -226,11 +227,15 @@ def diff_documents(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[
 
 
 def put_template(
-    document: Mapping[str, Any], point_slug: str, template: Mapping[str, Any], *, replaces: str | None
+    document: Mapping[str, Any],
+    point_slug: str,
+    template: Mapping[str, Any],
+    *,
+    replaces: str | None,
 ) -> dict[str, Any]:
     """A copy of ``document`` with ``template`` in exam point ``point_slug`` (replacing the
     template ``replaces`` where it was, or appended)."""
-    out = json.loads(json.dumps(document))
+    out: dict[str, Any] = json.loads(json.dumps(document))
     new = json.loads(json.dumps(template))
     if replaces is not None:
         for point in out.get("points", []):
@@ -252,14 +257,14 @@ def put_template(
 
 
 def remove_template(document: Mapping[str, Any], template_id: str) -> dict[str, Any]:
-    out = json.loads(json.dumps(document))
+    out: dict[str, Any] = json.loads(json.dumps(document))
     for point in out.get("points", []):
         point["templates"] = [t for t in point.get("templates", []) if t.get("id") != template_id]
     return out
 
 
 def add_point(document: Mapping[str, Any], slug: str, title: Mapping[str, str]) -> dict[str, Any]:
-    out = json.loads(json.dumps(document))
+    out: dict[str, Any] = json.loads(json.dumps(document))
     points = out.setdefault("points", [])
     points.append(
         {

@@ -352,7 +352,8 @@ class _Builder:
     def column(self, node: ast.AST) -> int | None:
         """1-based position in the formula's text (formulas are ASCII, so ast's byte offsets
         are character offsets)."""
-        line, offset = getattr(node, "lineno", None), getattr(node, "col_offset", None)
+        line: int | None = getattr(node, "lineno", None)
+        offset: int | None = getattr(node, "col_offset", None)
         if line is None or offset is None or not 1 <= line <= len(self.starts):
             return None
         return self.lead + self.starts[line - 1] + offset + 1
@@ -913,10 +914,11 @@ def _count(value: Fraction | int) -> str:
     """A count of bits for a message: 190000001, 1.329e+403."""
     if isinstance(value, int) and value.bit_length() <= 64:
         return str(value)
-    if abs(value) < 10**300:
+    size = abs(Fraction(value))  # typeshed types abs(int | Fraction) as an uncomparable _RealLike
+    if size < 10**300:
         number = float(value)
         return str(round(number)) if abs(number) < 1e15 else f"{number:.4g}"
-    return f"10**{len(str(int(value)).lstrip('-')) - 1}" if abs(value) < 10**4000 else "10**4000+"
+    return f"10**{len(str(int(value)).lstrip('-')) - 1}" if size < 10**4000 else "10**4000+"
 
 
 def _exact(value: Fraction, column: int | None) -> Fraction:

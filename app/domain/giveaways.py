@@ -160,22 +160,24 @@ def variant_wins(choices: Sequence[ShownChoice]) -> dict[str, float]:
                 wins[f"with {name}{suffix}"] = _pick(having, key) if having else 1 / n
                 wins[f"without {name}{suffix}"] = _pick(lacking, key) if lacking else 1 / n
     if numeric:
-        values = [c.value for c in choices]
+        values = [c.value for c in choices if c.value is not None]  # all of them: numeric
         for k in range(1, n + 1):
-            wins[f"value rank {k}"] = _rank_share(values, key, k)  # type: ignore[arg-type]
+            wins[f"value rank {k}"] = _rank_share(values, key, k)
     return wins
 
 
-def _rank_share(measures: Sequence[object], key: int, k: int) -> float:
+def _rank_share(measures: Sequence[Fraction | float], key: int, k: int) -> float:
     """Chance that the key is k-th (1 = smallest) when ties are ordered at random."""
-    below = sum(1 for m in measures if m < measures[key])  # type: ignore[operator]
+    below = sum(1 for m in measures if m < measures[key])
     tied = sum(1 for m in measures if m == measures[key])
     if below < k <= below + tied:
         return 1 / tied
     return 0.0
 
 
-def measure(template_id: str, choices: int, variants: Iterable[Sequence[ShownChoice]]):
+def measure(
+    template_id: str, choices: int, variants: Iterable[Sequence[ShownChoice]]
+) -> TemplateGiveaways:
     """Average :func:`variant_wins` over ``variants``."""
     totals: dict[str, float] = {}
     count = 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import TypedDict
 
 from fsrs import Card as FsrsCard
 from fsrs import Rating, Scheduler
@@ -38,11 +38,24 @@ _SCHEDULER = Scheduler(
 )
 
 
+class FsrsState(TypedDict):
+    """An item's FSRS card as stored: ``fsrs.Card.to_dict()``, a JSON object (the fields of
+    fsrs's own ``CardDict``, which the type checker holds this to)."""
+
+    card_id: int
+    state: int
+    step: int | None
+    stability: float | None
+    difficulty: float | None
+    due: str
+    last_review: str | None
+
+
 @dataclass(frozen=True)
 class Review:
     """The outcome of one rating: the new state and when the item is due next."""
 
-    state: dict[str, Any]
+    state: FsrsState
     rating: int
     due: datetime
 
@@ -59,14 +72,13 @@ def rating_for(correct: bool, duration_ms: int | None) -> Rating:
     return Rating.Good
 
 
-def new_state(item_id: int, now: datetime) -> dict[str, Any]:
+def new_state(item_id: int, now: datetime) -> FsrsState:
     """A fresh FSRS card (``item_id`` names it: FSRS's default id would read the clock)."""
-    state: dict[str, Any] = FsrsCard(card_id=item_id, due=now).to_dict()
-    return state
+    return FsrsCard(card_id=item_id, due=now).to_dict()
 
 
 def review(
-    state: dict[str, Any],
+    state: FsrsState,
     *,
     correct: bool,
     duration_ms: int | None,
@@ -95,17 +107,16 @@ def before_exam(due: datetime, *, now: datetime, exam_date: date, item_key: str)
     return now + window * spread
 
 
-def retrievability(state: dict[str, Any], at: datetime) -> float:
+def retrievability(state: FsrsState, at: datetime) -> float:
     """FSRS's estimate that the learner still knows the item at ``at`` (0..1)."""
     return float(_SCHEDULER.get_card_retrievability(FsrsCard.from_dict(state), at))
 
 
-def bring_forward(state: dict[str, Any], now: datetime) -> dict[str, Any]:
+def bring_forward(state: FsrsState, now: datetime) -> FsrsState:
     """The same state, due now (a pitfall fallen for again makes its templates urgent)."""
     card = FsrsCard.from_dict(state)
     card.due = min(card.due, now)
-    moved: dict[str, Any] = card.to_dict()
-    return moved
+    return card.to_dict()
 
 
 def _unit_hash(key: str) -> float:

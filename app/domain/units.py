@@ -15,11 +15,12 @@ Chinese texts count in 万 and 亿 (``2031 万``, ``8.4 万亿``) and GPUs with 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
 from functools import wraps
+from typing import TypeVar, TypeVarTuple
 
 
 @dataclass(frozen=True)
@@ -90,16 +91,23 @@ FAMILIES: tuple[tuple[str, ...], ...] = (
 _FAMILY_OF = {name: family for family in FAMILIES for name in family}
 
 
-def _memo_by_ratio(function):  # type: ignore[no-untyped-def]
-    """Memoise a function of (Fraction, *hashables) keyed by the fraction's numerator and
-    denominator: hashing ints is much cheaper than hashing a Fraction."""
-    cache: dict[tuple[object, ...], object] = {}
+_Rest = TypeVarTuple("_Rest")
+_Result = TypeVar("_Result")
+
+
+def _memo_by_ratio(
+    function: Callable[[Fraction, *_Rest], _Result],
+) -> Callable[[Fraction, *_Rest], _Result]:
+    """Memoise a function of (Fraction, *hashables), called positionally, keyed by the
+    fraction's numerator and denominator: hashing ints is much cheaper than hashing a Fraction.
+    (A result of None would not be remembered: none of these functions returns one.)"""
+    cache: dict[tuple[object, ...], _Result] = {}
 
     @wraps(function)
-    def wrapper(value, *rest):  # type: ignore[no-untyped-def]
+    def wrapper(value: Fraction, *rest: *_Rest) -> _Result:
         key = (value.numerator, value.denominator, *rest)
-        found = cache.get(key, cache)
-        if found is cache:
+        found = cache.get(key)
+        if found is None:
             if len(cache) > 1 << 17:
                 cache.clear()
             found = cache[key] = function(value, *rest)
@@ -184,7 +192,8 @@ def _magnitude(value: Fraction) -> int:
     guess = len(str(p)) - len(str(q))
 
     def at_least(g: int) -> bool:  # 10**g <= p/q
-        return 10**g * q <= p if g >= 0 else q <= p * 10 ** (-g)
+        power: int = 10 ** abs(g)  # an int: typeshed types int ** int as Any (negative powers)
+        return power * q <= p if g >= 0 else q <= p * power
 
     while not at_least(guess):
         guess -= 1

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from app.auth.service import as_utc
 from app.db import DriverSQL, KeyColumns, KeyedSelect, Read
 from app.domain.catalog import Catalog
-from app.domain.scheduling import bring_forward, new_state, retrievability, review
+from app.domain.scheduling import FsrsState, bring_forward, new_state, retrievability, review
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
 
 MAX_DUE_PAGE = 100
@@ -141,7 +141,7 @@ class _Item:
     card_id: str
     template_id: str
     point: str
-    state: dict[str, Any]
+    state: FsrsState
     due_at: datetime
     reviews: int
     lapses: int

@@ -59,7 +59,9 @@ def run_it_yourself(
 def demo_chart_image(card_id: str, catalog: CatalogDep, settings: SettingsDep) -> Response:
     """The recorded chart: memory per stage by term against the formula, peaks, time."""
     card = get_card(catalog, card_id)
-    chart = demo_chart(cards_dir=settings.cards_dir, card=card) if "demo" in card.attachments else None
+    chart = (
+        demo_chart(cards_dir=settings.cards_dir, card=card) if "demo" in card.attachments else None
+    )
     if chart is None:
         raise NotFound(Text("No chart was recorded.", "没有记录图表。"), code="no_chart")
     return Response(

@@ -102,7 +102,9 @@ def _new_context(browser: Browser, live_server: LiveServer, **options: object) -
 @pytest.fixture
 def context(browser: Browser, live_server: LiveServer) -> Iterator[BrowserContext]:
     """A new browser (no cookies: a new guest) with an English desktop window."""
-    context = _new_context(browser, live_server, viewport={"width": 1280, "height": 900}, locale="en-US")
+    context = _new_context(
+        browser, live_server, viewport={"width": 1280, "height": 900}, locale="en-US"
+    )
     yield context
     context.close()
 
@@ -132,10 +134,17 @@ def page(request: pytest.FixtureRequest, context: BrowserContext) -> Iterator[Pa
 
 
 @pytest.fixture
-def phone_page(request: pytest.FixtureRequest, browser: Browser, live_server: LiveServer) -> Iterator[Page]:
+def phone_page(
+    request: pytest.FixtureRequest, browser: Browser, live_server: LiveServer
+) -> Iterator[Page]:
     context = _new_context(
-        browser, live_server, viewport=PHONE, device_scale_factor=2, is_mobile=True,
-        has_touch=True, locale="en-US",
+        browser,
+        live_server,
+        viewport=PHONE,
+        device_scale_factor=2,
+        is_mobile=True,
+        has_touch=True,
+        locale="en-US",
     )
     page = context.new_page()
     yield page

@@ -123,7 +123,9 @@ def test_pitfall_mistake_book_and_review_with_fresh_numbers(
     expect(nav(page).locator(".badge")).to_have_count(0)
 
 
-def test_timed_exam_of_five_ends_with_a_score_per_point(page: Page, live_server: LiveServer) -> None:
+def test_timed_exam_of_five_ends_with_a_score_per_point(
+    page: Page, live_server: LiveServer
+) -> None:
     texts = TEXTS["en"]
     page.goto(f"/cards/{CARD_ID}")
     exam_form = page.locator("form.start").filter(
@@ -191,10 +193,12 @@ def test_keyboard_only(page: Page, live_server: LiveServer) -> None:
         raise AssertionError(f"Tab never reached an element where {js}")
 
     def outline_shown() -> bool:
-        return bool(focused(
-            "getComputedStyle(el).outlineStyle !== 'none' && "
-            "parseFloat(getComputedStyle(el).outlineWidth) >= 2"
-        ))
+        return bool(
+            focused(
+                "getComputedStyle(el).outlineStyle !== 'none' && "
+                "parseFloat(getComputedStyle(el).outlineWidth) >= 2"
+            )
+        )
 
     page.keyboard.press("Tab")
     assert focused("el.classList.contains('skip')"), "the first Tab reaches the skip link"
