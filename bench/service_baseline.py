@@ -1,4 +1,5 @@
-"""The ceilings of bench/service.py: a bare async JSON endpoint and a sync one-row insert.
+"""The ceilings of bench/service.py: a bare async JSON endpoint, a bare Jinja page and a sync
+one-row insert.
 
 Served with ``uvicorn service_baseline:baseline_app --factory --app-dir bench``. The database is
 named by ``BENCH_BASELINE_DB``: a SQLite file (made by :func:`create_sqlite_baseline`; WAL,
@@ -86,7 +87,16 @@ def baseline_app() -> Any:
             conn.execute("ROLLBACK")
             raise
 
+    from fastapi.responses import HTMLResponse
+    from jinja2 import Environment
+
+    page = Environment(autoescape=True).from_string(PAGE)
+
     app = FastAPI()
+
+    @app.get("/page")
+    async def bare_page() -> HTMLResponse:
+        return HTMLResponse(page.render(title="A question", choices=PAGE_CHOICES))
 
     @app.get("/json")
     async def bare_json() -> dict[str, str]:
@@ -98,6 +108,20 @@ def baseline_app() -> Any:
         return {"status": "ok"}
 
     return app
+
+
+# The bare page: a title, a form and four choices, rendered by Jinja with autoescaping.
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title></head>
+<body><main><h1>{{ title }}</h1>
+<form method="post" action="/answers">
+{% for choice in choices %}<label><input type="radio" name="choice_id" value="{{ choice.id }}">
+{{ choice.text }}</label>
+{% endfor %}<button>Check answer</button></form></main></body></html>
+"""
+PAGE_CHOICES = [
+    {"id": key, "text": f"{n} GB"} for key, n in zip("abcd", (28, 56, 112, 224), strict=True)
+]
 
 
 def create_sqlite_baseline(path: Path) -> None:

@@ -30,9 +30,9 @@ INSTALL_HINT = (
     "with apt-get when it is missing"
 )
 
-# (method, path, body); an empty body means none.
-# (method, path, body) or (method, path, body, authorization): the last sets the request's own
-# Authorization header (a learner's bearer token), over the phase's headers.
+# (method, path, body) or (method, path, body, header): an empty body means none; the header
+# ("Name: value") is the request's own, over the phase's headers (a learner's Authorization, a
+# browser's Cookie).
 Spec = tuple[str, ...]
 
 
@@ -71,8 +71,10 @@ def run_wrk(
     concurrency: int,
     max_seconds: float,
     workdir: Path,
+    expect_status: int = 200,
 ) -> Load:
-    """Send ``specs`` with wrk: each thread sends its share once, then wrk is interrupted."""
+    """Send ``specs`` with wrk: each thread sends its share once, then wrk is interrupted; a
+    response other than ``expect_status`` is counted (``non_200``) with its status."""
     threads = max(1, min(os.cpu_count() or 1, concurrency, len(specs)))
     connections = max(threads, concurrency - concurrency % threads)
     script, spec_file = LUA_SCRIPT, workdir / "requests.tsv"
@@ -84,7 +86,7 @@ def run_wrk(
     cmd += ["--timeout", f"{int(REQUEST_TIMEOUT_S)}s", "-s", str(script)]
     for name, value in headers.items():
         cmd += ["-H", f"{name}: {value}"]
-    cmd += [url, "--", str(spec_file), str(threads)]
+    cmd += [url, "--", str(spec_file), str(threads), str(expect_status)]
 
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with out_file.open("w") as out:

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import random
+import re
 import secrets
 import statistics
 import uuid
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlencode
 
 import httpx
 from service_baseline import BASELINE_DB_ENV, TABLE
@@ -53,6 +55,7 @@ class Phase:
     after_warm_up: Callable[[], None] | None = None  # run between warm-up and measurement
     # How many requests to warm up with, given --requests (None: warmup_count).
     warm_up: Callable[[int], int] | None = None
+    expect_status: int = 200  # what every response must be (a form POST: 303 See Other)
 
 
 @dataclass
@@ -133,6 +136,7 @@ def run_phase(
             opts.concurrency,
             60.0,  # generous: a warm-up cut short would count its in-flight requests unanswered
             opts.workdir,
+            phase.expect_status,
         )
         if warm_up
         else Load([], 0, 0, 0, 0.0, math.nan, math.nan, None)
@@ -149,6 +153,7 @@ def run_phase(
         opts.concurrency,
         opts.max_seconds,
         opts.workdir,
+        phase.expect_status,
     )
     cpu_after = process_cpu_s(server.pid)
     window = load.seconds  # CPU over the time the load ran (the server idles around it)
@@ -196,6 +201,7 @@ def baseline_phases(backend: str) -> list[Phase]:
     name = "SQLite" if backend == "sqlite" else "PostgreSQL"
     return [
         Phase("bare_json", "bare async JSON (baseline app)", lambda n: [("GET", "/json", "")] * n),
+        Phase("bare_page", "bare Jinja page (baseline app)", lambda n: [("GET", "/page", "")] * n),
         Phase(
             "bare_insert",
             f"sync {name} insert (baseline app)",
@@ -225,7 +231,7 @@ def app_phases(
                 raise BenchError(
                     f"POST /api/v1/learners answered {created.status_code}: {created.text}"
                 )
-            bearers.append(f"Bearer {created.json()['token']}")
+            bearers.append(f"Authorization: Bearer {created.json()['token']}")
         cards = {card["id"]: card for card in client.get("/api/v1/cards").json()}
         if CARD_ID not in cards:
             raise BenchError(f"the app serves no card {CARD_ID!r} (it has {sorted(cards)})")
@@ -239,7 +245,7 @@ def app_phases(
                 response = client.get(
                     f"/api/v1/cards/{CARD_ID}/questions",
                     params={"count": QUESTION_BATCH},
-                    headers={"Authorization": bearer},
+                    headers=dict([bearer.split(": ", 1)]),
                 )
                 if response.status_code != 200:
                     raise BenchError(
@@ -309,8 +315,123 @@ def app_phases(
     ]
 
 
+WEB_FORM = "application/x-www-form-urlencoded"
+
+
+def web_phases(
+    server: Server, rng: random.Random, pool_size: int, setup_ids: set[str]
+) -> list[Phase]:
+    """The web practice loop as a learner practises in the browser: ``LEARNERS`` browsers (each
+    a guest with its session cookie that has answered once, so it has its learner) load question
+    pages, ``GET /cards/{card}/points/{n}/practice?seed=`` (the stem and choices as MathML, the
+    form), and post the answer form, ``POST /answers`` (the page's CSRF token, the question's
+    token, a choice, a fresh ``client_answer_id``; answered 303 to the feedback page). Each POST
+    answers its own question (``pool_size`` tokens fetched unbound from the API), so every one is
+    a first answer. The ids of the browsers' first answers go to ``setup_ids``."""
+    with httpx.Client(base_url=server.url, timeout=REQUEST_TIMEOUT_S, trust_env=False) as api:
+        cards = {card["id"]: card for card in api.get("/api/v1/cards").json()}
+        points = [point["number"] for point in cards[CARD_ID]["points"]]
+        questions: list[tuple[str, list[str]]] = []
+        seen: set[tuple[object, ...]] = set()
+        while len(questions) < pool_size + LEARNERS:
+            response = api.get(
+                f"/api/v1/cards/{CARD_ID}/questions", params={"count": QUESTION_BATCH}
+            )
+            if response.status_code != 200:
+                raise BenchError(f"fetching questions answered {response.status_code}")
+            for question in response.json()["items"]:
+                key = (question["template_id"], question["template_version"], question["seed"])
+                if key not in seen:
+                    seen.add(key)
+                    questions.append((question["token"], [c["id"] for c in question["choices"]]))
+    browsers: list[tuple[str, str]] = []  # (its Cookie header line, its CSRF token)
+    for number in range(LEARNERS):
+        with httpx.Client(base_url=server.url, timeout=REQUEST_TIMEOUT_S, trust_env=False) as web:
+            page = web.get(web_question_path(points[number % len(points)], number))
+            found = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+            if page.status_code != 200 or found is None:
+                raise BenchError(f"the question page answered {page.status_code} without a form")
+            csrf = found.group(1)
+            token, choices = questions.pop()
+            first = uuid.uuid4().hex
+            answered = web.post(
+                "/answers",
+                data={
+                    "csrf_token": csrf,
+                    "token": token,
+                    "choice_id": choices[0],
+                    "client_answer_id": first,
+                },
+                follow_redirects=False,
+            )
+            if answered.status_code != 303:
+                raise BenchError(f"the answer form answered {answered.status_code}")
+            setup_ids.add(first)
+            cookie = "; ".join(f"{name}={value}" for name, value in web.cookies.items())
+            browsers.append((f"Cookie: {cookie}", csrf))
+
+    def pages(count: int) -> list[Spec]:
+        return [
+            (
+                "GET",
+                web_question_path(rng.choice(points), rng.randint(0, MAX_SEED)),
+                "",
+                browsers[i % LEARNERS][0],
+            )
+            for i in range(count)
+        ]
+
+    answer_index = itertools.count()
+
+    def forms(count: int) -> list[Spec]:
+        specs = []
+        for _ in range(count):
+            i = next(answer_index)
+            cookie, csrf = browsers[i % LEARNERS]
+            token, choices = questions[i % len(questions)]
+            body = urlencode(
+                {
+                    "csrf_token": csrf,
+                    "token": token,
+                    "choice_id": choices[(i // LEARNERS) % len(choices)],
+                    "client_answer_id": uuid.uuid4().hex,
+                }
+            )
+            specs.append(("POST", "/answers", body, cookie))
+        return specs
+
+    return [
+        Phase("web_question", "GET /cards/.../practice?seed= (page)", pages, baseline="bare_page"),
+        Phase(
+            "web_answer",
+            "POST /answers (form, 303)",
+            forms,
+            headers={"Content-Type": WEB_FORM},
+            baseline="bare_page",
+            expect_status=303,
+        ),
+    ]
+
+
+def web_question_path(number: int, seed: int) -> str:
+    return f"/cards/{CARD_ID}/points/{number}/practice?seed={seed}"
+
+
+def web_loop_ratio(question: float | None, answer: float | None) -> float | None:
+    """The web practice loop's rate (a page GET and a form POST in turn) against the bare page:
+    the harmonic mean of the two requests' ratios."""
+    if not question or not answer:
+        return None
+    return 2 / (1 / question + 1 / answer)
+
+
 def client_answer_ids(specs: list[Spec]) -> set[str]:
-    return {json.loads(spec[2])["client_answer_id"] for spec in specs}
+    return {
+        json.loads(spec[2])["client_answer_id"]
+        if spec[2].startswith("{")
+        else parse_qs(spec[2])["client_answer_id"][0]
+        for spec in specs
+    }
 
 
 def all_200(name: str, results: list[PhaseResult]) -> Check:
@@ -347,6 +468,7 @@ class ScenarioResult:
     workers: int
     results: list[PhaseResult]
     checks: list[Check]
+    web_loop_ratio: float | None = None
 
 
 def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
@@ -398,6 +520,8 @@ def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
         pool = warmup_count(opts.requests) + opts.requests
         phases = [(p, baseline) for p in baseline_phases(db.backend)]
         phases += [(p, server) for p in app_phases(server, rng, pool, answered)]
+        web_setup_ids: set[str] = set()
+        phases += [(p, server) for p in web_phases(server, rng, pool, web_setup_ids)]
         # Once the answers' warm-up has filled the tables a little, statistics as on a live
         # database (PostgreSQL's autovacuum; see Database.analyze).
         for phase, _ in phases:
@@ -418,13 +542,14 @@ def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
 
     # Both servers are stopped: the databases are complete.
     by_key = {r.key: r for r in results}
-    posts = [by_key["answer"], by_key["replay"]]
+    posts = [by_key["answer"], by_key["replay"], by_key["web_answer"]]
+    sent_ids = client_answer_ids([spec for r in posts for spec in r.sent_all]) | web_setup_ids
     checks = [
-        all_200("every POST /answers answered 200", posts),
+        all_200("every POST /answers answered 200 (the form 303)", posts),
         stored_once(
             "attempts stored exactly once",
             db.client_answer_ids("attempts"),
-            client_answer_ids(by_key["answer"].sent_all + by_key["replay"].sent_all),
+            sent_ids,
             sum(r.unanswered_all for r in posts),
         ),
         all_200("every other request answered 200", [r for r in results if r not in posts]),
@@ -447,7 +572,8 @@ def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
             if base.req_per_s > 0:
                 ratios.append(done[i].req_per_s / base.req_per_s)
         r.ratio = statistics.median(ratios) if ratios else None
-    return ScenarioResult(name, db.backend, workers, results, checks)
+    loop = web_loop_ratio(by_key["web_question"].ratio, by_key["web_answer"].ratio)
+    return ScenarioResult(name, db.backend, workers, results, checks, loop)
 
 
 def combine(rounds: list[PhaseResult]) -> PhaseResult:

@@ -1,8 +1,10 @@
 -- bench/service_wrk.lua: the wrk script of bench/service_load.py (run_wrk).
 --
 -- wrk runs one Lua state per thread. Thread k takes its share of the request list (one request
--- per line: METHOD<TAB>PATH<TAB>BODY<TAB>AUTHORIZATION, the last empty or the request's own
--- Authorization header) and sends each line once: delay() grants one request per
+-- per line: METHOD<TAB>PATH<TAB>BODY<TAB>HEADER, the last empty or one header of the request's
+-- own, "Name: value", such as a learner's Authorization or a browser's Cookie) and sends each
+-- line once; a status other than the expected one (the script's third argument, 200 unless
+-- given) is counted: delay() grants one request per
 -- line and then holds the connection idle, so the run ends with nothing in flight. wrk also calls
 -- request() without a grant: once on thread 0 before the run, to inspect the script (counted
 -- nowhere), and when it reconnects after a connection dropped with a request unanswered; then
@@ -40,16 +42,18 @@ function init(args)
   share = base + ((index < extra) and 1 or 0)
   specs = {}
   for i = first + 1, first + share do
-    local method, path, body, auth = lines[i]:match("^(%u+)\t([^\t]*)\t([^\t]*)\t(.*)$")
+    local method, path, body, own = lines[i]:match("^(%u+)\t([^\t]*)\t([^\t]*)\t(.*)$")
     if body == "" then body = nil end
     local headers = nil  -- wrk.format then sends wrk.headers (the -H ones)
-    if auth ~= "" then  -- a table replaces wrk.headers: copy them, then add this one
+    if own ~= "" then  -- a table replaces wrk.headers: copy them, then add this one
       headers = {}
       for name, value in pairs(wrk.headers) do headers[name] = value end
-      headers["Authorization"] = auth
+      local name, value = own:match("^([^:]+): (.*)$")
+      headers[name] = value
     end
     specs[#specs + 1] = {method, path, body, headers}
   end
+  expected = tonumber(args[3] or "200")
   granted, sent, resent, received, non200 = 0, 0, 0, 0, 0
   statuses = ""  -- the statuses other than 200, space-separated
   first_us, last_us, finished = 0, 0, false
@@ -77,7 +81,7 @@ end
 function response(status, headers, body)
   received = received + 1
   last_us = now_us()
-  if status ~= 200 then
+  if status ~= expected then
     non200 = non200 + 1
     statuses = statuses .. status .. " "
   end

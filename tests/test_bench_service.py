@@ -87,9 +87,14 @@ def test_service_benchmark_prints_its_table_and_passes_its_checks():
         "/points/{n}/question",
         "POST /answers, new client_answer_id",
         "POST /answers, replayed client_answer_id",
+        "bare Jinja page (baseline app)",
+        "GET /cards/.../practice?seed= (page)",
+        "POST /answers (form, 303)",
+        "web practice loop (page GET + form POST)",
     ):
         assert out.count(row) == 2, row
-    assert "× bare JSON" in out and "× insert" in out and "target" in out
+    assert "× bare JSON" in out and "× insert" in out and "× bare page" in out
+    assert "target" in out and "goal" in out
     assert out.count("ok    attempts stored exactly once") == 2
     assert "FAIL" not in out
 
