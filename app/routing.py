@@ -23,18 +23,19 @@ import email.message
 import functools
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Required, TypeVar
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ValidationError, create_model
+from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
-from starlette.types import Scope
+from starlette.types import Receive, Scope, Send
+from typing_extensions import TypedDict
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -85,7 +86,12 @@ def include_flat(
 class HotRoute(Route):
     """A plain Starlette route for a GET or POST documented by the FastAPI path operation of the
     same method and path (``documented_by``, its endpoint's name): it is left out of the OpenAPI
-    document and served first."""
+    document and served first.
+
+    Its endpoint is served as an ASGI app (Starlette's route takes one as it is): the request
+    made, the response sent; an exception it raises goes on to the app's ExceptionMiddleware,
+    which answers it with the app's handlers as it answers every other route's, without the
+    second exception wrapper Starlette puts around a function endpoint."""
 
     def __init__(
         self,
@@ -95,9 +101,10 @@ class HotRoute(Route):
         method: Literal["GET", "POST"],
         documented_by: str,
     ) -> None:
-        super().__init__(path, endpoint, methods=[method], name=f"{documented_by}_hot")
+        super().__init__(path, Endpoint(endpoint), methods=[method], name=f"{documented_by}_hot")
         self.methods = {method}  # not HEAD, which Starlette adds to a GET: FastAPI does not
         self.documented_by = documented_by
+        self.call = endpoint
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         match, child_scope = super().matches(scope)
@@ -109,10 +116,21 @@ class HotRoute(Route):
         (method,) = self.methods or ()
         return HotRoute(
             prefix + self.path,
-            self.endpoint,
+            self.call,
             method=method,  # type: ignore[arg-type]
             documented_by=self.documented_by,
         )
+
+
+class Endpoint:
+    """``call(request) -> response`` as an ASGI app."""
+
+    def __init__(self, call: Callable[[Request], Awaitable[Response]]) -> None:
+        self.call = call
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.call(Request(scope, receive, send))
+        await response(scope, receive, send)
 
 
 Where = Literal["path", "query"]
@@ -126,7 +144,7 @@ class Values:
 
     def __init__(self, where: Where, **fields: tuple[Any, Any]) -> None:
         self.where = where
-        self.names = tuple(fields)
+        self.fields = fields
         self.model: type[BaseModel] = create_model(  # type: ignore[call-overload]
             f"{where.title()}Values", **fields
         )
@@ -139,6 +157,34 @@ class Values:
         except ValidationError as exc:
             errors.extend(located(exc, (self.where,)))
             return {}
+
+
+class AllValues:
+    """A route's values from several places at once (``{**query, **path}``: a path value wins
+    over a query value of its name, as FastAPI reads only the path's), in one validation: what
+    a request whose every value is valid costs. Where one is not, the route reads them again
+    place by place (:meth:`Values.read`) for FastAPI's errors in FastAPI's order. Validated as
+    a TypedDict (half the cost of a model): a value not sent is absent, read it with ``get``
+    (the optional values here all default to None)."""
+
+    def __init__(self, *parts: Values) -> None:
+        fields = {
+            name: annotation if default is None else Required[annotation]
+            for part in parts
+            for name, (annotation, default) in part.fields.items()
+        }
+        if any(default not in (None, ...) for p in parts for _, default in p.fields.values()):
+            raise ValueError("AllValues takes values that are required or default to None")
+        self.adapter: TypeAdapter[dict[str, Any]] = TypeAdapter(
+            TypedDict("AllValues", fields, total=False)  # type: ignore[operator]
+        )
+
+    def valid(self, source: Mapping[str, str]) -> dict[str, Any] | None:
+        """The validated values by name, or None when one is invalid."""
+        try:
+            return self.adapter.validate_python(source)
+        except ValidationError:
+            return None
 
 
 def located(exc: ValidationError, prefix: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -94,10 +94,6 @@ def baseline_app() -> Any:
 
     app = FastAPI()
 
-    @app.get("/page")
-    async def bare_page() -> HTMLResponse:
-        return HTMLResponse(page.render(title="A question", choices=PAGE_CHOICES))
-
     @app.get("/json")
     async def bare_json() -> dict[str, str]:
         return {"status": "ok"}
@@ -106,6 +102,10 @@ def baseline_app() -> Any:
     def insert(row: BaselineRow) -> dict[str, str]:
         insert_row(row.client_answer_id)
         return {"status": "ok"}
+
+    @app.get("/page")
+    async def bare_page() -> HTMLResponse:
+        return HTMLResponse(page.render(title="A question", choices=PAGE_CHOICES))
 
     return app
 

@@ -21,6 +21,7 @@ from app.api.responses import JSONBytesResponse
 from app.catalog.demo import load_demo_results
 from app.deps import (
     BEARER_SECURITY,
+    LANG_VALUES,
     ApiCall,
     ApiCallDep,
     ApiLang,
@@ -28,12 +29,13 @@ from app.deps import (
     OptionalApiLearner,
     SettingsDep,
     SignerDep,
+    get_api_call,
     hot_api_call,
 )
 from app.domain.catalog import Catalog
 from app.domain.identity import MAX_SEED
 from app.practice.questions import get_card, new_question
-from app.routing import HotRoute, Values, query_values, refuse
+from app.routing import AllValues, HotRoute, Values, query_values, refuse
 from app.schemas import (
     CardPublic,
     CardSummaryPublic,
@@ -139,28 +141,34 @@ def question_response(call: ApiCall, card_id: str, point: str | None, seed: int 
 POINT_PATH = Values("path", card_id=(CardId, ...), point=(PointRef, ...))
 CARD_PATH = Values("path", card_id=(CardId, ...))
 SEED_QUERY = Values("query", seed=(Seed, None))
+POINT_VALUES = AllValues(LANG_VALUES, POINT_PATH, SEED_QUERY)
+CARD_VALUES = AllValues(LANG_VALUES, CARD_PATH, SEED_QUERY)
 
 
 async def point_question_hot(request: Request) -> Response:
-    errors: list[Any] = []
     query = query_values(request.scope["query_string"])
-    call = await hot_api_call(request, query, errors)  # FastAPI's order: dependencies first
-    path = POINT_PATH.read(request.path_params, errors)
-    values = SEED_QUERY.read(query, errors)
-    if errors or call is None:
+    values = POINT_VALUES.valid({**query, **request.scope["path_params"]})
+    if values is None:  # FastAPI's errors, in its order: the dependency's values first
+        errors: list[Any] = []
+        await hot_api_call(request, query, errors)
+        POINT_PATH.read(request.path_params, errors)
+        SEED_QUERY.read(query, errors)
         raise refuse(errors)
-    return question_response(call, path["card_id"], path["point"], values["seed"])
+    call = await get_api_call(request, values.get("lang"))
+    return question_response(call, values["card_id"], values["point"], values.get("seed"))
 
 
 async def card_question_hot(request: Request) -> Response:
-    errors: list[Any] = []
     query = query_values(request.scope["query_string"])
-    call = await hot_api_call(request, query, errors)
-    path = CARD_PATH.read(request.path_params, errors)
-    values = SEED_QUERY.read(query, errors)
-    if errors or call is None:
+    values = CARD_VALUES.valid({**query, **request.scope["path_params"]})
+    if values is None:
+        errors: list[Any] = []
+        await hot_api_call(request, query, errors)
+        CARD_PATH.read(request.path_params, errors)
+        SEED_QUERY.read(query, errors)
         raise refuse(errors)
-    return question_response(call, path["card_id"], None, values["seed"])
+    call = await get_api_call(request, values.get("lang"))
+    return question_response(call, values["card_id"], None, values.get("seed"))
 
 
 HOT_ROUTES = (
