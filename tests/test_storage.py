@@ -15,8 +15,9 @@ from app.domain.catalog import Catalog
 from app.domain.generation import generate_for_point
 from app.models import Attempt, Learner, LearnerToken, ReviewItem
 from app.practice import answers as practice
-from app.practice.answers import AnswerWriter, Context, answer_question
+from app.practice.answers import Context, answer_question, new_writer
 from app.practice.questions import QuestionSigner
+from app.practice.writer import WRITE_TRIES
 
 SIGNER = QuestionSigner(TEST_SECRET, max_age_s=3600)
 POINT = "optimizer-memory"
@@ -45,13 +46,13 @@ def sessions(engine):
     return make_sessionmaker(engine)
 
 
-WRITERS: dict[object, AnswerWriter] = {}
+WRITERS: dict[object, object] = {}
 
 
-def writer_for(sessions) -> AnswerWriter:
+def writer_for(sessions):
     """One answer writer per database, as an app has."""
     if sessions not in WRITERS:
-        WRITERS[sessions] = AnswerWriter(sessions)
+        WRITERS[sessions] = new_writer(sessions)
     return WRITERS[sessions]
 
 
@@ -129,7 +130,7 @@ def test_an_attempt_row_records_everything_needed_to_reproduce_it(sessions, card
     assert row.created_at is not None
 
 
-@pytest.mark.parametrize("misses", [1, practice.WRITE_TRIES + 1])
+@pytest.mark.parametrize("misses", [1, WRITE_TRIES + 1])
 def test_a_lost_insert_race_returns_the_stored_result(sessions, cards, card, monkeypatch, misses):
     """The IntegrityError path: the row appears between the writer's read and its insert (the
     read misses it ``misses`` times): the batch is rolled back and tried again (and at last
@@ -367,7 +368,7 @@ def test_core_statements_store_what_the_orm_reads_postgres(pg_url, cards, card):
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("misses", [1, practice.WRITE_TRIES + 1])
+@pytest.mark.parametrize("misses", [1, WRITE_TRIES + 1])
 def test_a_lost_insert_race_returns_the_stored_result_postgres(
     pg_url, cards, card, monkeypatch, misses
 ):

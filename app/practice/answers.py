@@ -25,9 +25,6 @@ is its learner's) answered by anyone else is refused: 403 ``token_not_yours``.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,11 +32,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, insert, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.auth.service import LearnerRef, now_utc
-from app.db import ANSWERS_PENDING, ByKeys, WriterTurn, write_transaction
+from app.db import ANSWERS_PENDING, ByKeys
 from app.domain import rating
 from app.domain.catalog import Catalog
 from app.domain.generation import Grade, UnknownChoice, Variant, grade
@@ -55,12 +51,11 @@ from app.practice.questions import (
     token_not_yours,
 )
 from app.practice.sessions import SessionState, check_can_answer, load_session, question_id_at
+from app.practice.writer import AnswerWriter
 from app.problems import Conflict, Problem, UnknownChoiceError
 from app.review.service import read_known, store_ratings
 
 MAX_DURATION_MS = 24 * 3600 * 1000
-WRITE_TRIES = 3  # a batch written whole, before it is written answer by answer
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +147,7 @@ def answer_id_reused() -> Conflict:
 def answer_question(
     *,
     db: Session,
-    writer: AnswerWriter,
+    writer: AnswerWriter[Graded],
     ctx: Context,
     learner: LearnerRef,
     token: str,
@@ -176,7 +171,7 @@ def answer_question(
 def answer_questions(
     *,
     db: Session,
-    writer: AnswerWriter,
+    writer: AnswerWriter[Graded],
     ctx: Context,
     learner: LearnerRef,
     submissions: Sequence[Submission],
@@ -390,6 +385,11 @@ def _store_new(connection: Connection, new: Sequence[Graded]) -> None:
     store_ratings(connection, rating.rate(answers, known), attempt_ids)
 
 
+def _order(item: Graded) -> tuple[str, str, str]:
+    """The writer's order (a question's answers keep their arrival order)."""
+    return (item.learner.id, item.question.card_id, item.question.template_id)
+
+
 def _key(answer: StoredAnswer | Graded) -> tuple[Any, ...]:
     """A learner's answers to one question (ix_attempts_question)."""
     if isinstance(answer, StoredAnswer):
@@ -464,134 +464,21 @@ def stored_question(attempt: Attempt) -> QuestionId:
     )
 
 
-# --- group commit -------------------------------------------------------------------------------
-
-
-@dataclass
-class _Group:
-    """Answers submitted together, and who waits for them: an event loop's future, or a thread."""
-
-    items: Sequence[Graded]
-    loop: asyncio.AbstractEventLoop | None = None
-    future: asyncio.Future[None] | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-class AnswerWriter:
-    """Stores answers by group commit on one thread: one write transaction per batch.
-
-    The writer takes every answer queued while the previous batch was written (up to
-    ``max_batch``; answers submitted together stay together), stores them in one transaction
-    (``BEGIN IMMEDIATE`` on SQLite) by :func:`store_batch`, commits, and only then wakes whoever
-    waits for them (one wake-up per event loop). A failed commit gives every answer of the batch
-    its error: nothing is acknowledged that is not stored."""
-
-    def __init__(self, sessions: sessionmaker[Session], *, max_batch: int = 256) -> None:
-        self._sessions = sessions
-        self._max_batch = max_batch
-        self._turn = WriterTurn(sessions.kw["bind"])
-        self._queue: queue.SimpleQueue[_Group] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="answer-writer", daemon=True)
-        self._thread.start()
-
-    async def submit(self, items: Sequence[Graded]) -> None:
-        """Store ``items`` (each gets its outcome or error), awaited on the event loop."""
-        loop = asyncio.get_running_loop()
-        group = _Group(items, loop, loop.create_future())
-        self._queue.put(group)
-        assert group.future is not None
-        await group.future
-
-    def wait(self, items: Sequence[Graded]) -> None:
-        """Store ``items`` (each gets its outcome or error), waited for by this thread."""
-        if items:
-            group = _Group(items)
-            self._queue.put(group)
-            group.done.wait()
-
-    def _run(self) -> None:
-        while True:
-            groups = [self._queue.get()]
-            count = len(groups[0].items)
-            while count < self._max_batch:
-                try:
-                    groups.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-                count += len(groups[-1].items)
-            self.write([item for group in groups for item in group.items])
-            by_loop: dict[asyncio.AbstractEventLoop, list[_Group]] = {}
-            for group in groups:
-                if group.loop is None:
-                    group.done.set()
-                else:
-                    by_loop.setdefault(group.loop, []).append(group)
-            for loop, waiting in by_loop.items():
-                try:
-                    loop.call_soon_threadsafe(_wake, waiting)
-                except RuntimeError:  # its event loop is closed: nobody waits for it
-                    pass
-
-    def write(self, items: Sequence[Graded]) -> None:
-        """One batch: whole, tried again when that fails (a deadlock or a concurrent insert of
-        the same review item on PostgreSQL: the next try reads what the other process
-        committed), then answer by answer."""
-        # In one order on every worker (a question's answers keep their arrival order), so two
-        # processes' batches take the review items' row locks alike and do not deadlock.
-        ordered = sorted(
-            items, key=lambda i: (i.learner.id, i.question.card_id, i.question.template_id)
-        )
-        try:
-            with self._turn():  # several processes on one SQLite file: one writer at a time
-                for attempt in range(WRITE_TRIES):
-                    try:
-                        with self._sessions() as db, write_transaction(db):
-                            store_batch(db, ordered)
-                        return
-                    except Exception as exc:  # noqa: BLE001 - rolled back: nothing is stored
-                        log.info("%d answers are tried again (%d): %s", len(items), attempt, exc)
-                self._write_each(ordered)
-        except BaseException as exc:  # noqa: BLE001 - the commit failed: acknowledge none
-            log.warning("a batch of %d answers was not stored: %s", len(items), exc)
-            for item in items:
-                item.outcome, item.error = None, exc
-
-    def _write_each(self, items: Sequence[Graded]) -> None:
-        with self._sessions() as db, write_transaction(db):
-            for item in items:
-                for last in (False, True):  # once more after a lost insert race: it replays
-                    try:
-                        with db.begin_nested():
-                            store_batch(db, [item])
-                        break
-                    except IntegrityError:
-                        item.outcome, item.error = None, None
-                        if last:
-                            item.error = Conflict(
-                                "the answer could not be stored: send it again",
-                                code="answer_conflict",
-                            )
-                    except Exception as exc:  # noqa: BLE001 - this answer only
-                        item.outcome, item.error = None, exc
-                        break
-
-
-def _wake(groups: list[_Group]) -> None:
-    for group in groups:
-        if group.future is not None and not group.future.done():  # not cancelled
-            group.future.set_result(None)
-
-
 _writers_lock = threading.Lock()
 
 
-def answer_writer(state: Any) -> AnswerWriter:
+def new_writer(sessions: sessionmaker[Session]) -> AnswerWriter[Graded]:
+    """A writer of answers (one per database and process: it is the one writer)."""
+    return AnswerWriter(sessions, store_batch, _order)
+
+
+def answer_writer(state: Any) -> AnswerWriter[Graded]:
     """The app's writer (``app.state``), started with its first answer."""
-    writer: AnswerWriter | None = getattr(state, "answer_writer", None)
+    writer: AnswerWriter[Graded] | None = getattr(state, "answer_writer", None)
     if writer is None:
         with _writers_lock:
             writer = getattr(state, "answer_writer", None)
             if writer is None:
-                writer = AnswerWriter(state.sessionmaker)
+                writer = new_writer(state.sessionmaker)
                 state.answer_writer = writer
     return writer
