@@ -3,8 +3,8 @@
 English source strings are the msgids; each language's catalog is
 ``app/locale/<lang>/LC_MESSAGES/messages.po``, compiled to ``messages.mo`` at build time
 (``make catalogs``, i.e. ``pybabel compile -d app/locale``). A :class:`Message` is translated when
-it is shown, in the reader's language, so code that holds a bilingual :class:`~.texts.Text` can
-hold a message instead: both answer ``.get(lang)``. Card content stays in :class:`~.texts.Text`
+it is shown, in the reader's language, so code that holds a bilingual :class:`~.bilingual.Text` can
+hold a message instead: both answer ``.get(lang)``. Card content stays in :class:`~.bilingual.Text`
 (it is data the cards carry in both languages), never in the catalogs.
 
 Mark texts for ``pybabel extract`` (see ``babel.cfg`` and the Makefile's ``messages`` target) by
@@ -24,8 +24,8 @@ from typing import Any
 
 from babel.support import NullTranslations, Translations
 
-from .languages import DEFAULT_LANG
-from .texts import Text
+from .bilingual import Text
+from .languages import DEFAULT_LANG, LANGS
 
 LOCALE_DIR = Path(__file__).resolve().parents[1] / "locale"
 DOMAIN = "messages"
@@ -61,6 +61,16 @@ def translations(lang: str) -> NullTranslations:
         return Translations(handle, domain=DOMAIN)
 
 
+def _preload() -> None:
+    """Load the compiled catalogs at import: gettext compiles each catalog's plural rule (with
+    ``exec``, once), so it happens here rather than inside the first formula error raised
+    while a card or an instructor's formula is checked. A missing catalog is reported on use
+    and by :func:`check_catalogs` at start-up."""
+    for lang in LANGS:
+        if catalog_path(lang).is_file():
+            translations(lang)
+
+
 def check_catalogs(langs: tuple[str, ...]) -> None:
     """Load every language's catalog now (at start-up): raises :class:`CatalogMissing`."""
     for lang in langs:
@@ -73,19 +83,19 @@ def check_catalogs(langs: tuple[str, ...]) -> None:
 
 
 def gettext(lang: str, msgid: str) -> str:
-    return translations(lang).gettext(msgid)
+    return str(translations(lang).gettext(msgid))
 
 
 def ngettext(lang: str, singular: str, plural: str, n: int) -> str:
-    return translations(lang).ngettext(singular, plural, n)
+    return str(translations(lang).ngettext(singular, plural, n))
 
 
 def pgettext(lang: str, context: str, msgid: str) -> str:
-    return translations(lang).pgettext(context, msgid)
+    return str(translations(lang).pgettext(context, msgid))
 
 
 def npgettext(lang: str, context: str, singular: str, plural: str, n: int) -> str:
-    return translations(lang).npgettext(context, singular, plural, n)
+    return str(translations(lang).npgettext(context, singular, plural, n))
 
 
 def shown(value: object, lang: str) -> object:
@@ -126,12 +136,12 @@ class Message(Text):
         object.__setattr__(self, "context", context)
         object.__setattr__(self, "params", params)
 
-    @property  # type: ignore[misc]
-    def en(self) -> str:  # type: ignore[override]
+    @property
+    def en(self) -> str:
         return self.get("en")
 
-    @property  # type: ignore[misc]
-    def zh(self) -> str:  # type: ignore[override]
+    @property
+    def zh(self) -> str:
         return self.get("zh")
 
     def get(self, lang: str) -> str:
@@ -180,3 +190,6 @@ def plural_message(singular: str, plural: str, n: int, /, **params: Any) -> Mess
 def contextual_message(context: str, msgid: str, /, **params: Any) -> Message:
     """A message whose English text is shared by meanings translated apart (``pgettext``)."""
     return Message(msgid, context=context, **params)
+
+
+_preload()
