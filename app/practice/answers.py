@@ -55,7 +55,7 @@ from app.db import (
 from app.domain.catalog import Catalog
 from app.domain.generation import Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
-from app.domain.texts import Text
+from app.domain.messages import Message
 from app.models import Attempt, PracticeSession
 from app.practice.questions import (
     QuestionSigner,
@@ -125,9 +125,9 @@ class Context:
 
 def answer_id_reused() -> Conflict:
     return Conflict(
-        Text(
-            "This client_answer_id was already used for another answer: send a new one for each answer.",
-            "这个 client_answer_id 已用于另一个回答，每个回答请使用新的 id。",
+        Message(
+            "This client_answer_id was already used for another answer: send a new one for "
+            "each answer."
         ),
         code="answer_id_reused",
     )
@@ -174,9 +174,10 @@ def answer_question(
     except UnknownChoice:
         offered = ", ".join(c.id for c in variant.choices)
         raise UnknownChoiceError(
-            Text(
-                f"Unknown choice {choice_id!r}: this question offers {offered}.",
-                f"没有选项 {choice_id!r}：这道题的选项是 {offered}。",
+            Message(
+                "Unknown choice %(choice)s: this question offers %(offered)s.",
+                choice=repr(choice_id),
+                offered=offered,
             )
         ) from None
     if duration_ms is not None:
@@ -706,9 +707,10 @@ def graded(ctx: Context, question: QuestionId, choice_id: str) -> tuple[Variant,
     except UnknownChoice:
         offered = ", ".join(c.id for c in variant.choices)
         raise UnknownChoiceError(
-            Text(
-                f"Unknown choice {choice_id!r}: this question offers {offered}.",
-                f"没有选项 {choice_id!r}：这道题的选项是 {offered}。",
+            Message(
+                "Unknown choice %(choice)s: this question offers %(offered)s.",
+                choice=repr(choice_id),
+                offered=offered,
             )
         ) from None
 
