@@ -14,7 +14,7 @@ PIP_TOOLS := pip-tools==7.7.0
 COMPILE = $(BIN)/pip-compile -q --generate-hashes --allow-unsafe --strip-extras \
 	--no-emit-index-url --no-emit-find-links --all-build-deps
 
-.PHONY: run test install install-test migrate lint lock upgrade demo bench bench-service bench-instructions clean
+.PHONY: run test install install-test migrate catalogs messages lint lock upgrade demo bench bench-service bench-instructions clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,17 +31,36 @@ $(VENV)/.installed-test: $(VENV)/.installed $(TEST_LOCK)
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
+# The message catalogs (app/locale/<lang>/LC_MESSAGES/messages.po) compiled for gettext: the
+# .mo files are build output (not committed), and the app refuses to start without them.
+LOCALE := app/locale
+PO_FILES := $(wildcard $(LOCALE)/*/LC_MESSAGES/messages.po)
+MO_FILES := $(PO_FILES:.po=.mo)
+
+$(LOCALE)/%/LC_MESSAGES/messages.mo: $(LOCALE)/%/LC_MESSAGES/messages.po $(VENV)/.installed
+	$(BIN)/pybabel compile --statistics -i $< -o $@ -l $*
+
+catalogs: $(MO_FILES)
+
+# Re-extract the msgids (English source texts) from app/ and the templates into messages.pot and
+# merge them into every language's .po; translate the new or fuzzy entries, then `make catalogs`.
+# A new language: $(BIN)/pybabel init -l LANG -i $(LOCALE)/messages.pot -d $(LOCALE)
+messages: install
+	$(BIN)/pybabel extract -F babel.cfg -o $(LOCALE)/messages.pot --add-location=file --sort-output \
+	  --project=infracards --version=0.1.0 --copyright-holder=infracards .
+	$(BIN)/pybabel update -i $(LOCALE)/messages.pot -d $(LOCALE) --ignore-obsolete --update-header-comment
+
 migrate: install
 	$(BIN)/python -m app.cli migrate
 
-run: migrate
+run: migrate catalogs
 	$(BIN)/python -m app.cli check-cards
 	$(BIN)/uvicorn app.main:create_app --factory --http httptools --loop asyncio --host $(HOST) --port $(PORT)
 
 # The browser tests (tests/browser) drive Debian's Chromium and need CJK fonts: installed when missing.
 BROWSER_DEBS := chromium fonts-noto-cjk fonts-noto-core
 
-test: install-test
+test: install-test catalogs
 	@test -x /usr/bin/chromium && test -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc || \
 	  (DEBIAN_FRONTEND=noninteractive apt-get update -q && \
 	   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(BROWSER_DEBS))

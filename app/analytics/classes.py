@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from app.analytics.models import CLASS_NAME_MAX, JOIN_CODE_LENGTH, ClassMember, Classroom
 from app.auth.service import LearnerRef
 from app.db import write_transaction
-from app.domain.texts import Text
+from app.domain.messages import Message
 from app.models import Attempt, Learner, ReviewItem
 from app.problems import Forbidden, InvalidInput, NotFound
 
@@ -99,10 +99,7 @@ def create_class(*, session: Session, owner_id: str, name: str) -> ClassSummary:
     name = " ".join(name.split())
     if not name or len(name) > CLASS_NAME_MAX:
         raise InvalidInput(
-            Text(
-                f"Give the class a name of 1 to {CLASS_NAME_MAX} characters.",
-                f"请为班级取一个 1 到 {CLASS_NAME_MAX} 个字符的名字。",
-            ),
+            Message("Give the class a name of 1 to %(limit)s characters.", limit=CLASS_NAME_MAX),
             code="invalid_class_name",
         )
     for _ in range(5):  # a collision among 10^12 codes is rare; retry a few times
@@ -115,7 +112,7 @@ def create_class(*, session: Session, owner_id: str, name: str) -> ClassSummary:
                 )
                 if (owned or 0) >= MAX_CLASSES_PER_OWNER:
                     raise InvalidInput(
-                        Text("You have too many classes.", "你的班级太多了。"),
+                        Message("You have too many classes."),
                         code="too_many_classes",
                     )
                 row = Classroom(name=name, join_code=new_code(), owner_id=owner_id)
@@ -148,7 +145,7 @@ def join_class(*, session: Session, learner: LearnerRef, code: str) -> ClassSumm
     """Add the learner (an account) to the class of ``code``; joining again changes nothing."""
     if not learner.has_account:
         raise Forbidden(
-            Text("Log in (or sign up) to join a class.", "请先登录（或注册）再加入班级。"),
+            Message("Log in (or sign up) to join a class."),
             code="account_required",
         )
     wanted = normalise_code(code)
@@ -156,10 +153,7 @@ def join_class(*, session: Session, learner: LearnerRef, code: str) -> ClassSumm
         row = session.scalar(select(Classroom).where(Classroom.join_code == wanted))
         if row is None or len(wanted) != JOIN_CODE_LENGTH:
             raise NotFound(
-                Text(
-                    "No class has this code: check it with your instructor.",
-                    "没有使用这个代码的班级，请向讲师确认。",
-                ),
+                Message("No class has this code: check it with your instructor."),
                 code="unknown_join_code",
             )
         exists = session.scalar(
@@ -178,7 +172,7 @@ def owned_class(*, session: Session, class_id: int, viewer: LearnerRef) -> Class
     """The class if ``viewer`` owns it (or is an admin); 404 otherwise, so ids reveal nothing."""
     row = session.get(Classroom, class_id)
     if row is None or (row.owner_id != viewer.id and viewer.role != "admin"):
-        raise NotFound(Text("There is no such class.", "没有这个班级。"), code="class_not_found")
+        raise NotFound(Message("There is no such class."), code="class_not_found")
     return row
 
 

@@ -29,6 +29,7 @@ from app.auth.passwords import (
 )
 from app.auth.ratelimit import LoginLimiter
 from app.db import write_transaction
+from app.domain.messages import Message, plural_message
 from app.domain.texts import Text
 from app.models import (
     Attempt,
@@ -51,10 +52,7 @@ TOKEN_TOUCH_EVERY = timedelta(hours=1)
 MAX_DEVICE_NAME = 100
 _EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
 
-WRONG_CREDENTIALS = Text(
-    "That email and password do not match an account.",
-    "邮箱或密码不正确。",
-)
+WRONG_CREDENTIALS = Message("That email and password do not match an account.")
 
 
 @dataclass(frozen=True)
@@ -104,27 +102,21 @@ def as_utc(moment: datetime) -> datetime:
 def normalise_email(email: str) -> str:
     value = email.strip().lower()
     if len(value) > 254 or not _EMAIL.match(value):
-        raise InvalidInput(
-            Text("Enter a valid email address.", "请输入有效的邮箱地址。"), code="invalid_email"
-        )
+        raise InvalidInput(Message("Enter a valid email address."), code="invalid_email")
     return value
 
 
 def check_new_password(password: str) -> None:
     if len(password) < MIN_PASSWORD_LENGTH:
         raise InvalidInput(
-            Text(
-                f"Choose a password of at least {MIN_PASSWORD_LENGTH} characters.",
-                f"密码至少需要 {MIN_PASSWORD_LENGTH} 个字符。",
+            Message(
+                "Choose a password of at least %(limit)s characters.", limit=MIN_PASSWORD_LENGTH
             ),
             code="weak_password",
         )
     if len(password) > MAX_PASSWORD_LENGTH:
         raise InvalidInput(
-            Text(
-                f"A password may have at most {MAX_PASSWORD_LENGTH} characters.",
-                f"密码最多 {MAX_PASSWORD_LENGTH} 个字符。",
-            ),
+            Message("A password may have at most %(limit)s characters.", limit=MAX_PASSWORD_LENGTH),
             code="invalid_password",
         )
 
@@ -150,7 +142,11 @@ def register(
     email = normalise_email(email)
     check_new_password(password)
     if role not in ROLES:
-        raise InvalidInput(f"unknown role {role!r} (known: {', '.join(ROLES)})")
+        raise InvalidInput(
+            Message(
+                "unknown role %(role)s (known: %(known)s)", role=repr(role), known=", ".join(ROLES)
+            )
+        )
     password_hash = hash_password(password)
     try:
         with write_transaction(session):
@@ -172,10 +168,7 @@ def register(
 
 
 def _email_taken() -> Text:
-    return Text(
-        "An account with this email already exists: log in instead.",
-        "该邮箱已注册，请直接登录。",
-    )
+    return Message("An account with this email already exists: log in instead.")
 
 
 def authenticate(
@@ -186,9 +179,10 @@ def authenticate(
     wait = limiter.hit(email=key, address=address)
     if wait is not None:
         raise TooManyRequests(
-            Text(
-                f"Too many login attempts: try again in {wait} seconds.",
-                f"登录尝试过多，请在 {wait} 秒后重试。",
+            plural_message(
+                "Too many login attempts: try again in %(num)s second.",
+                "Too many login attempts: try again in %(num)s seconds.",
+                wait,
             ),
             retry_after_s=wait,
         )
@@ -218,7 +212,7 @@ def change_password(
     session.commit()
     if learner is None or not verify_password(learner.password_hash, current):
         raise Unauthorized(
-            Text("The current password is not right.", "当前密码不正确。"),
+            Message("The current password is not right."),
             code="wrong_credentials",
         )
     check_new_password(new)
@@ -235,7 +229,7 @@ def set_exam_date(*, session: Session, learner_id: str, exam_date: object) -> No
     with write_transaction(session):
         learner = session.get(Learner, learner_id)
         if learner is None:
-            raise NotFound("unknown learner")
+            raise NotFound(Message("unknown learner"))
         learner.exam_date = exam_date  # type: ignore[assignment]
 
 
@@ -245,13 +239,17 @@ def exam_date_of(*, session: Session, learner_id: str):  # type: ignore[no-untyp
 
 def set_role(*, session: Session, email: str, role: str) -> None:
     if role not in ROLES:
-        raise InvalidInput(f"unknown role {role!r} (known: {', '.join(ROLES)})")
+        raise InvalidInput(
+            Message(
+                "unknown role %(role)s (known: %(known)s)", role=repr(role), known=", ".join(ROLES)
+            )
+        )
     with write_transaction(session):
         learner = session.scalars(
             select(Learner).where(Learner.email == normalise_email(email))
         ).first()
         if learner is None:
-            raise NotFound(f"no account with email {email!r}")
+            raise NotFound(Message("no account with email %(email)s", email=repr(email)))
         learner.role = role
     forget_cached_tokens()
 
@@ -387,9 +385,7 @@ def revoke_token(*, session: Session, learner_id: str, token_id: int) -> None:
             )
         ).first()
         if stored is None:
-            raise NotFound(
-                Text("No such device token.", "没有这个设备令牌。"), code="token_not_found"
-            )
+            raise NotFound(Message("No such device token."), code="token_not_found")
         stored.revoked_at = now_utc()
     forget_cached_tokens()
 

@@ -43,6 +43,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from app.domain.formulas import FormulaError, parse_formula, parse_number
+from app.domain.messages import Message
+from app.domain.texts import Text
 
 DEFAULT_WORKERS = 2
 # CPU seconds one task may use in a worker (RLIMIT_CPU counts whole seconds).
@@ -125,7 +127,7 @@ def _serve(conn: Connection, cpu_limit_s: int, lifetime_cpu_s: int) -> None:
             _send(conn, ("cpu", round(_cpu_used() - used, 3)), retiring=True)
             return
         except FormulaError as exc:
-            reply = ("formula-error", (exc.reason, exc.column))
+            reply = ("formula-error", (exc.message, exc.column))
         except Exception as exc:  # any other failure is reported, never raised in the caller
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             reply = ("error", f"{exc.__class__.__name__}: {first}"[:300])
@@ -160,7 +162,9 @@ def _check_formula_task(
         try:
             compiled[name] = parse_formula(definition, names, compiled)
         except FormulaError as exc:
-            raise FormulaError(f"card formula {name!r}: {exc.reason}") from None
+            raise FormulaError(
+                Message("card formula %(name)s: %(reason)s", name=repr(name), reason=exc.message)
+            ) from None
     formula = parse_formula(text, names, compiled)
     value = None
     if values is not None:
@@ -369,12 +373,18 @@ class FormulaSandbox:
         self.close()
 
 
-def _failure_reason(kind: str, payload: Any, cpu_limit_s: int) -> str:
+def _failure_reason(kind: str, payload: Any, cpu_limit_s: int) -> Text:
     if kind == "timeout":
-        return f"the formula took more than {payload:g} s to check and was stopped"
+        return Message(
+            "the formula took more than %(seconds)s s to check and was stopped",
+            seconds=f"{payload:g}",
+        )
     if kind == "cpu":
-        return f"the formula used more than {cpu_limit_s} s of CPU time and was stopped"
-    return f"the formula could not be checked ({payload})"
+        return Message(
+            "the formula used more than %(seconds)s s of CPU time and was stopped",
+            seconds=cpu_limit_s,
+        )
+    return Message("the formula could not be checked (%(error)s)", error=str(payload))
 
 
 def _context() -> Any:

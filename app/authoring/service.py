@@ -25,7 +25,7 @@ from app.domain.cards import Card, CardError, parse_card
 from app.domain.catalog import check_versions
 from app.domain.generation import Variant, draw_params, generate, question_id, variant_rng
 from app.domain.identity import MAX_SEED
-from app.domain.texts import Text
+from app.domain.messages import Message, plural_message
 from app.models import AuditEntry, CardDraft, CardState
 from app.problems import Conflict, InvalidInput, NotFound, Problem
 
@@ -43,9 +43,10 @@ class NotPublishable(Problem):
     def __init__(self, problems: list[CardProblem]) -> None:
         count = len([p for p in problems if p.severity == "error"])
         super().__init__(
-            Text(
-                f"The card has {count} error(s): fix them before publishing.",
-                f"卡片有 {count} 个错误，修正后才能发布。",
+            plural_message(
+                "The card has %(num)s error: fix it before publishing.",
+                "The card has %(num)s errors: fix them before publishing.",
+                count,
             )
         )
         self.problems = problems
@@ -53,7 +54,7 @@ class NotPublishable(Problem):
 
 def _unknown_card(card_id: str) -> NotFound:
     return NotFound(
-        Text(f"There is no card {card_id[:100]!r}.", f"没有卡片 {card_id[:100]!r}。"),
+        Message("There is no card %(card)s.", card=repr(card_id[:100])),
         code="card_not_found",
     )
 
@@ -86,9 +87,9 @@ def _audit(
 
 def _check_size(document: object) -> dict[str, Any]:
     if not isinstance(document, dict):
-        raise InvalidInput("a card document is a JSON object", code="invalid_document")
+        raise InvalidInput(Message("a card document is a JSON object"), code="invalid_document")
     if len(json.dumps(document, ensure_ascii=False)) > MAX_DOCUMENT_BYTES:
-        raise InvalidInput("the card document is too large", code="document_too_large")
+        raise InvalidInput(Message("the card document is too large"), code="document_too_large")
     return document
 
 
@@ -107,11 +108,11 @@ def create_draft(*, session: Session, actor: LearnerRef, document: object) -> st
     doc = _check_size(document)
     card_id = doc.get("id")
     if not isinstance(card_id, str) or not card_id:
-        raise InvalidInput("the card document needs an 'id'", code="invalid_document")
+        raise InvalidInput(Message("the card document needs an 'id'"), code="invalid_document")
     with write_transaction(session):
         if session.get(CardDraft, card_id) is not None or stored_documents_exist(session, card_id):
             raise Conflict(
-                Text(f"A card {card_id!r} already exists.", f"卡片 {card_id!r} 已存在。"),
+                Message("A card %(card)s already exists.", card=repr(card_id)),
                 code="card_exists",
             )
         session.add(
@@ -133,7 +134,10 @@ def stored_documents_exist(session: Session, card_id: str) -> bool:
 def save_draft(*, session: Session, actor: LearnerRef, card_id: str, document: object) -> None:
     doc = _check_size(document)
     if doc.get("id") != card_id:
-        raise InvalidInput(f"the document's id must be {card_id!r}", code="invalid_document")
+        raise InvalidInput(
+            Message("the document's id must be %(card)s", card=repr(card_id)),
+            code="invalid_document",
+        )
     with write_transaction(session):
         draft = session.get(CardDraft, card_id)
         if draft is None and not stored_documents_exist(session, card_id):
@@ -186,7 +190,7 @@ def discard_draft(*, session: Session, actor: LearnerRef, card_id: str) -> None:
     with write_transaction(session):
         draft = session.get(CardDraft, card_id)
         if draft is None:
-            raise NotFound("this card has no draft", code="no_draft")
+            raise NotFound(Message("this card has no draft"), code="no_draft")
         _audit(session, actor, "discard_draft", card_id, before=dict(draft.document))
         session.delete(draft)
 
@@ -200,7 +204,7 @@ def publish(*, session: Session, actor: LearnerRef, live: LiveCatalog, card_id: 
     session.commit()
     if draft is None:
         raise NotFound(
-            Text("This card has no draft to publish.", "这张卡片没有可发布的草稿。"),
+            Message("This card has no draft to publish."),
             code="no_draft",
         )
     published = stored_documents(session, card_id)
@@ -211,11 +215,11 @@ def publish(*, session: Session, actor: LearnerRef, live: LiveCatalog, card_id: 
     try:  # validated in the sandbox; compiling is bounded and cheap
         card = parse_card(document)
     except CardError as exc:  # pragma: no cover - the sandbox found no error
-        raise InvalidInput(str(exc), code="card_has_errors") from None
+        raise InvalidInput(exc.text, code="card_has_errors") from None
     try:
         check_versions(card, stored_cards(session, card_id).get(card_id, []))
     except CardError as exc:  # pragma: no cover - next_version makes the versions consistent
-        raise InvalidInput(str(exc), code="version_conflict") from None
+        raise InvalidInput(exc.text, code="version_conflict") from None
     with write_transaction(session):
         store_version(session, card)
         stale = session.get(CardDraft, card_id)
@@ -266,10 +270,14 @@ def retire_template(
         found = found or len(kept) != len(point.get("templates", []))
         point["templates"] = kept
     if not found:
-        raise NotFound(f"the card has no template {template_id!r}", code="template_not_found")
+        raise NotFound(
+            Message("the card has no template %(template)s", template=repr(template_id)),
+            code="template_not_found",
+        )
     if any(not point["templates"] for point in document["points"]):
         raise Conflict(
-            "retiring it would leave an exam point without templates", code="point_would_be_empty"
+            Message("retiring it would leave an exam point without templates"),
+            code="point_would_be_empty",
         )
     save_draft(session=session, actor=actor, card_id=card_id, document=document)
     version = publish(session=session, actor=actor, live=live, card_id=card_id)
@@ -307,7 +315,7 @@ def versions(*, session: Session, card_id: str) -> list[VersionInfo]:
 def diff(*, session: Session, card_id: str, old: int, new: int) -> list[dict[str, Any]]:
     documents = {int(d["version"]): d for d in stored_documents(session, card_id)}
     if old not in documents or new not in documents:
-        raise NotFound("no such version", code="version_not_found")
+        raise NotFound(Message("no such version"), code="version_not_found")
     return diff_documents(documents[old], documents[new])
 
 
@@ -332,7 +340,7 @@ def preview_card(*, session: Session, card_id: str) -> Card:
     try:
         card = parse_card(draft.document, problems=problems)
     except CardError as exc:
-        raise InvalidInput(str(exc), code="card_has_errors") from None
+        raise InvalidInput(exc.text, code="card_has_errors") from None
     return card
 
 
@@ -350,19 +358,30 @@ def preview(
     """
     template = card.template(template_id)
     if template is None:
-        raise NotFound(f"the card has no template {template_id!r}", code="template_not_found")
+        raise NotFound(
+            Message("the card has no template %(template)s", template=repr(template_id)),
+            code="template_not_found",
+        )
     if params:
         wanted = {}
         for name, text in params.items():
             param = template.params.get(name)
             if param is None:
-                raise InvalidInput(f"the template has no parameter {name!r}", code="invalid_param")
+                raise InvalidInput(
+                    Message("the template has no parameter %(name)s", name=repr(name)),
+                    code="invalid_param",
+                )
             match = next(
                 (v for v in param.values if param.display(v) == text or str(v) == text), None
             )
             if match is None:
                 raise InvalidInput(
-                    f"{text!r} is not among the values of {name!r}", code="invalid_param"
+                    Message(
+                        "%(value)s is not among the values of %(name)s",
+                        value=repr(text),
+                        name=repr(name),
+                    ),
+                    code="invalid_param",
                 )
             wanted[name] = match
         for candidate in range(PARAMETER_SEARCH_SEEDS):
@@ -373,8 +392,12 @@ def preview(
                 seed = candidate
                 break
         else:
-            raise InvalidInput("no variant with these values was found", code="invalid_param")
+            raise InvalidInput(
+                Message("no variant with these values was found"), code="invalid_param"
+            )
     seed = 0 if seed is None else seed
     if not 0 <= seed <= MAX_SEED:
-        raise InvalidInput(f"seed must be between 0 and {MAX_SEED}", code="invalid_seed")
+        raise InvalidInput(
+            Message("seed must be between 0 and %(limit)s", limit=MAX_SEED), code="invalid_seed"
+        )
     return generate(card, template, seed)

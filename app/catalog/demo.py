@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.domain.cards import Card
+from app.domain.messages import Message
 
 log = logging.getLogger(__name__)
 
@@ -21,14 +22,23 @@ DEMO_RESULTS_DIR = "demo-results"
 
 @dataclass(frozen=True)
 class DemoCommand:
-    where: str
+    label: Message  # where it runs, shown in the page's language
     command: str
+
+    @property
+    def where(self) -> str:
+        """The label in English (the API's ``where``)."""
+        return self.label.en
 
 
 DEMO_COMMANDS = (
-    DemoCommand("CPU, 4 processes (gloo)", "python -m app.zero_demo --world-size 4"),
-    DemoCommand("GPU, 8 ranks (torchrun, nccl)", "torchrun --nproc-per-node 8 -m app.zero_demo"),
-    DemoCommand("GPU, one process per device (nccl)", "python -m app.zero_demo --backend nccl"),
+    DemoCommand(Message("CPU, 4 processes (gloo)"), "python -m app.zero_demo --world-size 4"),
+    DemoCommand(
+        Message("GPU, 8 ranks (torchrun, nccl)"), "torchrun --nproc-per-node 8 -m app.zero_demo"
+    ),
+    DemoCommand(
+        Message("GPU, one process per device (nccl)"), "python -m app.zero_demo --backend nccl"
+    ),
 )
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from .bilingual import Text
 from .cards import (
     Card,
     CardError,
@@ -26,6 +27,7 @@ from .cards import (
     parse_card,
 )
 from .generation import LATEST_GENERATOR
+from .messages import Message
 from .validation import validate_template
 
 Severity = Literal["error", "warning"]
@@ -37,15 +39,20 @@ class CardProblem:
     severity: Severity
     template_id: str | None
     field: str | None
-    message: str
+    text: Text  # the message, in every language (the dashboard shows the page's)
     position: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    @property
+    def message(self) -> str:
+        """The message in English."""
+        return self.text.en
+
+    def to_json(self, lang: str = "en") -> dict[str, Any]:
         return {
             "severity": self.severity,
             "template_id": self.template_id,
             "field": self.field,
-            "message": self.message,
+            "message": self.text.get(lang),
             "position": self.position,
         }
 
@@ -101,11 +108,52 @@ def _shape_problem(raw: object, error: Mapping[str, Any]) -> CardProblem:
             template_id = None
         location = location[4:]
     field = ".".join(str(part) for part in location) or None
-    return CardProblem("error", template_id, field, str(error.get("msg", "invalid")), None)
+    return CardProblem("error", template_id, field, shape_message(error), None)
+
+
+def shape_message(error: Mapping[str, Any]) -> Text:
+    """A document shape error (one of pydantic's) in every language: the common kinds are
+    translated, with their limits; any other keeps pydantic's English message."""
+    context = error.get("ctx") or {}
+    kind = error.get("type")
+    if kind == "missing":
+        return Message("required")
+    if kind == "extra_forbidden":
+        return Message("not a field of a card document")
+    if kind in ("string_type", "string_sub_type"):
+        return Message("must be text")
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return Message("must be a whole number")
+    if kind in ("list_type",):
+        return Message("must be a list")
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return Message("must be an object with its fields")
+    if kind == "string_too_short" and context.get("min_length") == 1:
+        return Message("must not be empty")
+    if kind == "string_too_short":
+        return Message(
+            "must be at least %(limit)s characters long", limit=context.get("min_length")
+        )
+    if kind == "string_too_long":
+        return Message("must be at most %(limit)s characters long", limit=context.get("max_length"))
+    if kind == "string_pattern_mismatch":
+        return Message("must match %(pattern)s", pattern=context.get("pattern"))
+    if kind == "too_short":
+        return Message("needs at least %(limit)s items", limit=context.get("min_length"))
+    if kind == "too_long":
+        return Message("takes at most %(limit)s items", limit=context.get("max_length"))
+    if kind == "greater_than_equal":
+        return Message("must be at least %(limit)s", limit=context.get("ge"))
+    if kind == "less_than_equal":
+        return Message("must be at most %(limit)s", limit=context.get("le"))
+    if kind == "literal_error":
+        return Message("must be one of %(expected)s", expected=context.get("expected"))
+    english = str(error.get("msg", "invalid"))
+    return Text(english, english)
 
 
 def _from_error(exc: CardError, template_id: str | None = None) -> CardProblem:
-    return CardProblem("error", exc.template_id or template_id, exc.field, str(exc), exc.position)
+    return CardProblem("error", exc.template_id or template_id, exc.field, exc.text, exc.position)
 
 
 def _warnings(card: Card) -> list[CardProblem]:
@@ -119,8 +167,10 @@ def _warnings(card: Card) -> list[CardProblem]:
                         "warning",
                         template.id,
                         f"pitfalls.{pitfall.id}.explanation",
-                        "the explanation shows none of this variant's numbers "
-                        "({value}, {answer} or a parameter): learners read it with their numbers",
+                        Message(
+                            "the explanation shows none of this variant's numbers ({value}, "
+                            "{answer} or a parameter): learners read it with their numbers"
+                        ),
                     )
                 )
         if template.kind == "numeric" and not template.params:
@@ -129,7 +179,7 @@ def _warnings(card: Card) -> list[CardProblem]:
                     "warning",
                     template.id,
                     "params",
-                    "the template has no parameters: every variant asks the same numbers",
+                    Message("the template has no parameters: every variant asks the same numbers"),
                 )
             )
     return found

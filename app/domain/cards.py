@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from .formulas import Formula, FormulaError, is_identifier, parse_formula, parse_number
 from .languages import LANGS
+from .messages import Message, plural_message
 from .texts import Text, TextTemplate, compile_text
 from .units import FORMATS, UNITS, UnitError, format_value
 
@@ -37,13 +38,16 @@ class CardError(ValueError):
 
     def __init__(
         self,
-        message: str,
+        message: str | Text,
         *,
         template_id: str | None = None,
         field: str | None = None,
         position: int | None = None,
     ) -> None:
-        super().__init__(message)
+        # ``text`` is the message in every language (the dashboard shows it in the page's),
+        # ``str()`` the English one.
+        self.text = message if isinstance(message, Text) else Text(message, message)
+        super().__init__(self.text.en)
         self.template_id = template_id
         self.field = field
         self.position = position
@@ -263,13 +267,17 @@ def read_cards(directory: Path) -> dict[str, Card]:
     domains (:func:`app.domain.catalog.load_cards` does both)."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise CardError(f"cards folder {str(directory)!r} does not exist")
+        raise CardError(
+            Message("cards folder %(folder)s does not exist", folder=repr(str(directory)))
+        )
     cards: dict[str, Card] = {}
     for path in sorted(directory.glob("*.yaml")):
         card = read_card(path)
         cards[card.id] = card
     if not cards:
-        raise CardError(f"no card files (*.yaml) in {str(directory)!r}")
+        raise CardError(
+            Message("no card files (*.yaml) in %(folder)s", folder=repr(str(directory)))
+        )
     return cards
 
 
@@ -279,12 +287,22 @@ def read_card(path: Path) -> Card:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise CardError(f"{path.name}: cannot read: {exc.strerror}") from None
+        raise CardError(
+            Message("%(file)s: cannot read: %(error)s", file=path.name, error=exc.strerror)
+        ) from None
     except yaml.YAMLError as exc:
-        raise CardError(f"{path.name}: not valid YAML: {exc}") from None
+        raise CardError(
+            Message("%(file)s: not valid YAML: %(error)s", file=path.name, error=str(exc))
+        ) from None
     card = parse_card(raw, source=path)
     if card.id != path.stem:
-        raise CardError(f"{path.name}: card id {card.id!r} must match the file name")
+        raise CardError(
+            Message(
+                "%(file)s: card id %(card)s must match the file name",
+                file=path.name,
+                card=repr(card.id),
+            )
+        )
     return card
 
 
@@ -296,35 +314,60 @@ def parse_card(
     With ``problems``, a template that does not compile is left out and its error appended
     (the dashboard lists every problem); without it the first problem raises.
     """
-    label = source.name if source is not None else "card"
+    label: str | Text = source.name if source is not None else Message("card")
     try:
         data = _CardIn.model_validate(raw)
     except ValidationError as exc:
-        raise CardError(f"{label}: {_pydantic_message(exc)}") from None
-    where = f"card {data.id!r}"
+        raise CardError(
+            Message("%(where)s: %(problems)s", where=label, problems=_pydantic_message(exc))
+        ) from None
+    where = Message("card %(card)s", card=repr(data.id))
     formulas = _compile_formulas(data.formulas, frozenset(data.params), where)
     definitions = {name: f.formula for name, f in formulas.items()}
 
     numbers = [p.number for p in data.points]
     if numbers != list(range(1, len(numbers) + 1)):
-        raise CardError(f"{where}: exam points must be numbered 1..{len(numbers)}, got {numbers}")
+        raise CardError(
+            Message(
+                "%(where)s: exam points must be numbered 1..%(count)s, got %(numbers)s",
+                where=where,
+                count=len(numbers),
+                numbers=str(numbers),
+            )
+        )
     slugs = [p.slug for p in data.points]
     if len(set(slugs)) != len(slugs):
-        raise CardError(f"{where}: exam point slugs must be unique, got {slugs}")
+        raise CardError(
+            Message(
+                "%(where)s: exam point slugs must be unique, got %(slugs)s",
+                where=where,
+                slugs=str(slugs),
+            )
+        )
     seen: set[str] = set()
     points = []
     for point in data.points:
         templates = []
         for raw_template in point.templates:
             if raw_template.id in seen:
-                raise CardError(f"{where}: template id {raw_template.id!r} is used twice")
+                raise CardError(
+                    Message(
+                        "%(where)s: template id %(template)s is used twice",
+                        where=where,
+                        template=repr(raw_template.id),
+                    )
+                )
             seen.add(raw_template.id)
             try:
                 compiled = _compile_template(
                     raw_template,
                     point.slug,
                     definitions,
-                    f"{where}, template {raw_template.id!r}",
+                    Message(
+                        "%(where)s, template %(template)s",
+                        where=where,
+                        template=repr(raw_template.id),
+                    ),
                     data.generator,
                 )
             except CardError as exc:
@@ -361,21 +404,41 @@ def parse_card(
 
 
 def _compile_formulas(
-    raw: list[_FormulaIn], params: frozenset[str], where: str
+    raw: list[_FormulaIn], params: frozenset[str], where: Text
 ) -> dict[str, NamedFormula]:
     formulas: dict[str, NamedFormula] = {}
     for item in raw:
         if not is_identifier(item.id) or item.id in params:
-            raise CardError(f"{where}: formula id {item.id!r} is not a valid name")
+            raise CardError(
+                Message(
+                    "%(where)s: formula id %(formula)s is not a valid name",
+                    where=where,
+                    formula=repr(item.id),
+                )
+            )
         if item.id in formulas:
-            raise CardError(f"{where}: formula {item.id!r} is declared twice")
-        _check_unit(item.unit, f"{where}, formula {item.id!r}")
+            raise CardError(
+                Message(
+                    "%(where)s: formula %(formula)s is declared twice",
+                    where=where,
+                    formula=repr(item.id),
+                )
+            )
+        _check_unit(
+            item.unit,
+            Message("%(where)s, formula %(formula)s", where=where, formula=repr(item.id)),
+        )
         definitions = {name: f.formula for name, f in formulas.items()}
         try:
             formula = parse_formula(item.expr, params, definitions)
         except FormulaError as exc:
             raise CardError(
-                f"{where}, formula {item.id!r}: {exc}",
+                Message(
+                    "%(where)s, formula %(formula)s: %(error)s",
+                    where=where,
+                    formula=repr(item.id),
+                    error=exc.localized,
+                ),
                 field=f"formulas.{item.id}.expr",
                 position=exc.column,
             ) from None
@@ -387,38 +450,75 @@ def _compile_template(
     raw: _TemplateIn,
     point: str,
     definitions: Mapping[str, Formula],
-    where: str,
+    where: Text,
     generator: int,
 ) -> Template:
     params: dict[str, Param] = {}
     for name, spec in raw.params.items():
         if not is_identifier(name) or name == "answer" or name == "value":
-            raise CardError(f"{where}: parameter name {name!r} is not allowed")
+            raise CardError(
+                Message(
+                    "%(where)s: parameter name %(name)s is not allowed",
+                    where=where,
+                    name=repr(name),
+                )
+            )
         if name in definitions:
-            raise CardError(f"{where}: parameter {name!r} shadows the card formula of that name")
+            raise CardError(
+                Message(
+                    "%(where)s: parameter %(name)s shadows the card formula of that name",
+                    where=where,
+                    name=repr(name),
+                )
+            )
         if spec.format is not None and spec.format not in FORMATS and spec.format not in UNITS:
-            raise CardError(f"{where}: parameter {name!r} has unknown format {spec.format!r}")
+            raise CardError(
+                Message(
+                    "%(where)s: parameter %(name)s has unknown format %(format)s",
+                    where=where,
+                    name=repr(name),
+                    format=repr(spec.format),
+                )
+            )
         try:
             values = tuple(parse_number(v) for v in spec.values)
         except FormulaError as exc:
-            raise CardError(f"{where}: parameter {name!r}: {exc}") from None
+            raise CardError(
+                Message(
+                    "%(where)s: parameter %(name)s: %(error)s",
+                    where=where,
+                    name=repr(name),
+                    error=exc.localized,
+                )
+            ) from None
         if len(set(values)) != len(values):
-            raise CardError(f"{where}: parameter {name!r} lists a value twice")
+            raise CardError(
+                Message(
+                    "%(where)s: parameter %(name)s lists a value twice",
+                    where=where,
+                    name=repr(name),
+                )
+            )
         params[name] = Param(name, values, spec.format)
 
     names = frozenset(params)
     named = names | {"answer"}
 
-    def formula(text: str, what: str, field: str) -> Formula:
+    def formula(text: str, what: Text, field: str) -> Formula:
         try:
             return parse_formula(text, names, definitions)
         except FormulaError as exc:
             raise CardError(
-                f"{where}, {what}: {exc}", template_id=raw.id, field=field, position=exc.column
+                Message(
+                    "%(where)s, %(what)s: %(error)s", where=where, what=what, error=exc.localized
+                ),
+                template_id=raw.id,
+                field=field,
+                position=exc.column,
             ) from None
 
     def text(
-        value: _TextIn, what: str, field: str, extra: frozenset[str] = frozenset()
+        value: _TextIn, what: Text, field: str, extra: frozenset[str] = frozenset()
     ) -> TextTemplate:
         for lang in LANGS:
             try:
@@ -430,8 +530,9 @@ def _compile_template(
                 )
             except (FormulaError, UnitError) as exc:
                 column = getattr(exc, "column", None)
+                error = exc.localized if isinstance(exc, FormulaError) else exc.message
                 raise CardError(
-                    f"{where}, {what}: {exc}",
+                    Message("%(where)s, %(what)s: %(error)s", where=where, what=what, error=error),
                     template_id=raw.id,
                     field=f"{field}.{lang}",
                     position=column,
@@ -442,29 +543,67 @@ def _compile_template(
     answer_statement: Text | None = None
     if raw.kind == "numeric":
         if not isinstance(raw.answer, str):
-            raise CardError(f"{where}: a numeric template's answer must be a formula")
+            raise CardError(
+                Message("%(where)s: a numeric template's answer must be a formula", where=where)
+            )
         if raw.unit is None or raw.precision is None:
-            raise CardError(f"{where}: a numeric template needs 'unit' and 'precision'")
+            raise CardError(
+                Message("%(where)s: a numeric template needs 'unit' and 'precision'", where=where)
+            )
         _check_unit(raw.unit, where)
-        answer_formula = formula(raw.answer, "answer", "answer")
+        answer_formula = formula(raw.answer, Message("answer"), "answer")
     else:
         if isinstance(raw.answer, str):
-            raise CardError(f"{where}: a statement template's answer must be a text {{en, zh}}")
+            raise CardError(
+                Message(
+                    "%(where)s: a statement template's answer must be a text {en, zh}", where=where
+                )
+            )
         if raw.unit is not None or raw.precision is not None:
-            raise CardError(f"{where}: a statement template takes no 'unit' or 'precision'")
+            raise CardError(
+                Message(
+                    "%(where)s: a statement template takes no 'unit' or 'precision'", where=where
+                )
+            )
         answer_statement = _text(raw.answer)
 
     if raw.choices - 1 > len(raw.pitfalls):
-        raise CardError(f"{where}: {raw.choices} choices need at least {raw.choices - 1} pitfalls")
+        raise CardError(
+            plural_message(
+                "%(where)s: %(choices)s choices need at least %(num)s pitfall",
+                "%(where)s: %(choices)s choices need at least %(num)s pitfalls",
+                raw.choices - 1,
+                where=where,
+                choices=raw.choices,
+            )
+        )
     pitfalls: list[Pitfall] = []
     for item in raw.pitfalls:
-        what = f"pitfall {item.id!r}"
+        what = Message("pitfall %(pitfall)s", pitfall=repr(item.id))
         if any(p.id == item.id for p in pitfalls):
-            raise CardError(f"{where}: pitfall id {item.id!r} is used twice")
+            raise CardError(
+                Message(
+                    "%(where)s: pitfall id %(pitfall)s is used twice",
+                    where=where,
+                    pitfall=repr(item.id),
+                )
+            )
         if raw.kind == "numeric" and (item.formula is None or item.statement is not None):
-            raise CardError(f"{where}, {what}: a numeric template's pitfall needs a formula")
+            raise CardError(
+                Message(
+                    "%(where)s, %(what)s: a numeric template's pitfall needs a formula",
+                    where=where,
+                    what=what,
+                )
+            )
         if raw.kind == "statement" and (item.statement is None or item.formula is not None):
-            raise CardError(f"{where}, {what}: a statement template's pitfall needs a statement")
+            raise CardError(
+                Message(
+                    "%(where)s, %(what)s: a statement template's pitfall needs a statement",
+                    where=where,
+                    what=what,
+                )
+            )
         pitfalls.append(
             Pitfall(
                 id=item.id,
@@ -472,7 +611,7 @@ def _compile_template(
                 explanation=_text(item.explanation),
                 explanation_template=text(
                     item.explanation,
-                    f"{what} explanation",
+                    Message("%(what)s explanation", what=what),
                     f"pitfalls.{item.id}.explanation",
                     frozenset({"value"}),
                 ),
@@ -489,9 +628,9 @@ def _compile_template(
         kind=raw.kind,
         point=point,
         params=params,
-        stem=text(raw.stem, "stem", "stem"),
+        stem=text(raw.stem, Message("stem"), "stem"),
         solution=tuple(
-            text(step, f"solution step {i + 1}", f"solution.{i + 1}")
+            text(step, Message("solution step %(number)s", number=i + 1), f"solution.{i + 1}")
             for i, step in enumerate(raw.solution)
         ),
         pitfalls=tuple(pitfalls),
@@ -504,9 +643,16 @@ def _compile_template(
     )
 
 
-def _check_unit(unit: str, where: str) -> None:
+def _check_unit(unit: str, where: Text) -> None:
     if unit not in UNITS:
-        raise CardError(f"{where}: unknown unit {unit!r} (known: {', '.join(UNITS)})")
+        raise CardError(
+            Message(
+                "%(where)s: unknown unit %(unit)s (known: %(known)s)",
+                where=where,
+                unit=repr(unit),
+                known=", ".join(UNITS),
+            )
+        )
 
 
 def _text(value: _TextIn) -> Text:
@@ -531,13 +677,13 @@ def card_definitions(document: Mapping[str, object]) -> dict[str, Formula]:
     raw_formulas = document.get("formulas") or []
     params = document.get("params") or []
     if not isinstance(raw_formulas, list) or not isinstance(params, list):
-        raise CardError("the card's formulas or params are malformed")
+        raise CardError(Message("the card's formulas or params are malformed"))
     try:
         formulas = [_FormulaIn.model_validate(item) for item in raw_formulas]
     except ValidationError as exc:
         raise CardError(_pydantic_message(exc)) from None
     names = frozenset(str(p) for p in params)
-    return {n: f.formula for n, f in _compile_formulas(formulas, names, "card").items()}
+    return {n: f.formula for n, f in _compile_formulas(formulas, names, Message("card")).items()}
 
 
 def card_to_yaml(document: Mapping[str, object]) -> str:

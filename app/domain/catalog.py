@@ -18,6 +18,7 @@ from pathlib import Path
 from .cards import Card, CardError, ExamPoint, Template, find_template_document, read_cards
 from .generation import Variant, generate
 from .identity import QuestionId
+from .messages import Message
 from .validation import validate_card
 
 
@@ -58,8 +59,13 @@ def check_versions(new: Card, stored: Iterable[Card]) -> None:
             new.document
         ):
             raise CardError(
-                f"card {new.id!r} version {new.version} differs from the version {old.version} "
-                "already published: raise the card's 'version'"
+                Message(
+                    "card %(card)s version %(version)s differs from the version %(old)s already "
+                    "published: raise the card's 'version'",
+                    card=repr(new.id),
+                    version=new.version,
+                    old=old.version,
+                )
             )
         for template in new.templates():
             previous = old.template(template.id)
@@ -67,21 +73,39 @@ def check_versions(new: Card, stored: Iterable[Card]) -> None:
                 continue
             if previous.generator != template.generator:
                 raise CardError(
-                    f"card {new.id!r}, template {template.id!r}: its variants would be drawn from "
-                    f"generator {template.generator} instead of {previous.generator} but its "
-                    f"version is still {template.version}: raise the template's 'version'"
+                    Message(
+                        "card %(card)s, template %(template)s: its variants would be drawn from "
+                        "generator %(generator)s instead of %(old)s but its version is still "
+                        "%(version)s: raise the template's 'version'",
+                        card=repr(new.id),
+                        template=repr(template.id),
+                        generator=template.generator,
+                        old=previous.generator,
+                        version=template.version,
+                    )
                 )
             if json.dumps(template_document(old.document, template.id), sort_keys=True) != (
                 json.dumps(template_document(new.document, template.id), sort_keys=True)
             ):
                 raise CardError(
-                    f"card {new.id!r}, template {template.id!r}: its content changed but its "
-                    f"version is still {template.version}: raise the template's 'version'"
+                    Message(
+                        "card %(card)s, template %(template)s: its content changed but its "
+                        "version is still %(version)s: raise the template's 'version'",
+                        card=repr(new.id),
+                        template=repr(template.id),
+                        version=template.version,
+                    )
                 )
             if previous.point != template.point:
                 raise CardError(
-                    f"card {new.id!r}, template {template.id!r}: moved from exam point "
-                    f"{previous.point!r} to {template.point!r} without a new version"
+                    Message(
+                        "card %(card)s, template %(template)s: moved from exam point %(old)s to "
+                        "%(point)s without a new version",
+                        card=repr(new.id),
+                        template=repr(template.id),
+                        old=repr(previous.point),
+                        point=repr(template.point),
+                    )
                 )
 
 

@@ -52,6 +52,9 @@ from mpmath.libmp import (  # type: ignore[import-untyped]
 )
 from mpmath.libmp.libmpi import mpi_pow_int  # type: ignore[import-untyped]
 
+from .bilingual import Text
+from .messages import Message
+
 MAX_LENGTH = 500
 MAX_NODES = 200
 MAX_DEPTH = 24
@@ -138,14 +141,42 @@ Number: TypeAlias = int | Fraction | Any
 
 
 class FormulaError(ValueError):
-    """A formula that cannot be parsed or evaluated; the message names position and reason."""
+    """A formula that cannot be parsed or evaluated; the message names position and reason.
 
-    def __init__(self, reason: str, *, text: str | None = None, column: int | None = None):
-        self.reason = reason
+    ``reason`` is the English reason (``str(exc)`` adds the column and the formula), ``message``
+    the reason in every language and :attr:`localized` the whole message in every language.
+    """
+
+    def __init__(
+        self, reason: str | Text, *, text: str | None = None, column: int | None = None
+    ) -> None:
+        self.message = reason if isinstance(reason, Text) else Text(reason, reason)
+        self.reason = self.message.en
         self.column = column
+        self.shown = text if text is not None and len(text) <= 80 else None
         where = f" at column {column}" if column is not None else ""
-        shown = f" in {text!r}" if text is not None and len(text) <= 80 else ""
-        super().__init__(f"{reason}{where}{shown}")
+        shown = f" in {self.shown!r}" if self.shown is not None else ""
+        super().__init__(f"{self.reason}{where}{shown}")
+
+    @property
+    def localized(self) -> Text:
+        """The reason with its column and formula, in every language."""
+        if self.column is not None and self.shown is not None:
+            return Message(
+                "%(reason)s at column %(column)s in %(formula)s",
+                reason=self.message,
+                column=self.column,
+                formula=repr(self.shown),
+            )
+        if self.column is not None:
+            return Message(
+                "%(reason)s at column %(column)s", reason=self.message, column=self.column
+            )
+        if self.shown is not None:
+            return Message(
+                "%(reason)s in %(formula)s", reason=self.message, formula=repr(self.shown)
+            )
+        return self.message
 
 
 def is_identifier(name: str) -> bool:
@@ -184,12 +215,18 @@ def decimal_to_fraction(text: str) -> Fraction:
     shown = repr(text) if len(text) <= 40 else repr(text[:37] + "...")
     cleaned = text.replace("_", "").strip()
     if len(cleaned) > MAX_LENGTH:
-        raise FormulaError(f"{shown} is not a number (over {MAX_LENGTH} characters)")
+        raise FormulaError(
+            Message(
+                "%(value)s is not a number (over %(limit)s characters)",
+                value=shown,
+                limit=MAX_LENGTH,
+            )
+        )
     ratio = _RATIO.fullmatch(cleaned)
     decimal = None if ratio else _DECIMAL.fullmatch(cleaned)
     if ratio:
         if int(ratio[3]) == 0:
-            raise FormulaError(f"{shown} is not a number (division by zero)")
+            raise FormulaError(Message("%(value)s is not a number (division by zero)", value=shown))
         value = Fraction(int(ratio[2]), int(ratio[3]))
         sign = ratio[1]
     elif decimal and (decimal[2] or decimal[3]):
@@ -197,40 +234,50 @@ def decimal_to_fraction(text: str) -> Fraction:
         if abs(exponent) > MAX_DECIMAL_EXPONENT:
             written = decimal[4] if len(decimal[4]) <= 12 else f"{decimal[4][:9]}..."
             if exponent > 0:
-                reason = f"is too large (limit {MAX_DECIMAL_EXPONENT})"
+                reason = Message(
+                    "decimal exponent %(exponent)s is too large (limit %(limit)s)",
+                    exponent=written,
+                    limit=MAX_DECIMAL_EXPONENT,
+                )
             else:
-                reason = f"is too small (limit -{MAX_DECIMAL_EXPONENT})"
-            raise FormulaError(f"decimal exponent {written} {reason}")
+                reason = Message(
+                    "decimal exponent %(exponent)s is too small (limit -%(limit)s)",
+                    exponent=written,
+                    limit=MAX_DECIMAL_EXPONENT,
+                )
+            raise FormulaError(reason)
         fraction = decimal[3] or ""
         digits = int((decimal[2] or "") + fraction or "0")
         scale = exponent - len(fraction)
         value = Fraction(digits * 10**scale) if scale >= 0 else Fraction(digits, 10**-scale)
         sign = decimal[1]
     else:
-        raise FormulaError(f"{shown} is not a number")
+        raise FormulaError(Message("%(value)s is not a number", value=shown))
     try:
         return _exact(-value if sign == "-" else value, None)
     except _Failure as exc:
-        raise FormulaError(f"{shown}: {exc.reason}") from None
+        raise FormulaError(
+            Message("%(value)s: %(reason)s", value=shown, reason=exc.message)
+        ) from None
 
 
 def parse_number(value: object) -> Fraction:
     """A parameter value from a card file: an int, a decimal string, or a float read by YAML."""
     if isinstance(value, bool):
-        raise FormulaError(f"{value!r} is not a number")
+        raise FormulaError(Message("%(value)s is not a number", value=repr(value)))
     if isinstance(value, int):
         try:
             return _exact(Fraction(value), None)
         except _Failure as exc:
-            raise FormulaError(exc.reason) from None
+            raise FormulaError(exc.message) from None
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise FormulaError(f"{value!r} is not a finite number")
+            raise FormulaError(Message("%(value)s is not a finite number", value=repr(value)))
         # repr gives the shortest decimal that reads back as this float: 1.3e9 stays 1.3e9.
         return decimal_to_fraction(repr(value))
     if isinstance(value, str):
         return decimal_to_fraction(value)
-    raise FormulaError(f"{value!r} is not a number")
+    raise FormulaError(Message("%(value)s is not a number", value=repr(value)))
 
 
 def parse_formula(
@@ -244,25 +291,33 @@ def parse_formula(
     refer to (they are substituted). Anything outside the whitelist raises :class:`FormulaError`.
     """
     if not isinstance(text, str):
-        raise FormulaError("a formula must be text")
+        raise FormulaError(Message("a formula must be text"))
     if len(text) > MAX_LENGTH:
         raise FormulaError(
-            f"formula is {len(text)} characters long; the limit is {MAX_LENGTH}",
+            Message(
+                "formula is %(length)s characters long; the limit is %(limit)s",
+                length=len(text),
+                limit=MAX_LENGTH,
+            ),
             column=MAX_LENGTH + 1,
         )
     bad = _NOT_ALLOWED.search(text)
     if bad:
         character = bad.group()
         raise FormulaError(
-            f"character {character!r} (U+{ord(character):04X}) is not allowed: formulas are "
-            "plain ASCII letters, digits and operators",
+            Message(
+                "character %(character)s (U+%(code)s) is not allowed: formulas are plain ASCII "
+                "letters, digits and operators",
+                character=repr(character),
+                code=f"{ord(character):04X}",
+            ),
             text=text,
             column=bad.start() + 1,
         )
     run_on = _RUN_ON.search(text)
     if run_on:
         raise FormulaError(
-            "a number runs into a name (write a space or an operator between them)",
+            Message("a number runs into a name (write a space or an operator between them)"),
             text=text,
             column=run_on.end() + 1,
         )
@@ -272,7 +327,7 @@ def parse_formula(
             depth += 1
             if depth > MAX_BRACKETS:
                 raise FormulaError(
-                    f"brackets are nested deeper than {MAX_BRACKETS} levels",
+                    Message("brackets are nested deeper than %(limit)s levels", limit=MAX_BRACKETS),
                     text=text,
                     column=index + 1,
                 )
@@ -280,7 +335,7 @@ def parse_formula(
             depth -= 1
     stripped = text.strip()
     if not stripped:
-        raise FormulaError("formula is empty", column=1)
+        raise FormulaError(Message("formula is empty"), column=1)
     builder = _Builder(text, stripped, frozenset(names), dict(definitions or {}))
     try:
         tree = ast.parse(stripped, mode="eval")
@@ -290,13 +345,17 @@ def parse_formula(
         if exc.lineno is not None and exc.offset is not None:
             line = min(max(exc.lineno, 1), len(builder.starts))
             column = builder.lead + builder.starts[line - 1] + max(exc.offset, 1)
-        raise FormulaError(f"syntax error: {message}", text=text, column=column) from None
+        raise FormulaError(
+            Message("syntax error: %(detail)s", detail=message), text=text, column=column
+        ) from None
     except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
-        raise FormulaError(f"cannot parse: {exc.__class__.__name__}", text=text, column=1) from None
+        raise FormulaError(
+            Message("cannot parse: %(error)s", error=exc.__class__.__name__), text=text, column=1
+        ) from None
     try:
         node = builder.build(tree.body, depth=1)
     except RecursionError:  # not expected under MAX_DEPTH; still a formula error
-        raise FormulaError("formula is nested too deeply", text=text, column=1) from None
+        raise FormulaError(Message("formula is nested too deeply"), text=text, column=1) from None
     program = _Program(
         root=node.run,
         column=node.column,
@@ -380,15 +439,21 @@ class _Builder:
         start = self.starts[node.lineno - 1] + node.col_offset
         return self.stripped[start : self.starts[end_line - 1] + end]
 
-    def fail(self, reason: str, column: int | None) -> FormulaError:
+    def fail(self, reason: str | Text, column: int | None) -> FormulaError:
         return FormulaError(reason, text=self.text, column=column)
 
     def build(self, node: ast.AST, depth: int) -> _Node:
         self.nodes += 1
         if self.nodes > MAX_NODES:
-            raise self.fail(f"formula has more than {MAX_NODES} elements", self.column(node))
+            raise self.fail(
+                Message("formula has more than %(limit)s elements", limit=MAX_NODES),
+                self.column(node),
+            )
         if depth > MAX_DEPTH:
-            raise self.fail(f"formula is nested deeper than {MAX_DEPTH} levels", self.column(node))
+            raise self.fail(
+                Message("formula is nested deeper than %(limit)s levels", limit=MAX_DEPTH),
+                self.column(node),
+            )
 
         if isinstance(node, ast.Constant):
             return self.constant(node)
@@ -410,17 +475,17 @@ class _Builder:
             return self.binary(node, left, right)
         if isinstance(node, ast.Call):
             return self.call(node, depth)
-        raise self.fail(f"{_describe(node)} is not allowed", self.column(node))
+        raise self.fail(_not_allowed(node), self.column(node))
 
     def constant(self, node: ast.Constant) -> _Node:
         value = node.value
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(f"{_describe(node)} is not allowed", self.column(node))
+            raise self.fail(_not_allowed(node), self.column(node))
         source = self.segment(node) or repr(value)
         try:
             exact = decimal_to_fraction(source)
         except FormulaError as exc:
-            raise self.fail(exc.reason, self.column(node)) from None
+            raise self.fail(exc.message, self.column(node)) from None
         return self.leaf(exact, self.column(node))
 
     def leaf(self, exact: Fraction, column: int | None) -> _Node:
@@ -439,7 +504,13 @@ class _Builder:
         name = node.id
         column = self.column(node)
         if not is_identifier(name):
-            raise self.fail(f"name {name!r} is not allowed (lower-case letters, digits, _)", column)
+            raise self.fail(
+                Message(
+                    "name %(name)s is not allowed (lower-case letters, digits, _)",
+                    name=repr(name),
+                ),
+                column,
+            )
         if name in self.names:
             self.used.add(name)
             self.first.setdefault(name, column)
@@ -451,9 +522,19 @@ class _Builder:
         if name in self.definitions:
             return self.reference(name, self.definitions[name], column)
         if name in FUNCTIONS:
-            raise self.fail(f"function {name!r} must be called", column)
-        allowed = ", ".join(sorted(self.names | set(self.definitions))) or "none"
-        raise self.fail(f"unknown name {name!r} (allowed: {allowed})", column)
+            raise self.fail(Message("function %(name)s must be called", name=repr(name)), column)
+        allowed = ", ".join(sorted(self.names | set(self.definitions)))
+        if not allowed:
+            raise self.fail(
+                Message("unknown name %(name)s (no names are allowed here)", name=repr(name)),
+                column,
+            )
+        raise self.fail(
+            Message(
+                "unknown name %(name)s (allowed: %(allowed)s)", name=repr(name), allowed=allowed
+            ),
+            column,
+        )
 
     def reference(self, name: str, formula: Formula, column: int | None) -> _Node:
         """A card formula used by name: its compiled program, with errors located here."""
@@ -462,7 +543,12 @@ class _Builder:
             try:
                 program = parse_formula(formula.text, formula.names).program
             except FormulaError as exc:
-                raise self.fail(f"card formula {name!r}: {exc.reason}", column) from None
+                raise self.fail(
+                    Message(
+                        "card formula %(name)s: %(reason)s", name=repr(name), reason=exc.message
+                    ),
+                    column,
+                ) from None
             assert program is not None
         self.used.update(program.names)
         for used in program.names:
@@ -475,8 +561,18 @@ class _Builder:
             try:
                 return inner(env, run)
             except _Failure as exc:
-                where = f" at its column {exc.column}" if exc.column is not None else ""
-                raise _Failure(f"{exc.reason} (in {name!r}{where})", column) from None
+                if exc.column is not None:
+                    reason = Message(
+                        "%(reason)s (in %(name)s at its column %(column)s)",
+                        reason=exc.message,
+                        name=repr(name),
+                        column=exc.column,
+                    )
+                else:
+                    reason = Message(
+                        "%(reason)s (in %(name)s)", reason=exc.message, name=repr(name)
+                    )
+                raise _Failure(reason, column) from None
 
         node = _Node(
             reference,
@@ -543,7 +639,7 @@ class _Builder:
         try:
             value, folded = _fold(apply)
         except _Failure as exc:
-            raise self.fail(exc.reason, exc.column) from None
+            raise self.fail(exc.message, exc.column) from None
         if value is not None:
             return self.leaf(value, column)
         return _Node(
@@ -554,26 +650,39 @@ class _Builder:
         for name, power in node.degree.items():
             if power > MAX_SYMBOLIC_EXPONENT:
                 raise self.fail(
-                    f"{name} is raised to the power {power} here (nested powers and products "
-                    f"multiply out; limit {MAX_SYMBOLIC_EXPONENT})",
+                    Message(
+                        "%(name)s is raised to the power %(power)s here (nested powers and "
+                        "products multiply out; limit %(limit)s)",
+                        name=name,
+                        power=power,
+                        limit=MAX_SYMBOLIC_EXPONENT,
+                    ),
                     node.column,
                 )
         if node.size > MAX_EXPANDED_NODES:
             raise self.fail(
-                f"formula has more than {MAX_EXPANDED_NODES} elements once card formulas are "
-                "substituted",
+                Message(
+                    "formula has more than %(limit)s elements once card formulas are substituted",
+                    limit=MAX_EXPANDED_NODES,
+                ),
                 node.column,
             )
         if node.heavy > MAX_TRANSCENDENTAL:
             raise self.fail(
-                f"formula has more than {MAX_TRANSCENDENTAL} logarithms and fractional powers "
-                "once card formulas are substituted",
+                Message(
+                    "formula has more than %(limit)s logarithms and fractional powers once card "
+                    "formulas are substituted",
+                    limit=MAX_TRANSCENDENTAL,
+                ),
                 node.column,
             )
         if node.depth > MAX_EXPANDED_DEPTH:
             raise self.fail(
-                f"formula is nested deeper than {MAX_EXPANDED_DEPTH} levels once card formulas "
-                "are substituted",
+                Message(
+                    "formula is nested deeper than %(limit)s levels once card formulas are "
+                    "substituted",
+                    limit=MAX_EXPANDED_DEPTH,
+                ),
                 node.column,
             )
 
@@ -610,13 +719,20 @@ class _Builder:
 
     def power(self, column: int | None, base: _Node, exponent: _Node) -> _Node:
         if not exponent.constant:
-            raise self.fail("an exponent must be a number, not depend on parameters", column)
+            raise self.fail(
+                Message("an exponent must be a number, not depend on parameters"), column
+            )
         if exponent.value is None:
-            raise self.fail("an exponent must be a rational number", column)
+            raise self.fail(Message("an exponent must be a rational number"), column)
         r = exponent.value
         if not base.constant and abs(r) > MAX_SYMBOLIC_EXPONENT:
             raise self.fail(
-                f"exponent {_show(r)} is too large (limit {MAX_SYMBOLIC_EXPONENT})", column
+                Message(
+                    "exponent %(exponent)s is too large (limit %(limit)s)",
+                    exponent=_show(r),
+                    limit=MAX_SYMBOLIC_EXPONENT,
+                ),
+                column,
             )
         degree = {name: power * abs(r) for name, power in base.degree.items()}
         negative = "a negative number ({}) to a fractional power is not real"
@@ -632,19 +748,34 @@ class _Builder:
     def call(self, node: ast.Call, depth: int) -> _Node:
         column = self.column(node)
         if not isinstance(node.func, ast.Name):
-            raise self.fail(f"{_describe(node.func)} cannot be called", column)
+            raise self.fail(Message("%(what)s cannot be called", what=_describe(node.func)), column)
         name = node.func.id
         if name not in FUNCTIONS:
             allowed = ", ".join(FUNCTIONS)
-            raise self.fail(f"function {name!r} is not allowed (allowed: {allowed})", column)
+            raise self.fail(
+                Message(
+                    "function %(name)s is not allowed (allowed: %(allowed)s)",
+                    name=repr(name),
+                    allowed=allowed,
+                ),
+                column,
+            )
         if node.keywords:
-            raise self.fail("keyword arguments are not allowed", column)
+            raise self.fail(Message("keyword arguments are not allowed"), column)
         if any(isinstance(arg, ast.Starred) for arg in node.args):
-            raise self.fail("starred arguments are not allowed", column)
+            raise self.fail(Message("starred arguments are not allowed"), column)
         constructor, low, high = FUNCTIONS[name]
         if not low <= len(node.args) <= high:
             expected = str(low) if low == high else f"{low} to {high}"
-            raise self.fail(f"{name}() takes {expected} arguments, got {len(node.args)}", column)
+            raise self.fail(
+                Message(
+                    "%(name)s() takes %(expected)s arguments, got %(count)s",
+                    name=name,
+                    expected=expected,
+                    count=len(node.args),
+                ),
+                column,
+            )
         args = [self.build(arg, depth + 1) for arg in node.args]
         exprs = [arg.expr for arg in args]
         if name in ("min", "max"):
@@ -676,9 +807,11 @@ class _Builder:
             if base.value is not None and (base.value <= 0 or base.value == 1):
                 shown = _show(base.value)
                 reason = (
-                    "log base 1 is undefined"
+                    _LOG_BASE_ONE
                     if base.value == 1
-                    else (f"log base {shown} is undefined (the base must be positive)")
+                    else Message(
+                        "log base %(base)s is undefined (the base must be positive)", base=shown
+                    )
                 )
                 raise self.fail(reason, base.column)
             expr = sympy.Mul(
@@ -715,38 +848,53 @@ def _merge(
     return merged
 
 
-_DESCRIPTIONS: dict[type[ast.AST], str] = {
-    ast.Attribute: "attribute access",
-    ast.Subscript: "subscript",
-    ast.Lambda: "lambda",
-    ast.ListComp: "comprehension",
-    ast.GeneratorExp: "comprehension",
-    ast.SetComp: "comprehension",
-    ast.DictComp: "comprehension",
-    ast.Compare: "comparison",
-    ast.BoolOp: "boolean operator",
-    ast.IfExp: "conditional expression",
-    ast.NamedExpr: "assignment",
-    ast.List: "list",
-    ast.Tuple: "tuple",
-    ast.Dict: "dict",
-    ast.Set: "set",
-    ast.JoinedStr: "f-string",
-    ast.Await: "await",
-    ast.Yield: "yield",
-    ast.Starred: "starred expression",
+_DESCRIPTIONS: dict[type[ast.AST], Text] = {
+    ast.Attribute: Message("attribute access"),
+    ast.Subscript: Message("subscript"),
+    ast.Lambda: Message("lambda"),
+    ast.ListComp: Message("comprehension"),
+    ast.GeneratorExp: Message("comprehension"),
+    ast.SetComp: Message("comprehension"),
+    ast.DictComp: Message("comprehension"),
+    ast.Compare: Message("comparison"),
+    ast.BoolOp: Message("boolean operator"),
+    ast.IfExp: Message("conditional expression"),
+    ast.NamedExpr: Message("assignment"),
+    ast.List: Message("list"),
+    ast.Tuple: Message("tuple"),
+    ast.Dict: Message("dict"),
+    ast.Set: Message("set"),
+    ast.JoinedStr: Message("f-string"),
+    ast.Await: Message("await"),
+    ast.Yield: Message("yield"),
+    ast.Starred: Message("starred expression"),
 }
 
 
-def _describe(node: ast.AST) -> str:
+_CONSTANTS: dict[str, Text] = {
+    "str": Message("string"),
+    "bytes": Message("bytes"),
+    "bool": Message("boolean"),
+}
+
+
+def _describe(node: ast.AST) -> Text:
+    """What a node is, as the messages about it name it."""
     if isinstance(node, ast.Constant):
         kind = type(node.value).__name__
-        return {"str": "string", "bytes": "bytes", "bool": "boolean"}.get(kind, f"{kind} constant")
-    if isinstance(node, ast.BinOp):
-        return f"operator {type(node.op).__name__}"
-    if isinstance(node, ast.UnaryOp):
-        return f"operator {type(node.op).__name__}"
-    return _DESCRIPTIONS.get(type(node), type(node).__name__)
+        return _CONSTANTS.get(kind) or Message("%(kind)s constant", kind=kind)
+    if isinstance(node, ast.BinOp | ast.UnaryOp):
+        return Message("operator %(name)s", name=type(node.op).__name__)
+    described = _DESCRIPTIONS.get(type(node))
+    return described if described is not None else Text(type(node).__name__, type(node).__name__)
+
+
+def _not_allowed(node: ast.AST) -> Text:
+    return Message("%(what)s is not allowed", what=_describe(node))
+
+
+_UNDEFINED = Message("the value is undefined (division by zero?)")
+_LOG_BASE_ONE = Message("log base 1 is undefined")
 
 
 class _Undefined(ArithmeticError):
@@ -817,7 +965,9 @@ def evaluate(formula: Formula, values: Mapping[str, Number]) -> Fraction:
     """Exact value of ``formula`` for the given parameter values."""
     missing = formula.names - set(values)
     if missing:
-        raise FormulaError(f"no value for {', '.join(sorted(missing))}", text=formula.text)
+        raise FormulaError(
+            Message("no value for %(names)s", names=", ".join(sorted(missing))), text=formula.text
+        )
     if formula.program is not None:
         return formula.program.run(formula.text, values)
     if formula.rational is not None and all(
@@ -827,17 +977,15 @@ def evaluate(formula: Formula, values: Mapping[str, Number]) -> Fraction:
         try:
             return formula.rational(values)  # type: ignore[arg-type]
         except (ZeroDivisionError, _Undefined):
-            raise FormulaError(
-                "the value is undefined (division by zero?)", text=formula.text
-            ) from None
+            raise FormulaError(_UNDEFINED, text=formula.text) from None
     substitution = {sympy.Symbol(name): _to_rational(values[name]) for name in formula.names}
     result = formula.expr.xreplace(substitution)
     if result.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo) or not result.is_number:
-        raise FormulaError("the value is undefined (division by zero?)", text=formula.text)
+        raise FormulaError(_UNDEFINED, text=formula.text)
     if result.is_Rational:
         return Fraction(int(result.p), int(result.q))
     if not result.is_real:
-        raise FormulaError("the value is not a real number", text=formula.text)
+        raise FormulaError(Message("the value is not a real number"), text=formula.text)
     approx = sympy.N(result, 30)
     return Fraction(str(approx))
 
@@ -849,7 +997,7 @@ def _to_rational(value: Number) -> sympy.Rational:
         return sympy.Rational(value.numerator, value.denominator)
     if isinstance(value, int) and not isinstance(value, bool):
         return sympy.Integer(value)
-    raise FormulaError(f"{value!r} is not an exact number")
+    raise FormulaError(Message("%(value)s is not an exact number", value=repr(value)))
 
 
 # --- bounded evaluation -----------------------------------------------------------------------
@@ -867,9 +1015,10 @@ def _to_rational(value: Number) -> sympy.Rational:
 class _Failure(Exception):
     """A formula error found while evaluating a node; the caller adds the formula's text."""
 
-    def __init__(self, reason: str, column: int | None) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    def __init__(self, reason: str | Text, column: int | None) -> None:
+        self.message = reason if isinstance(reason, Text) else Text(reason, reason)
+        self.reason = self.message.en
+        super().__init__(self.reason)
         self.column = column
 
 
@@ -924,10 +1073,20 @@ def _count(value: Fraction | int) -> str:
 def _exact(value: Fraction, column: int | None) -> Fraction:
     numerator, denominator = value.numerator.bit_length(), value.denominator.bit_length()
     if numerator > MAX_BITS:
-        raise _Failure(f"value too large: {numerator} bits (limit {MAX_BITS})", column)
+        raise _Failure(
+            Message(
+                "value too large: %(bits)s bits (limit %(limit)s)", bits=numerator, limit=MAX_BITS
+            ),
+            column,
+        )
     if denominator > MAX_BITS:
         raise _Failure(
-            f"value too fine: a {denominator}-bit denominator (limit {MAX_BITS} bits)", column
+            Message(
+                "value too fine: a %(bits)s-bit denominator (limit %(limit)s bits)",
+                bits=denominator,
+                limit=MAX_BITS,
+            ),
+            column,
         )
     return value
 
@@ -1031,7 +1190,7 @@ def _multiply(a: Value, b: Value, run: _Run, column: int | None) -> Value:
     return _bounded(_Interval(lo, hi), run, column)
 
 
-def _divide(a: Value, b: Value, run: _Run, column: int | None, zero: str) -> Value:
+def _divide(a: Value, b: Value, run: _Run, column: int | None, zero: Text) -> Value:
     if type(b) is Fraction and b == 0:
         raise _Failure(zero, column)
     if type(a) is Fraction and type(b) is Fraction:
@@ -1047,12 +1206,12 @@ def _divide(a: Value, b: Value, run: _Run, column: int | None, zero: str) -> Val
     return _bounded(_Interval(lo, hi), run, column)
 
 
-_ZERO_DIVISION = "division by zero: the value is undefined"
+_ZERO_DIVISION = Message("division by zero: the value is undefined")
 # Integer powers of an interval up to this exponent are multiplied out; larger ones (whose base
 # must then lie within 2**(MAX_BITS / n) of 1) go through exp(n log x), which costs the same for
 # any n, where repeated squaring at n = 10**400 would take a quarter of a second.
 _SMALL_POWER = 64
-_NEGATIVE_POWER_OF_ZERO = "division by zero: 0 to a negative power is undefined"
+_NEGATIVE_POWER_OF_ZERO = Message("division by zero: 0 to a negative power is undefined")
 
 
 def _integer_power(v: Fraction, n: int, column: int | None) -> Fraction:
@@ -1225,16 +1384,19 @@ def _logarithm(
     if type(base) is Fraction:
         if base <= 0:
             raise _Failure(
-                f"log base {_show(base)} is undefined (the base must be positive)", columns[1]
+                Message(
+                    "log base %(base)s is undefined (the base must be positive)", base=_show(base)
+                ),
+                columns[1],
             )
         if base == 1:
-            raise _Failure("log base 1 is undefined", columns[1])
+            raise _Failure(_LOG_BASE_ONE, columns[1])
         if type(v) is Fraction:
             exact = _exact_log(v, base)
             if exact is not None:
                 return exact
     below = _natural_log(base, run, columns[1], "log base")
-    return _divide(natural, below, run, columns[1], "log base 1 is undefined")
+    return _divide(natural, below, run, columns[1], _LOG_BASE_ONE)
 
 
 def _rounded(v: Value, run: _Run, column: int | None, up: bool) -> Fraction:
@@ -1412,7 +1574,7 @@ class _Program:
                 except _MorePrecision:
                     continue
         except _Failure as exc:
-            raise FormulaError(exc.reason, text=text, column=exc.column) from None
+            raise FormulaError(exc.message, text=text, column=exc.column) from None
         except (ArithmeticError, ValueError, TypeError, RecursionError, MemoryError) as exc:
             # Not expected (the hostile corpus checks that it never happens); still one line.
             raise FormulaError(f"cannot evaluate ({exc.__class__.__name__})", text=text) from None
@@ -1433,4 +1595,6 @@ def _parameter_value(name: str, value: object, column: int | None) -> Fraction:
     try:
         return _exact(exact, column)
     except _Failure as exc:
-        raise _Failure(f"the value of {name}: {exc.reason}", column) from None
+        raise _Failure(
+            Message("the value of %(name)s: %(reason)s", name=name, reason=exc.message), column
+        ) from None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from babel import Locale
+
 Lang = Literal["en", "zh"]
 LANGS: tuple[Lang, ...] = ("en", "zh")
 DEFAULT_LANG: Lang = "en"
@@ -23,16 +25,19 @@ def other_lang(lang: str) -> Lang:
 def from_accept_language(header: str | None) -> Lang | None:
     """The preferred known language of an ``Accept-Language`` header, or None.
 
-    ``zh-CN,zh;q=0.9,en;q=0.8`` gives ``zh``; weights are honoured, ``q=0`` refuses a language.
+    The header's tags in order of weight (``q=0`` refuses a language, ties keep their order) are
+    negotiated against the product's languages by Babel's :meth:`babel.Locale.negotiate`: any
+    Chinese variant (``zh-CN``, ``zh-Hans``, ``zh-TW``) reads Simplified Chinese, ``en-GB``
+    English; ``zh-CN,zh;q=0.9,en;q=0.8`` gives ``zh``.
     """
     if not header:
         return None
-    best: tuple[float, int, Lang] | None = None
+    weighted: list[tuple[float, int, str]] = []
     for index, part in enumerate(header.split(",")[:20]):
-        piece = part.strip()
-        if not piece:
+        tag, _, params = part.strip().partition(";")
+        tag = tag.strip().replace("_", "-")
+        if not tag or tag == "*":
             continue
-        tag, _, params = piece.partition(";")
         weight = 1.0
         params = params.strip()
         if params.startswith("q="):
@@ -40,14 +45,13 @@ def from_accept_language(header: str | None) -> Lang | None:
                 weight = float(params[2:])
             except ValueError:
                 continue
-        primary = tag.strip().lower().split("-")[0]
-        if primary not in LANGS or weight <= 0:
-            continue
-        lang: Lang = "zh" if primary == "zh" else "en"
-        candidate = (weight, -index, lang)
-        if best is None or candidate[:2] > best[:2]:
-            best = candidate
-    return best[2] if best is not None else None
+        if weight > 0:
+            weighted.append((-weight, index, tag))
+    preferred = [tag for _, _, tag in sorted(weighted)]
+    locale = Locale.negotiate(preferred, LANGS, sep="-") if preferred else None
+    if locale is None:
+        return None
+    return pick_lang(locale.language)
 
 
 def choose_lang(asked: str | None, remembered: str | None, accept_language: str | None) -> Lang:

@@ -16,8 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+from .bilingual import Text as Text
 from .formulas import Formula, FormulaError, parse_formula
 from .languages import LANGS
+from .messages import Message
 from .units import (
     DEFAULT_FIGURES,
     format_count_words,
@@ -33,19 +35,6 @@ COUNT = "count"
 LANGUAGES = LANGS
 
 _PLACEHOLDER = re.compile(r"\{(=[^{}]*|[a-z][a-z0-9_]*)\}")
-
-
-@dataclass(frozen=True)
-class Text:
-    """A text in English and Simplified Chinese."""
-
-    en: str
-    zh: str
-
-    def get(self, lang: str) -> str:
-        if lang == "zh" and self.zh:
-            return self.zh
-        return self.en
 
 
 @dataclass(frozen=True)
@@ -146,8 +135,11 @@ def _compile(
             segments.append((body,))
             continue
         parts = body[1:].split(":")
+        shown = repr(match.group(0))
         if len(parts) > 3:
-            raise FormulaError(f"placeholder {match.group(0)!r} has too many ':' parts")
+            raise FormulaError(
+                Message("placeholder %(placeholder)s has too many ':' parts", placeholder=shown)
+            )
         unit = parts[1].strip() if len(parts) > 1 and parts[1].strip() else None
         if unit is not None and unit != COUNT:
             get_unit(unit)
@@ -157,16 +149,28 @@ def _compile(
                 decimals = int(parts[2])
             except ValueError:
                 raise FormulaError(
-                    f"placeholder {match.group(0)!r}: significant figures must be a whole number"
+                    Message(
+                        "placeholder %(placeholder)s: significant figures must be a whole number",
+                        placeholder=shown,
+                    )
                 ) from None
             if not 1 <= decimals <= 12:
                 raise FormulaError(
-                    f"placeholder {match.group(0)!r}: significant figures must be 1..12"
+                    Message(
+                        "placeholder %(placeholder)s: significant figures must be 1..12",
+                        placeholder=shown,
+                    )
                 )
         try:
             formula = parse_formula(parts[0], names, definitions)
         except FormulaError as exc:
-            raise FormulaError(f"placeholder {match.group(0)!r}: {exc}") from None
+            raise FormulaError(
+                Message(
+                    "placeholder %(placeholder)s: %(reason)s",
+                    placeholder=shown,
+                    reason=exc.localized,
+                )
+            ) from None
         segments.append(_Computed(formula, unit, decimals))
     segments.append(source[position:])
     return tuple(s for s in segments if s != "")

@@ -22,6 +22,9 @@ from fractions import Fraction
 from functools import wraps
 from typing import TypeVar, TypeVarTuple
 
+from .bilingual import Text
+from .messages import Message
+
 
 @dataclass(frozen=True)
 class Unit:
@@ -126,14 +129,22 @@ _COUNT_SUFFIXES = ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K"))
 
 
 class UnitError(ValueError):
-    pass
+    """An unknown unit; ``message`` says so in every language, ``str()`` in English."""
+
+    def __init__(self, message: Text) -> None:
+        super().__init__(message.en)
+        self.message = message
 
 
 def get_unit(name: str) -> Unit:
     try:
         return UNITS[name]
     except KeyError:
-        raise UnitError(f"unknown unit {name!r} (known: {', '.join(UNITS)})") from None
+        raise UnitError(
+            Message(
+                "unknown unit %(unit)s (known: %(known)s)", unit=repr(name), known=", ".join(UNITS)
+            )
+        ) from None
 
 
 @_memo_by_ratio

@@ -45,6 +45,7 @@ from .generation import (
     side,
 )
 from .languages import LANGS
+from .messages import Message
 from .sampling import parameter_combinations
 from .texts import Text
 from .units import UNITS
@@ -70,14 +71,21 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
     memos: list[Memo] = []
     checked: set[str] = set()
     for values in parameter_combinations(template):
-        where = f"card {card.id!r}, template {template.id!r}, parameters {_show(template, values)}"
+        where = Message(
+            "card %(card)s, template %(template)s, parameters %(values)s",
+            card=repr(card.id),
+            template=repr(template.id),
+            values=_show(template, values),
+        )
         try:
             # The generator's own (cached) evaluation: a validated card is served warm.
             evaluated_here = combination(template, values)
             answer, pitfalls = evaluated_here.answer, evaluated_here.pitfalls
             rendered = _render_texts(evaluated_here)
         except FormulaError as exc:
-            raise CardError(f"{where}: {exc}") from None
+            raise CardError(
+                Message("%(where)s: %(error)s", where=where, error=exc.localized)
+            ) from None
         for what, field, text in rendered:
             for lang in LANGS:
                 shown = text.get(lang)
@@ -87,7 +95,14 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
                 problem = check_arithmetic(shown) or doubled_word(shown, lang)
                 if problem:
                     raise CardError(
-                        f"{where}, {what} ({lang}): {problem}: {shown!r}",
+                        Message(
+                            "%(where)s, %(what)s (%(lang)s): %(problem)s: %(text)s",
+                            where=where,
+                            what=what,
+                            lang=lang,
+                            problem=problem,
+                            text=repr(shown),
+                        ),
                         template_id=template.id,
                         field=f"{field}.{lang}",
                     )
@@ -98,8 +113,14 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
             if clash(candidate, answer):
                 assert candidate.pitfall is not None
                 raise CardError(
-                    f"{where}: pitfall {candidate.pitfall.id!r} shows {candidate.text.en}, "
-                    f"which clashes with the answer {answer.text.en}"
+                    Message(
+                        "%(where)s: pitfall %(pitfall)s shows %(value)s, which clashes with the "
+                        "answer %(answer)s",
+                        where=where,
+                        pitfall=repr(candidate.pitfall.id),
+                        value=candidate.text,
+                        answer=answer.text,
+                    )
                 )
         for candidate in pitfalls:
             assert candidate.pitfall is not None
@@ -109,13 +130,23 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
     never = [p.id for p in template.pitfalls if p.id not in own_value_somewhere]
     if never:
         raise CardError(
-            f"card {card.id!r}, template {template.id!r}: pitfall(s) {', '.join(never)} always "
-            "coincide with another pitfall: they never show a value of their own"
+            Message(
+                "card %(card)s, template %(template)s: pitfall(s) %(pitfalls)s always coincide "
+                "with another pitfall: they never show a value of their own",
+                card=repr(card.id),
+                template=repr(template.id),
+                pitfalls=", ".join(never),
+            )
         )
     if template.kind == "numeric" and len(answers_shown) == 1:
         raise CardError(
-            f"card {card.id!r}, template {template.id!r}: the answer is {answers_shown.pop()} "
-            "for every parameter combination; the parameters must change the key"
+            Message(
+                "card %(card)s, template %(template)s: the answer is %(answer)s for every "
+                "parameter combination; the parameters must change the key",
+                card=repr(card.id),
+                template=repr(template.id),
+                answer=answers_shown.pop(),
+            )
         )
     if giveaways:
         _check_giveaways(card, template, evaluated, memos)
@@ -133,34 +164,56 @@ def _check_giveaways(
     strategy, share = measured.worst
     if share > measured.limit:
         raise CardError(
-            f"card {card.id!r}, template {template.id!r}: a content-blind guesser picking "
-            f"'{strategy}' is right in {share:.0%} of {measured.samples} variants (chance "
-            f"{measured.chance:.0%}, at most {measured.limit:.0%} allowed)"
+            Message(
+                "card %(card)s, template %(template)s: a content-blind guesser picking "
+                "'%(strategy)s' is right in %(share)s of %(samples)s variants (chance %(chance)s, "
+                "at most %(limit)s allowed)",
+                card=repr(card.id),
+                template=repr(template.id),
+                strategy=strategy,
+                share=f"{share:.0%}",
+                samples=measured.samples,
+                chance=f"{measured.chance:.0%}",
+                limit=f"{measured.limit:.0%}",
+            )
         )
 
 
 def _check_sides(
-    where: str, template: Template, answer: Candidate, pitfalls: Sequence[Candidate]
+    where: Text, template: Template, answer: Candidate, pitfalls: Sequence[Candidate]
 ) -> None:
     """Every rank of the answer must be reachable whatever order the pitfalls are walked in."""
     needed = template.choices - 1
-    for direction, word in ((-1, "below"), (1, "above")):
+    for direction in (-1, 1):
         group = [p for p in pitfalls if side(answer, p) == direction]
         worst = _smallest_maximal_distinct_set(group)
         if worst >= needed:
             continue
         if template.kind == "numeric":
-            what = f"{word} the answer {answer.text.en}"
-            extreme = "largest" if direction == -1 else "smallest"
+            what: Text = (
+                Message("below the answer %(answer)s", answer=answer.text)
+                if direction == -1
+                else Message("above the answer %(answer)s", answer=answer.text)
+            )
+            extreme = Message("largest") if direction == -1 else Message("smallest")
         else:
-            what = "shorter" if direction == -1 else "longer"
-            what += " than the correct statement in every language"
-            extreme = "longest" if direction == -1 else "shortest"
-        raise CardError(
-            f"{where}: only {worst} distinct pitfall(s) {what} can remain after clashing "
-            f"pitfalls are merged; {needed} are needed so that the answer can be the {extreme} "
-            f"choice as often as any other rank"
+            what = (
+                Message("shorter than the correct statement in every language")
+                if direction == -1
+                else Message("longer than the correct statement in every language")
+            )
+            extreme = Message("longest") if direction == -1 else Message("shortest")
+        reason = Message(
+            "%(where)s: only %(count)s distinct pitfall(s) %(what)s can remain after clashing "
+            "pitfalls are merged; %(needed)s are needed so that the answer can be the %(extreme)s "
+            "choice as often as any other rank",
+            where=where,
+            count=worst,
+            what=what,
+            needed=needed,
+            extreme=extreme,
         )
+        raise CardError(reason)
 
 
 def _check_statement_lengths(card: Card, template: Template) -> None:
@@ -173,27 +226,40 @@ def _check_statement_lengths(card: Card, template: Template) -> None:
             length = len(pitfall.statement.get(lang))
             if not answer / STATEMENT_LENGTH_RATIO <= length <= answer * STATEMENT_LENGTH_RATIO:
                 raise CardError(
-                    f"card {card.id!r}, template {template.id!r}: pitfall {pitfall.id!r} is "
-                    f"{length} characters long ({lang}) against {answer} for the correct "
-                    f"statement; keep every choice within {float(STATEMENT_LENGTH_RATIO)}x of "
-                    "the correct statement's length"
+                    Message(
+                        "card %(card)s, template %(template)s: pitfall %(pitfall)s is %(length)s "
+                        "characters long (%(lang)s) against %(answer)s for the correct statement; "
+                        "keep every choice within %(ratio)sx of the correct statement's length",
+                        card=repr(card.id),
+                        template=repr(template.id),
+                        pitfall=repr(pitfall.id),
+                        length=length,
+                        lang=lang,
+                        answer=answer,
+                        ratio=float(STATEMENT_LENGTH_RATIO),
+                    )
                 )
 
 
-def _render_texts(content: Combination) -> list[tuple[str, str, Text]]:
+def _render_texts(content: Combination) -> list[tuple[Text, str, Text]]:
     """Every text of the combination's variant (its answer and every pitfall, each in its own
     form): (what, the field as authoring names it, the text), rendered as generation renders
     them (so that a validated card's texts are served warm)."""
     answer = content.answer
-    rendered = [("stem", "stem", content.stem(answer))]
+    rendered: list[tuple[Text, str, Text]] = [(Message("stem"), "stem", content.stem(answer))]
     for i, step in enumerate(content.solution(answer)):
-        rendered.append((f"solution step {i + 1}", f"solution.{i + 1}", step))
+        rendered.append(
+            (Message("solution step %(number)s", number=i + 1), f"solution.{i + 1}", step)
+        )
     for candidate in content.pitfalls:
         assert candidate.pitfall is not None
         pitfall_id = candidate.pitfall.id
         rendered.append(
             (
-                f"pitfall {pitfall_id!r} explanation",
+                Message(
+                    "%(what)s explanation",
+                    what=Message("pitfall %(pitfall)s", pitfall=repr(pitfall_id)),
+                ),
                 f"pitfalls.{pitfall_id}.explanation",
                 content.explanation(candidate, answer),
             )
@@ -368,7 +434,7 @@ def _evaluate(expression: list[object]) -> Fraction | None:
     return result if result is not None and position == len(expression) else None
 
 
-def check_arithmetic(text: str) -> str | None:
+def check_arithmetic(text: str) -> Text | None:
     """Why the displayed arithmetic of ``text`` does not add up, or None.
 
     Every ``a op b ... = c`` whose sides are displayed numbers (with their units, counts such as
@@ -387,9 +453,11 @@ def check_arithmetic(text: str) -> str | None:
         if shown.has_unit and not any(isinstance(q, _Quantity) and q.has_unit for q in left):
             computed *= shown.unit_scale
         if abs(computed - shown.value) > shown.tolerance:
-            return (
-                f"the displayed arithmetic gives {float(computed):.6g}, not the displayed "
-                f"{float(shown.value):.6g} (base units)"
+            return Message(
+                "the displayed arithmetic gives %(computed)s, not the displayed %(shown)s (base "
+                "units)",
+                computed=f"{float(computed):.6g}",
+                shown=f"{float(shown.value):.6g}",
             )
     return None
 
@@ -402,11 +470,11 @@ _DOUBLED = {
 }
 
 
-def doubled_word(text: str, lang: str) -> str | None:
+def doubled_word(text: str, lang: str) -> Text | None:
     """A word written twice in a row ('the the', '的的', '张 张 GPU'), or None."""
     plain = re.sub(r"\$[^$]*\$|`[^`]*`", "\x00", text)  # math and code separate words
     found = _DOUBLED.get(lang, _DOUBLED["en"]).search(plain)
-    return f"doubled word {found.group(0)!r}" if found else None
+    return Message("doubled word %(word)s", word=repr(found.group(0))) if found else None
 
 
 def _smallest_maximal_distinct_set(pitfalls: Sequence[Candidate]) -> int:

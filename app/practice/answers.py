@@ -40,7 +40,7 @@ from app.domain import rating
 from app.domain.catalog import Catalog
 from app.domain.generation import Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
-from app.domain.texts import Text
+from app.domain.messages import Message
 from app.models import Attempt, PracticeSession
 from app.practice.questions import (
     QuestionSigner,
@@ -133,9 +133,9 @@ class Graded:
 
 def answer_id_reused() -> Conflict:
     return Conflict(
-        Text(
-            "This client_answer_id was already used for another answer: send a new one for each answer.",
-            "这个 client_answer_id 已用于另一个回答，每个回答请使用新的 id。",
+        Message(
+            "This client_answer_id was already used for another answer: send a new one for "
+            "each answer."
         ),
         code="answer_id_reused",
     )
@@ -259,9 +259,10 @@ def prepare(
     except UnknownChoice:
         offered = ", ".join(c.id for c in variant.choices)
         raise UnknownChoiceError(
-            Text(
-                f"Unknown choice {submission.choice_id!r}: this question offers {offered}.",
-                f"没有选项 {submission.choice_id!r}：这道题的选项是 {offered}。",
+            Message(
+                "Unknown choice %(choice)s: this question offers %(offered)s.",
+                choice=repr(submission.choice_id),
+                offered=offered,
             )
         ) from None
     duration_ms = submission.duration_ms

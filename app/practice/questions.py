@@ -30,7 +30,7 @@ from app.domain.cards import Card
 from app.domain.catalog import Catalog, Located, RetiredQuestion
 from app.domain.generation import Variant, generate, generate_for_point
 from app.domain.identity import MAX_SEED, QuestionId
-from app.domain.texts import Text
+from app.domain.messages import Message
 from app.problems import Conflict, Forbidden, InvalidInput, NotFound
 
 TOKEN_SALT = "infracards.question.v2"
@@ -71,37 +71,28 @@ class Question:
 
 def expired() -> Conflict:
     return Conflict(
-        Text("This question has expired: load a new one.", "这道题已过期，请重新加载一道题。"),
+        Message("This question has expired: load a new one."),
         code="question_expired",
     )
 
 
 def retired() -> Conflict:
     return Conflict(
-        Text(
-            "This question's template no longer exists: load a new question.",
-            "这道题的模板已不存在，请重新加载一道题。",
-        ),
+        Message("This question's template no longer exists: load a new question."),
         code="question_retired",
     )
 
 
 def invalid_token() -> InvalidInput:
     return InvalidInput(
-        Text(
-            "This question link is damaged or was not issued here: load a new question.",
-            "题目链接已损坏或不是本站签发的，请重新加载一道题。",
-        ),
+        Message("This question link is damaged or was not issued here: load a new question."),
         code="invalid_token",
     )
 
 
 def token_not_yours() -> Forbidden:
     return Forbidden(
-        Text(
-            "This question was issued to another learner: load your own question.",
-            "这道题是发给另一位学习者的，请加载你自己的题目。",
-        ),
+        Message("This question was issued to another learner: load your own question."),
         code="token_not_yours",
     )
 
@@ -284,7 +275,7 @@ def get_card(catalog: Catalog, card_id: str, *, offered: bool = True) -> Card:
     card = catalog.offered(card_id) if offered else catalog.latest(card_id)
     if card is None:
         raise NotFound(
-            Text(f"There is no card {card_id[:100]!r}.", f"没有卡片 {card_id[:100]!r}。"),
+            Message("There is no card %(card)s.", card=repr(card_id[:100])),
             code="card_not_found",
         )
     return card
@@ -297,9 +288,10 @@ def point_slug(card: Card, point: str | int) -> str:
         found = card.point(int(point))
     if found is None:
         raise NotFound(
-            Text(
-                f"Card {card.id!r} has no exam point {str(point)[:100]!r}.",
-                f"卡片 {card.id!r} 没有考点 {str(point)[:100]!r}。",
+            Message(
+                "Card %(card)s has no exam point %(point)s.",
+                card=repr(card.id),
+                point=repr(str(point)[:100]),
             ),
             code="point_not_found",
         )
@@ -321,7 +313,9 @@ def new_question(
     slug = secrets.choice(card.points).slug if point is None else point_slug(card, point)
     seed = random_seed() if seed is None else seed
     if not 0 <= seed <= MAX_SEED:
-        raise InvalidInput(f"seed must be between 0 and {MAX_SEED}", code="invalid_seed")
+        raise InvalidInput(
+            Message("seed must be between 0 and %(limit)s", limit=MAX_SEED), code="invalid_seed"
+        )
     variant = generate_for_point(card, slug, seed)
     return Question(
         variant=variant,

@@ -14,6 +14,7 @@ from app.auth.service import as_utc, new_id, now_utc
 from app.db import write_transaction
 from app.domain.catalog import Catalog
 from app.domain.identity import QuestionId
+from app.domain.messages import Message
 from app.domain.practice import (
     DEFAULT_SIZE,
     EXAM_SECONDS_PER_QUESTION,
@@ -66,12 +67,9 @@ class SessionState:
 
 def nothing_to_practise(mode: str) -> Conflict:
     if mode == "review":
-        text = Text("Nothing is due for review right now.", "目前没有需要复习的题。")
+        text = Message("Nothing is due for review right now.")
     else:
-        text = Text(
-            "No mistakes to practise yet: answer some questions first.",
-            "还没有错题可练，先做几道题吧。",
-        )
+        text = Message("No mistakes to practise yet: answer some questions first.")
     return Conflict(text, code="nothing_to_practise")
 
 
@@ -96,7 +94,9 @@ def start_session(
     card = get_card(catalog, card_id)
     size = DEFAULT_SIZE[mode] if size is None else size
     if not 1 <= size <= MAX_SIZE:
-        raise InvalidInput(f"a session has 1 to {MAX_SIZE} questions", code="invalid_size")
+        raise InvalidInput(
+            Message("a session has 1 to %(limit)s questions", limit=MAX_SIZE), code="invalid_size"
+        )
     rng = random.Random(secrets.randbits(64))
     slug: str | None = None
     if mode == "point":
@@ -185,7 +185,7 @@ def load_session(*, session: Session, learner_id: str, session_id: str) -> Sessi
     if row is None or row.learner_id != learner_id:
         session.commit()
         raise NotFound(
-            Text("This practice session does not exist.", "这个练习不存在。"),
+            Message("This practice session does not exist."),
             code="session_not_found",
         )
     attempts = session.scalars(
@@ -203,7 +203,7 @@ def load_session(*, session: Session, learner_id: str, session_id: str) -> Sessi
 
 def question_id_at(row: PracticeSession, position: int, secret: bytes) -> QuestionId:
     if not 0 <= position < len(row.plan):
-        raise NotFound("no such question in this session", code="position_not_found")
+        raise NotFound(Message("no such question in this session"), code="position_not_found")
     planned = row.plan[position]
     return QuestionId(
         card_id=row.card_id,
@@ -237,7 +237,7 @@ def check_can_answer(state: SessionState, now: datetime) -> None:
     deadline = state.row.deadline_at
     if deadline is not None and now > as_utc(deadline) + EXAM_GRACE:
         raise Conflict(
-            Text("The exam's time is up: see your results.", "考试时间已到，请查看成绩。"),
+            Message("The exam's time is up: see your results."),
             code="exam_over",
         )
 

@@ -36,13 +36,13 @@ from app.domain.analytics import (
     pitfall_bars_svg,
 )
 from app.domain.cards import Card
+from app.domain.messages import Message
 from app.domain.texts import Text
 from app.practice.answers import Context
 from app.practice.questions import get_card
 from app.problems import Problem
 from app.web.forms import check_csrf
 from app.web.templating import link, render_page
-from app.web.ui import UI
 
 router = APIRouter(include_in_schema=False)
 
@@ -139,7 +139,6 @@ def _page(
     options: Mapping[str, object],
 ) -> Response:
     lang = visitor.lang
-    ui = UI[lang]
     titles = pitfall_titles(card, lang)
     numbers = {t.template_id: i for i, t in enumerate(analytics.templates, start=1)}
     unpicked = {(f.template_id, f.pitfall_id) for f in analytics.flags if f.pitfall_id}
@@ -147,10 +146,13 @@ def _page(
     for template in analytics.templates:
         chart = pitfall_bars_svg(
             template.pitfalls,
-            title=f"{numbers[template.template_id]}. {template.template_id}: "
-            f"{ui['an_selection_rates']}",
+            title=Message(
+                "%(number)s. %(template)s: selection rate of each choice",
+                number=numbers[template.template_id],
+                template=template.template_id,
+            ).get(lang),
             labels=titles,
-            key=(ui["an_key"], template.stats.right, template.stats.attempts),
+            key=(Message("Right answer").get(lang), template.stats.right, template.stats.attempts),
             flagged=[p for (t_id, p) in unpicked if t_id == template.template_id and p],
         )
         rated = [v for v in template.params if v.stats.facility is not None]
@@ -165,17 +167,21 @@ def _page(
         )
     scatter = facility_discrimination_svg(
         analytics.templates,
-        title=ui["an_scatter_title"],
-        x_label=ui["an_facility"],
-        y_label=ui["an_discrimination"],
+        title=Message("Facility against discrimination (one dot per template)").get(lang),
+        x_label=Message("Facility").get(lang),
+        y_label=Message("Discrimination").get(lang),
         numbers=numbers,
-        learners_word=ui["an_learners"],
+        learners_word=Message("learners").get(lang),
     )
     misconceptions = sorted(
         analytics.misconceptions, key=lambda m: (-(m.rate or 0.0), -m.shown, m.pitfall_id)
     )
     by_misconception = pitfall_bars_svg(  # the most picked (the table has them all)
-        misconceptions[:TOP_MISCONCEPTIONS], title=ui["an_by_misconception"], labels=titles
+        misconceptions[:TOP_MISCONCEPTIONS],
+        title=Message("Selection rate of each misconception over the variants that show it").get(
+            lang
+        ),
+        labels=titles,
     )
     context = {
         "card": card,
@@ -389,7 +395,7 @@ def join(
         return _join_page(
             request,
             visitor,
-            error=UI[visitor.lang]["cl_account_needed"],
+            error=Message("Joining a class needs an account:").get(visitor.lang),
             code=code,
             status_code=403,
         )

@@ -28,6 +28,8 @@ from app.domain.authoring import (
 from app.domain.cards import SLUG_PATTERN, CardError, card_definitions, find_template_document
 from app.domain.formulas import FormulaError
 from app.domain.identity import MAX_SEED
+from app.domain.messages import Message
+from app.domain.texts import Text
 from app.problems import InvalidInput, Problem
 from app.web.forms import check_csrf
 from app.web.templating import link, render_page
@@ -67,9 +69,11 @@ def create_card(
     check_csrf(visitor, csrf_token)
     try:
         if not _SLUG.match(card_id):
-            raise InvalidInput("a card id is lowercase words joined by '-' (e.g. kv-cache)")
+            raise InvalidInput(
+                Message("a card id is lowercase words joined by '-' (e.g. kv-cache)")
+            )
         if not title_en.strip() or not title_zh.strip():
-            raise InvalidInput("give the card a title in both languages")
+            raise InvalidInput(Message("give the card a title in both languages"))
         document = new_card_document(card_id, {"en": title_en.strip(), "zh": title_zh.strip()})
         assert visitor.learner is not None
         service.create_draft(session=session, actor=visitor.learner, document=document)
@@ -146,7 +150,8 @@ def edit_template(
         found = find_template_document(draft.document, template_id)
         if found is None:
             raise InvalidInput(
-                f"the card has no template {template_id!r}", code="template_not_found"
+                Message("the card has no template %(template)s", template=repr(template_id)),
+                code="template_not_found",
             )
         point_doc, template = found
         point_slug = point_doc.get("slug", "")
@@ -167,7 +172,8 @@ def _editor(
     checked: Any,
     *,
     status_code: int = 200,
-    message: str | None = None,
+    message: Text | None = None,
+    saved: bool = False,
 ) -> Response:
     problems = [p for p in checked.problems if p.template_id in (template.get("id"), original_id)]
     names = sorted(
@@ -184,6 +190,7 @@ def _editor(
         "names": names,
         "csrf_token": visitor.csrf_token,
         "message": message,
+        "saved": saved,
         "params_text": _params_text(template.get("params") or {}),
     }
     return render_page(
@@ -215,7 +222,9 @@ def parse_params(text: str) -> dict[str, Any]:
             continue
         name, sep, rest = line.partition("=")
         if not sep:
-            raise InvalidInput(f"parameters, line {number}: write 'name = value, value, ...'")
+            raise InvalidInput(
+                Message("parameters, line %(line)s: write 'name = value, value, ...'", line=number)
+            )
         values_text, _, fmt = rest.partition("|")
         values: list[int | float | str] = []
         for raw in values_text.split(","):
@@ -333,7 +342,7 @@ async def save_template(
                 template_id,
                 checked,
                 status_code=400,
-                message=problem.text.get(visitor.lang),
+                message=problem.text,
             )
         if template_id == "new" and find_template_document(draft.document, template["id"]):
             checked = service.validate(draft.document)
@@ -347,7 +356,9 @@ async def save_template(
                 template_id,
                 checked,
                 status_code=409,
-                message=f"a template {template['id']!r} exists already",
+                message=Message(
+                    "a template %(template)s exists already", template=repr(template["id"])
+                ),
             )
         try:
             document = put_template(
@@ -357,7 +368,7 @@ async def save_template(
                 replaces=None if template_id == "new" else template_id,
             )
         except KeyError:
-            raise InvalidInput("unknown exam point", code="point_not_found") from None
+            raise InvalidInput(Message("unknown exam point"), code="point_not_found") from None
         service.save_draft(
             session=session, actor=visitor.learner, card_id=card_id, document=document
         )
@@ -374,7 +385,7 @@ async def save_template(
             form.get("point", ""),
             saved_id,
             checked,
-            message="saved",
+            saved=True,
         )
 
     return await run_in_threadpool(work)
@@ -413,7 +424,7 @@ def new_point(
     check_csrf(visitor, csrf_token)
     if not _SLUG.match(slug):
         raise InvalidInput(
-            "an exam point slug is lowercase words joined by '-'", code="invalid_slug"
+            Message("an exam point slug is lowercase words joined by '-'"), code="invalid_slug"
         )
     assert visitor.learner is not None
     draft = service.get_draft(session=session, card_id=card_id[:100])
@@ -519,5 +530,7 @@ def check_formula(
     wanted = frozenset(n.strip() for n in names.split(",") if n.strip())
     result = sandboxed_check(text, wanted, [(n, f.text) for n, f in definitions.items()])
     if isinstance(result, FormulaError):
-        return JSONResponse({"ok": False, "message": result.reason, "position": result.column})
+        return JSONResponse(
+            {"ok": False, "message": result.message.get(visitor.lang), "position": result.column}
+        )
     return JSONResponse({"ok": True, "message": None, "position": None})

@@ -12,26 +12,34 @@ from starlette.responses import Response
 
 from app.deps import CatalogDep, VisitorDep
 from app.domain import calculator as calc
-from app.domain.texts import Text
+from app.domain.messages import Message
 from app.practice.questions import get_card
 from app.problems import NotFound
 from app.web.templating import render_page
-from app.web.ui import UI
 
 router = APIRouter(include_in_schema=False)
 
 
+TERM_LABELS = {
+    "params": Message("fp16 parameters"),
+    "grads": Message("fp16 gradients"),
+    "optimizer": Message("fp32 optimizer states"),
+    "activations": Message("Activations"),
+    "buffers": Message("Buffers"),
+}
+CHART_LABELS = {
+    "card": Message("Card's formulas"),
+    "deepspeed": Message("DeepSpeed"),
+    "deepspeed_states": Message("model states (DeepSpeed)"),
+    "gpu": Message("GPU"),
+    "title": Message("Memory per GPU, by term"),
+}
+
+
 def chart_labels(lang: str) -> dict[str, str]:
-    ui = UI[lang]
-    labels = {key: ui[f"calc_term_{key}"] for key in calc.TERMS}
-    labels.update(
-        card=ui["calc_card_bar"],
-        deepspeed=ui["calc_ds_bar"],
-        deepspeed_states=ui["calc_deepspeed_states"],
-        gpu=ui["calc_gpu"],
-        title=ui["calc_chart"],
-    )
-    return labels
+    return {key: TERM_LABELS[key].get(lang) for key in calc.TERMS} | {
+        key: label.get(lang) for key, label in CHART_LABELS.items()
+    }
 
 
 @router.get("/cards/{card_id}/calculator")
@@ -42,7 +50,7 @@ def calculator_page(
     card = get_card(catalog, card_id)
     if not calc.supports(card):
         raise NotFound(
-            Text("This card has no memory calculator.", "这张卡片没有显存计算器。"),
+            Message("This card has no memory calculator."),
             code="no_calculator",
         )
     query = {key: request.query_params.get(key, "") for key in request.query_params}

@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 from app.auth.service import LearnerRef, ensure_guest
 from app.db import write_transaction
 from app.deps import Visitor
-from app.domain.texts import Text
+from app.domain.messages import Message
 from app.problems import Problem
 
 
@@ -20,10 +20,7 @@ class CsrfError(Problem):
 def check_csrf(visitor: Visitor, submitted: str | None) -> None:
     if not visitor.csrf.check(visitor.browser, submitted):
         raise CsrfError(
-            Text(
-                "This form has expired or cookies are off: reload the page and try again.",
-                "表单已过期或浏览器禁用了 Cookie：请刷新页面后重试。",
-            )
+            Message("This form has expired or cookies are off: reload the page and try again.")
         )
 
 

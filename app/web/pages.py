@@ -7,8 +7,8 @@ from starlette.responses import Response
 
 from app.catalog.demo import DEMO_COMMANDS, demo_chart, load_demo_results
 from app.deps import CatalogDep, SettingsDep, VisitorDep
+from app.domain.messages import Message
 from app.domain.practice import DEFAULT_SIZE
-from app.domain.texts import Text
 from app.practice.questions import get_card
 from app.problems import NotFound
 from app.web.templating import render_page
@@ -43,9 +43,7 @@ def run_it_yourself(
     """The reference demo: its commands and the recorded results beside the card's formulas."""
     card = get_card(catalog, card_id)
     if "demo" not in card.attachments:
-        raise NotFound(
-            Text("This card has no reference demo.", "这张卡片没有参考演示。"), code="no_demo"
-        )
+        raise NotFound(Message("This card has no reference demo."), code="no_demo")
     context = {
         "card": card,
         "has_chart": demo_chart(cards_dir=settings.cards_dir, card=card) is not None,
@@ -63,7 +61,7 @@ def demo_chart_image(card_id: str, catalog: CatalogDep, settings: SettingsDep) -
         demo_chart(cards_dir=settings.cards_dir, card=card) if "demo" in card.attachments else None
     )
     if chart is None:
-        raise NotFound(Text("No chart was recorded.", "没有记录图表。"), code="no_chart")
+        raise NotFound(Message("No chart was recorded."), code="no_chart")
     return Response(
         chart,
         media_type="image/svg+xml",

@@ -18,8 +18,9 @@ from app.deps import ContextDep, SessionDep, VisitorDep
 from app.domain.cards import Card
 from app.domain.generation import grade
 from app.domain.identity import MAX_SEED
+from app.domain.languages import other_lang
+from app.domain.messages import Message
 from app.domain.practice import MAX_SIZE, MODES
-from app.domain.texts import Text
 from app.models import Attempt
 from app.practice.answers import answer_question, answer_writer, resolve_token, stored_question
 from app.practice.questions import Question, get_card, new_question, regenerate
@@ -41,6 +42,9 @@ SeedParam = Annotated[int | None, Query(ge=0, le=MAX_SEED)]
 _CLIENT_ANSWER_ID_CHARS = frozenset(
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-"
 )
+
+
+PICK_ONE = Message("Pick one of the choices.")
 
 
 def _see_other(url: str) -> RedirectResponse:
@@ -100,7 +104,7 @@ def start(
     """Start a session in a mode, then show its first question."""
     check_csrf(visitor, csrf_token)
     if mode not in MODES:
-        raise InvalidInput(Text("Unknown practice mode.", "未知的练习模式。"), code="invalid_mode")
+        raise InvalidInput(Message("Unknown practice mode."), code="invalid_mode")
     learner = web_learner(session, visitor)
     row = start_session(
         session=session,
@@ -175,7 +179,7 @@ def summary_page(
 def _state(session: SessionDep, visitor: VisitorDep, session_id: str) -> SessionState:
     if visitor.learner is None:
         raise NotFound(
-            Text("This practice session does not exist.", "这个练习不存在。"),
+            Message("This practice session does not exist."),
             code="session_not_found",
         )
     return load_session(session=session, learner_id=visitor.learner.id, session_id=session_id[:64])
@@ -200,7 +204,7 @@ def submit_answer(
     check_csrf(visitor, csrf_token)
     if not token:
         raise InvalidInput(
-            Text("The form has no question: load a new one.", "表单里没有题目，请重新加载。"),
+            Message("The form has no question: load a new one."),
             code="invalid_token",
         )
     learner = web_learner(session, visitor)
@@ -219,7 +223,7 @@ def submit_answer(
             if position
             else None
         )
-        return _question_page(request, ctx, visitor, item, state, error="pick_one", status_code=422)
+        return _question_page(request, ctx, visitor, item, state, error=PICK_ONE, status_code=422)
     if not client_answer_id or not set(client_answer_id) <= _CLIENT_ANSWER_ID_CHARS:
         client_answer_id = uuid.uuid4().hex
     duration_ms = int(time.time() * 1000) - shown_at if shown_at else None
@@ -255,7 +259,7 @@ def feedback_page(
     attempt = session.get(Attempt, attempt_id) if 0 < attempt_id < 2**62 else None
     session.commit()
     if attempt is None or visitor.learner is None or attempt.learner_id != visitor.learner.id:
-        raise NotFound(Text("There is no such answer.", "没有这个回答。"), code="attempt_not_found")
+        raise NotFound(Message("There is no such answer."), code="attempt_not_found")
     state = None
     if attempt.practice_session_id is not None:
         state = load_session(
@@ -296,7 +300,7 @@ def _question_page(
     item: Question,
     state: SessionState | None,
     *,
-    error: str | None = None,
+    error: Message | None = None,
     status_code: int = 200,
 ) -> Response:
     card: Card = ctx.catalog.locate(item.variant.id).card
@@ -318,7 +322,7 @@ def _question_page(
     }
     switch = None
     if state is None:
-        other = "zh" if visitor.lang == "en" else "en"
+        other = other_lang(visitor.lang)
         switch = link(
             f"/cards/{card.id}/points/{item.variant.id.point}/practice",
             other,

@@ -10,6 +10,7 @@ from starlette.responses import RedirectResponse, Response
 
 from app.auth.service import exam_date_of, set_exam_date
 from app.deps import CatalogDep, ContextDep, SessionDep, VisitorDep
+from app.domain.messages import Message
 from app.domain.texts import Text
 from app.practice.mistakes import dismiss, mistake_book
 from app.problems import InvalidInput
@@ -138,12 +139,12 @@ def save_exam_date(
             value = date.fromisoformat(exam_date)
         except ValueError:
             raise InvalidInput(
-                Text("Enter the exam date as a date.", "请输入有效的考试日期。"),
+                Message("Enter the exam date as a date."),
                 code="invalid_date",
             ) from None
         if value < ctx.clock().date():
             raise InvalidInput(
-                Text("The exam date has to be today or later.", "考试日期不能早于今天。"),
+                Message("The exam date has to be today or later."),
                 code="invalid_date",
             )
     set_exam_date(session=session, learner_id=learner.id, exam_date=value)

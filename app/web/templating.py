@@ -1,24 +1,37 @@
-"""Jinja2 setup and page rendering: filters for math, the language switch.
+"""Jinja2 setup and page rendering: filters for math, the language switch, gettext.
+
+Templates speak through the message catalogs (:mod:`app.domain.messages`) with
+``jinja2.ext.i18n``: ``_()``, ``gettext``, ``ngettext``, ``pgettext`` and ``{% trans %}``, newstyle
+(named ``%(x)s`` parameters, autoescaped). Each render gets the gettext callables of its page's
+language in its context, so concurrent requests in other languages do not share them. Numbers
+and dates are formatted by Babel in the page's locale.
 
 Security headers (CSP and the rest) are added to every response by ``app.web.security``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from babel import Locale
+from babel.dates import format_skeleton
+from babel.numbers import format_decimal
 from fastapi import Request
 from fastapi.templating import Jinja2Templates
+from jinja2 import pass_context
+from jinja2.runtime import Context
+from markupsafe import Markup
 from starlette.responses import Response
 
 from app.domain.languages import LANGS, other_lang
+from app.domain.messages import Message, check_catalogs, translations
 from app.domain.texts import Text
 from app.rendering import latex_to_mathml, render_inline, render_paragraphs, render_quantity
-from app.web.ui import UI
 
 LANG_COOKIE = "infracards_lang"
 LANG_COOKIE_MAX_AGE_S = 365 * 24 * 3600
@@ -27,17 +40,65 @@ TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 
 
 def make_templates() -> Jinja2Templates:
+    check_catalogs(LANGS)  # at start: a missing compiled catalog is an error, not English pages
     templates = Jinja2Templates(directory=TEMPLATES_DIR)
     env = templates.env
+    env.add_extension("jinja2.ext.i18n")
+    env.newstyle_gettext = True  # type: ignore[attr-defined]
     env.filters["math"] = render_inline
     env.filters["paragraphs"] = render_paragraphs
     env.filters["quantity"] = render_quantity
     env.filters["latex"] = lambda latex: latex_to_mathml(latex, display=True)
     env.filters["bytes"] = format_bytes
-    env.filters["number"] = format_plain
-    env.filters["when"] = format_when
+    env.filters["number"] = _number_filter
+    env.filters["when"] = _when_filter
     env.globals["duration"] = format_duration
     return templates
+
+
+# --- gettext in the templates, per language ---------------------------------------------------
+
+
+def _newstyle(lookup: Callable[..., str], plural: bool = False) -> Callable[..., str]:
+    """A template's gettext call as Jinja's newstyle gettext makes it: translated, marked safe
+    when autoescaping (the catalogs are ours), then the named parameters put in (escaped)."""
+
+    @pass_context
+    def call(context: Context, *args: Any, **variables: Any) -> str:
+        text = context.call(lookup, *args)
+        if context.eval_ctx.autoescape:
+            text = Markup(text)
+        if plural:
+            variables.setdefault("num", args[-1])
+        return text % variables  # type: ignore[no-any-return]
+
+    return call
+
+
+@lru_cache(maxsize=16)
+def gettext_callables(lang: str) -> dict[str, Callable[..., str]]:
+    """``gettext``, ``ngettext``, ``pgettext`` and ``npgettext`` in ``lang`` for a template's
+    context (``_()`` and ``{% trans %}`` call them)."""
+    catalog = translations(lang)
+    return {
+        "gettext": _newstyle(catalog.gettext),
+        "ngettext": _newstyle(catalog.ngettext, plural=True),
+        "pgettext": _newstyle(catalog.pgettext),
+        "npgettext": _newstyle(catalog.npgettext, plural=True),
+    }
+
+
+def html_lang(lang: str) -> str:
+    """The ``lang`` attribute of a page in ``lang``: Chinese pages are Simplified (zh-Hans)."""
+    locale = Locale.parse(lang)
+    if locale.language == "zh" and not locale.script:
+        return "zh-Hans"
+    return lang
+
+
+def language_name(lang: str) -> str:
+    """A language's name in itself (``中文``, ``English``), for the language switch."""
+    return str(Locale.parse(lang).get_display_name(lang) or lang)
 
 
 def link(path: str, lang: str, **params: Any) -> str:
@@ -57,7 +118,7 @@ def render_page(
     status_code: int = 200,
     switch_url: str | None = None,
 ) -> Response:
-    """Render a page template with the shared context (language, UI strings, helpers).
+    """Render a page template with the shared context (language, gettext, helpers).
 
     A page asked for in a language (``?lang=``) remembers it in a cookie for the next pages.
     """
@@ -71,7 +132,11 @@ def render_page(
         "learner": getattr(request.state, "visitor_learner", None),
         "due_count": getattr(request.state, "due_count", 0),
         "lang": lang,
-        "ui": UI[lang],
+        "html_lang": html_lang(lang),
+        "switch_lang": other,
+        "switch_html_lang": html_lang(other),
+        "switch_name": language_name(other),
+        **gettext_callables(lang),
         "t": lambda text: text.get(lang) if isinstance(text, Text) else str(text),
         "link": lambda path, **params: link(path, lang, **params),
         "switch_url": switch_url,
@@ -97,23 +162,42 @@ def format_bytes(value: float | None) -> str:
     return f"{value:.0f} B"
 
 
-def format_plain(value: float | None) -> str:
+def format_plain(value: float | None, lang: str = "en") -> str:
+    """A number in the page's locale (Babel): whole numbers grouped, others to 4 significant
+    figures."""
     if value is None:
         return "—"
     if float(value).is_integer():
-        return f"{int(value):,}"
-    return f"{value:.4g}"
+        return format_decimal(int(value), locale=lang)
+    return format_decimal(value, format="@###", locale=lang)
 
 
-def format_when(moment: datetime | None) -> str:
+def format_when(moment: datetime | None, lang: str = "en") -> str:
+    """A stored moment in UTC as the page's locale writes a date and a 24-hour time (Babel):
+    ``Jan 5, 2025, 15:04 UTC``, ``2025年1月5日 15:04 UTC``."""
     if moment is None:
         return "—"
-    return moment.strftime("%Y-%m-%d %H:%M UTC")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    locale = Locale.parse(lang)
+    date = format_skeleton("yMMMd", moment, tzinfo=UTC, locale=locale)
+    time = format_skeleton("Hm", moment, tzinfo=UTC, locale=locale)
+    joined = str(locale.datetime_formats["medium"]).replace("{1}", date).replace("{0}", time)
+    return f"{joined} UTC"
+
+
+@pass_context
+def _number_filter(context: Context, value: float | None) -> str:
+    return format_plain(value, context.get("lang", "en"))
+
+
+@pass_context
+def _when_filter(context: Context, moment: datetime | None) -> str:
+    return format_when(moment, context.get("lang", "en"))
 
 
 def format_duration(seconds: int, lang: str) -> str:
     minutes, rest = divmod(max(0, int(seconds)), 60)
-    ui = UI[lang]
     if minutes:
-        return f"{minutes} {ui['minutes']} {rest} {ui['seconds']}"
-    return f"{rest} {ui['seconds']}"
+        return Message("%(minutes)s min %(seconds)s s", minutes=minutes, seconds=rest).get(lang)
+    return Message("%(seconds)s s", seconds=rest).get(lang)
