@@ -82,7 +82,7 @@ bench: install-test
 
 # wrk drives the load (installed with apt-get when missing); SQLite and, when it answers,
 # PostgreSQL (TEST_POSTGRES_URL or 127.0.0.1:5432/test), one and two workers.
-bench-service: install-test
+bench-service: install-test catalogs
 	@command -v wrk >/dev/null || (DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk) || \
 	  (echo "wrk is missing: apt-get install -y wrk" >&2; exit 2)
 	$(BIN)/python bench/service.py $(BENCH_ARGS)
@@ -90,7 +90,7 @@ bench-service: install-test
 # Instructions per request under Valgrind's callgrind (installed with apt-get when missing),
 # in process, free of the machine's noise: /healthz and the question GET against the bare JSON
 # endpoint, the answer POST against the one-row insert.
-bench-instructions: install-test
+bench-instructions: install-test catalogs
 	@command -v valgrind >/dev/null || (DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind) || \
 	  (echo "valgrind is missing: apt-get install -y valgrind" >&2; exit 2)
 	$(BIN)/python bench/instructions.py $(BENCH_ARGS)

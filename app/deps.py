@@ -30,7 +30,7 @@ from app.auth.service import (
 from app.config import Settings
 from app.domain.catalog import Catalog
 from app.domain.languages import Lang, choose_lang, from_accept_language
-from app.domain.texts import Text
+from app.domain.messages import Message
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.problems import Forbidden, Unauthorized
@@ -278,9 +278,7 @@ async def hot_learner_call(
 
 def get_api_instructor(learner: ApiLearner) -> LearnerRef:
     if learner.role not in ("instructor", "admin"):
-        raise Forbidden(
-            Text("This needs an instructor account.", "这需要讲师账号。"), code="instructor_only"
-        )
+        raise Forbidden(Message("This needs an instructor account."), code="instructor_only")
     return learner
 
 
@@ -336,10 +334,7 @@ def get_instructor_visitor(visitor: VisitorDep) -> Visitor:
     """A signed-in instructor (or admin) on a dashboard page; 403 for everyone else."""
     if visitor.learner is None or visitor.learner.role not in ("instructor", "admin"):
         raise Forbidden(
-            Text(
-                "This page is for instructors: log in with an instructor account.",
-                "这个页面仅供讲师使用，请用讲师账号登录。",
-            ),
+            Message("This page is for instructors: log in with an instructor account."),
             code="instructor_only",
         )
     return visitor

@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 
 from app.db import failure_kind, first_line
 from app.domain.languages import choose_lang
+from app.domain.messages import Message
 from app.domain.texts import Text
 from app.problems import Problem, TooManyRequests, Unauthorized
 from app.web.templating import LANG_COOKIE, render_page
@@ -40,12 +41,9 @@ STATUS_CODES = {
     503: "service_unavailable",
 }
 PAGE_MESSAGES = {
-    404: Text("There is no such page.", "没有这个页面。"),
-    405: Text("That address cannot be used this way.", "这个地址不能这样使用。"),
-    422: Text(
-        "Something in the address or the form is not right: go back and try again.",
-        "地址或表单里有内容不正确，请返回后重试。",
-    ),
+    404: Message("There is no such page."),
+    405: Message("That address cannot be used this way."),
+    422: Message("Something in the address or the form is not right: go back and try again."),
 }
 
 
@@ -153,11 +151,8 @@ def allowed_methods(app: FastAPI, path: str) -> list[str]:
     return []
 
 
-BUSY = Text("The service is busy: retry in a moment.", "服务繁忙，请稍后重试。")
-DATABASE_DOWN = Text(
-    "The service cannot reach its database just now: retry in a moment.",
-    "服务暂时无法访问数据库，请稍后重试。",
-)
+BUSY = Message("The service is busy: retry in a moment.")
+DATABASE_DOWN = Message("The service cannot reach its database just now: retry in a moment.")
 
 
 def _database_failure(request: Request, exc: Exception) -> Response:
@@ -192,12 +187,17 @@ def _validation_error(request: Request, exc: RequestValidationError) -> Response
     problems = [_item(error) for error in exc.errors()]
     if not request.url.path.startswith(API_PREFIX):
         return error_response(request, 422, PAGE_MESSAGES[422], code="invalid_request")
-    message = "invalid request: " + "; ".join(p["message"] for p in problems[:5])
-    if len(problems) > 5:
-        message += f" (and {len(problems) - 5} more)"
-    return error_response(
-        request, 422, Text(message, message), code="invalid_request", extra={"errors": problems}
+    listed = "; ".join(p["message"] for p in problems[:5])
+    message = (
+        Message("invalid request: %(problems)s", problems=listed)
+        if len(problems) <= 5
+        else Message(
+            "invalid request: %(problems)s (and %(more)s more)",
+            problems=listed,
+            more=len(problems) - 5,
+        )
     )
+    return error_response(request, 422, message, code="invalid_request", extra={"errors": problems})
 
 
 def _item(error: dict[str, Any]) -> dict[str, Any]:

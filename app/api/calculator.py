@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from app.deps import ApiLang, CatalogDep
 from app.domain import calculator as calc
-from app.domain.texts import Text
+from app.domain.messages import Message
 from app.practice.questions import get_card
 from app.problems import InvalidInput, NotFound
 from app.schemas import ProblemPublic
@@ -97,7 +97,7 @@ def calculator(
     card = get_card(catalog, card_id)
     if not calc.supports(card):
         raise NotFound(
-            Text("This card has no memory calculator.", "这张卡片没有显存计算器。"),
+            Message("This card has no memory calculator."),
             code="no_calculator",
         )
     given = {
