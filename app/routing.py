@@ -22,7 +22,7 @@ from __future__ import annotations
 import email.message
 import functools
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 from urllib.parse import parse_qsl
 
@@ -31,23 +31,38 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError, create_model
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
 M = TypeVar("M", bound=BaseModel)
+# The largest body a route at a path (its template) takes for its methods; None: no limit.
+BodyLimit = Callable[[str, Collection[str]], int | None]
 
 
 def include_flat(
-    target: APIRouter, router: APIRouter, *, prefix: str = "", include_in_schema: bool = True
+    target: APIRouter,
+    router: APIRouter,
+    *,
+    prefix: str = "",
+    include_in_schema: bool = True,
+    body_limit: BodyLimit | None = None,
 ) -> None:
-    """Register every route of ``router`` (which includes no router itself) on ``target``."""
+    """Register every route of ``router`` (which includes no router itself) on ``target``.
+
+    A route's ``max_body_size`` is its own if its path operation declares one, else
+    ``body_limit(path, methods)`` (app.observability.guards.BodyLimits), else none."""
     for route in router.routes:
         if not isinstance(route, APIRoute):
             raise TypeError(
                 f"include_flat takes routers of path operations only, not {type(route).__name__}"
             )
+        max_body_size = route.max_body_size
+        if max_body_size is None and body_limit is not None:
+            max_body_size = body_limit(prefix + route.path, route.methods)
         target.add_api_route(
             prefix + route.path,
             route.endpoint,
@@ -76,6 +91,7 @@ def include_flat(
             openapi_extra=route.openapi_extra,
             generate_unique_id_function=route.generate_unique_id_function,
             strict_content_type=route.strict_content_type,
+            max_body_size=max_body_size,
         )
 
 
@@ -85,7 +101,8 @@ def include_flat(
 class HotRoute(Route):
     """A plain Starlette route for a GET or POST documented by the FastAPI path operation of the
     same method and path (``documented_by``, its endpoint's name): it is left out of the OpenAPI
-    document and served first."""
+    document and served first. Its body limit (``max_body_size``) is Starlette's
+    ``RequestBodyLimitMiddleware``, the one FastAPI's per-route limit is made of."""
 
     def __init__(
         self,
@@ -94,10 +111,19 @@ class HotRoute(Route):
         *,
         method: Literal["GET", "POST"],
         documented_by: str,
+        max_body_size: int | None = None,
     ) -> None:
-        super().__init__(path, endpoint, methods=[method], name=f"{documented_by}_hot")
+        limit = (
+            None
+            if max_body_size is None
+            else [Middleware(RequestBodyLimitMiddleware, max_body_size=max_body_size)]
+        )
+        super().__init__(
+            path, endpoint, methods=[method], name=f"{documented_by}_hot", middleware=limit
+        )
         self.methods = {method}  # not HEAD, which Starlette adds to a GET: FastAPI does not
         self.documented_by = documented_by
+        self.max_body_size = max_body_size
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         match, child_scope = super().matches(scope)
@@ -106,12 +132,20 @@ class HotRoute(Route):
         return match, child_scope
 
     def with_prefix(self, prefix: str) -> HotRoute:
+        return self._copy(prefix + self.path, self.max_body_size)
+
+    def with_body_limit(self, body_limit: BodyLimit) -> HotRoute:
+        """This route with the body limit ``body_limit`` gives its path and method."""
+        return self._copy(self.path, body_limit(self.path, self.methods or ()))
+
+    def _copy(self, path: str, max_body_size: int | None) -> HotRoute:
         (method,) = self.methods or ()
         return HotRoute(
-            prefix + self.path,
+            path,
             self.endpoint,
             method=method,  # type: ignore[arg-type]
             documented_by=self.documented_by,
+            max_body_size=max_body_size,
         )
 
 
