@@ -62,7 +62,7 @@ def include_flat(
             )
         max_body_size = route.max_body_size
         if max_body_size is None and body_limit is not None:
-            max_body_size = body_limit(prefix + route.path, route.methods)
+            max_body_size = body_limit(prefix + route.path, route.methods or ())
         target.add_api_route(
             prefix + route.path,
             route.endpoint,

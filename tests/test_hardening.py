@@ -8,6 +8,7 @@ import logging
 import random
 import re
 import sqlite3
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -364,6 +365,25 @@ def test_log_lines_are_json_with_the_request_id(app, client, log_lines):
     warning = [line for line in log_lines if line["logger"] == "app.errors"][-1]
     assert warning["request_id"] == "trace-2" and "disk_full" in warning["message"]
     assert all(line["request_id"] == "-" or line["request_id"] for line in log_lines)
+
+
+def test_a_json_line_has_its_fields_then_the_record_s_extra_ones():
+    formatter = JsonFormatter()
+    logger = logging.getLogger("app.test")
+    extra = {"color_message": "\x1b[1mcoloured\x1b[0m", "card_id": "zero"}
+    record = logger.makeRecord("app.test", logging.WARNING, __file__, 1, "café %s", ("ok",), None)
+    record.__dict__.update(extra)
+    text = formatter.format(record)
+    line = json.loads(text)
+    assert list(line) == ["time", "level", "logger", "message", "request_id", "card_id"]
+    assert line["level"] == "warning" and line["logger"] == "app.test"
+    assert line["message"] == "café ok" and "café" in text  # not escaped
+    assert line["request_id"] == "-" and line["card_id"] == "zero"  # uvicorn's colours left out
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        failed = logger.makeRecord("app.test", logging.ERROR, __file__, 1, "x", (), sys.exc_info())
+    assert "ValueError: boom" in json.loads(formatter.format(failed))["exception"]
 
 
 def test_a_log_line_s_time_is_utc_to_the_millisecond():

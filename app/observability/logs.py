@@ -1,7 +1,7 @@
-"""Logs: one JSON object a line on stderr, the request id on every line.
+"""Logs: one JSON object a line on stderr (python-json-logger), the request id on every line.
 
 ``LOG_FORMAT=json`` (the default) writes each record as ``time`` (UTC, to the millisecond),
-``level``, ``logger``, ``message``, ``request_id``, then the record's ``fields`` and its
+``level``, ``logger``, ``message``, ``request_id``, then the record's extra fields and its
 ``exception``; uvicorn's own lines included. uvicorn's access log (unless ``--no-access-log`` or a
 level above info) becomes one ``app.access`` line a request (:func:`log_access`): method, path,
 route template, status, duration, client. ``LOG_FORMAT=text`` writes plain lines for reading.
@@ -14,7 +14,6 @@ request carries it too.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import sys
@@ -22,6 +21,9 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonEncoder
+from pythonjsonlogger.json import JsonFormatter as LibraryJsonFormatter
 from starlette.types import Scope
 
 from app.config import Settings
@@ -30,7 +32,16 @@ access_log = logging.getLogger("app.access")
 
 request_id_var: ContextVar[str] = ContextVar("request_id", default="-")
 
-_JSON_LINE = json.JSONEncoder(ensure_ascii=False, default=str)  # built once, not per line
+# The fields every line starts with (as the records name them) and their names on the line.
+LINE_FIELDS = ("asctime", "levelname", "name", "message", "request_id")
+RENAMED = {"asctime": "time", "levelname": "level", "name": "logger", "exc_info": "exception"}
+# uvicorn's lines carry a coloured copy of their message: not written.
+NOT_WRITTEN = (*RESERVED_ATTRS, "color_message")
+_ENCODER = JsonEncoder(ensure_ascii=False)  # the library's encoder, built once, not per line
+
+
+def _serialize(log_data: dict[str, Any], **_options: Any) -> str:
+    return _ENCODER.encode(log_data)
 
 
 def current_request_id() -> str:
@@ -52,23 +63,27 @@ def log_time(created: float) -> str:
     return f"{_utc_second(int(whole))}.{micros // 1000:03d}+00:00"
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object a line: time, level, logger, message, request_id (+ ``fields``)."""
+class JsonFormatter(LibraryJsonFormatter):
+    """python-json-logger's formatter writing this service's line: time, level (lower case),
+    logger, message, request_id (the record's, else the running request's), then the record's
+    extra fields (``extra=``) and its exception."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        data: dict[str, Any] = {
-            "time": log_time(record.created),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-            "request_id": getattr(record, "request_id", None) or request_id_var.get(),
-        }
-        fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            data.update(fields)
-        if record.exc_info:
-            data["exception"] = self.formatException(record.exc_info)
-        return _JSON_LINE.encode(data)
+    def __init__(self) -> None:
+        super().__init__(
+            list(LINE_FIELDS),
+            rename_fields=RENAMED,
+            reserved_attrs=NOT_WRITTEN,
+            json_serializer=_serialize,
+        )
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return log_time(record.created)
+
+    def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
+        log_data["level"] = log_data["level"].lower()
+        if not log_data["request_id"]:
+            log_data["request_id"] = request_id_var.get()
+        return log_data
 
 
 class _RequestIdFilter(logging.Filter):
@@ -157,14 +172,12 @@ def log_access(scope: Scope, method: str, route: str, status: int, elapsed: floa
         (method, scope["path"], status, elapsed * 1000),
         None,
         extra={
-            "fields": {
-                "method": method,
-                "path": scope["path"],
-                "route": route,
-                "status": status,
-                "duration_ms": round(elapsed * 1000, 2),
-                "client": (scope.get("client") or ("", 0))[0],
-            }
+            "method": method,
+            "path": scope["path"],
+            "route": route,
+            "status": status,
+            "duration_ms": round(elapsed * 1000, 2),
+            "client": (scope.get("client") or ("", 0))[0],
         },
     )
     access_log.handle(record)
