@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 from starlette.responses import JSONResponse, Response
 
 from app.db import failure_kind, first_line
@@ -99,6 +100,38 @@ def error_response(
     return response
 
 
+def problem_response(status_code: int, code: str, detail: str) -> JSONResponse:
+    """A problem document in English, for answers made outside the app's handlers (the
+    middlewares: ``/metrics``, a refused host, a server that did not start, a 500)."""
+    return JSONResponse(
+        {
+            "type": "about:blank",
+            "title": _title(status_code),
+            "status": status_code,
+            "code": code,
+            "detail": detail,
+        },
+        status_code,
+        media_type=PROBLEM_JSON,
+    )
+
+
+def too_large_response(request: Request, limit: int) -> Response:
+    """The 413 of a body over the route's limit: the limit in the text and in ``limit_bytes``;
+    the connection closed (the rest of the body is not read)."""
+    message = Message(
+        "The request body is too large. The limit here is %(limit)s bytes.", limit=limit
+    )
+    return error_response(
+        request,
+        413,
+        message,
+        code="payload_too_large",
+        headers={"Connection": "close"},
+        extra={"limit_bytes": limit},
+    )
+
+
 def _title(status_code: int) -> str:
     from http import HTTPStatus
 
@@ -125,6 +158,9 @@ def _problem(request: Request, exc: Problem) -> Response:
 def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     if exc.status_code < 400:  # pragma: no cover - not raised by this app
         return Response(status_code=exc.status_code, headers=exc.headers)
+    limit = getattr(exc, "limit", None) or request.scope.get(MAX_BODY_SIZE_SCOPE_KEY)
+    if exc.status_code == 413 and limit is not None:  # the framework's body limit
+        return too_large_response(request, limit)
     message = PAGE_MESSAGES.get(exc.status_code)
     if message is None or request.url.path.startswith(API_PREFIX):
         message = Text(str(exc.detail), str(exc.detail))

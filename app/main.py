@@ -30,7 +30,8 @@ from app.db import DatabaseTimeouts, ensure_sqlite_folder, make_engine, make_ses
 from app.domain.cards import Card, CardError
 from app.domain.catalog import Catalog, load_cards
 from app.errors import install_error_handlers
-from app.observability import install_guards, install_observability
+from app.observability import install_observability
+from app.observability.guards import install_guards
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.routing import include_flat
@@ -69,7 +70,7 @@ def load_catalog(live: LiveCatalog) -> tuple[Catalog, str | None]:
 
     A database that is not migrated yet (the app still starts and says so) serves the files only.
     A card file changed without a new version is a reason to refuse start-up (one line, by the
-    start-up gate: app.observability.cards_state), not a traceback.
+    start-up gate: app.observability.health.cards_state), not a traceback.
     """
     try:
         return live.load(), None
@@ -119,15 +120,15 @@ def create_app(
     if cards is None:
         try:
             cards = load_cards(settings.cards_dir)
-        except CardError as exc:  # refused at start-up with this line (app.observability)
+        except CardError as exc:  # refused at start-up with this line (app.observability.health)
             cards, card_error = {}, _one_line(exc)
     try:
         secret_key = resolve_secret_key(settings)
         ensure_sqlite_folder(settings.database_url)
         startup_error = None
     except OSError as exc:
-        # An unwritable data folder: the start-up gate refuses with one line (app.observability);
-        # this throwaway key never serves a request.
+        # An unwritable data folder: the start-up gate refuses with one line
+        # (app.observability.health); this throwaway key never serves a request.
         secret_key, startup_error = (
             secrets.token_urlsafe(48),
             f"{exc.strerror or exc}: {exc.filename}",
@@ -146,7 +147,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        # app.observability.StartupGate has refused to start on an unusable database already.
+        # app.observability.health.StartupGate has refused to start on an unusable database already.
         with collector_tuned(settings.gc_freeze):
             yield
         engine.dispose()
@@ -182,13 +183,14 @@ def create_app(
     app.state.templates = make_templates()
 
     app.add_middleware(BrowserSessionMiddleware, secure=settings.secure_cookies)
-    install_guards(app, settings)  # start-up gate, body cap, trusted hosts
+    body_limit = install_guards(app, settings)  # start-up gate, body limits, trusted hosts
     hsts = settings.hsts_max_age_s if settings.environment == "production" else 0
     # Outermost: request ids, logs, metrics, /readyz, the security headers on every response.
     install_observability(app, settings, response_headers=security_headers(hsts))
     install_error_handlers(app)
 
-    app.router.routes[0:0] = HOT_ROUTES  # served first: app.routing
+    # Served first (app.routing), each with its body limit.
+    app.router.routes[0:0] = [route.with_body_limit(body_limit) for route in HOT_ROUTES]
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
@@ -196,10 +198,10 @@ def create_app(
         return {"status": "ok"}
 
     for router in API_ROUTERS:
-        include_flat(app.router, router, prefix=API_PREFIX)
+        include_flat(app.router, router, prefix=API_PREFIX, body_limit=body_limit)
     install_openapi(app)
     for router in PAGE_ROUTERS:
-        include_flat(app.router, router, include_in_schema=False)
+        include_flat(app.router, router, include_in_schema=False, body_limit=body_limit)
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
     app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import email.message
 import functools
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Literal, Required, TypeVar
 from urllib.parse import parse_qsl
 
@@ -31,6 +31,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY, RequestBodyLimitMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
@@ -38,17 +40,30 @@ from starlette.types import Receive, Scope, Send
 from typing_extensions import TypedDict
 
 M = TypeVar("M", bound=BaseModel)
+# The largest body a route at a path (its template) takes for its methods; None: no limit.
+BodyLimit = Callable[[str, Collection[str]], int | None]
 
 
 def include_flat(
-    target: APIRouter, router: APIRouter, *, prefix: str = "", include_in_schema: bool = True
+    target: APIRouter,
+    router: APIRouter,
+    *,
+    prefix: str = "",
+    include_in_schema: bool = True,
+    body_limit: BodyLimit | None = None,
 ) -> None:
-    """Register every route of ``router`` (which includes no router itself) on ``target``."""
+    """Register every route of ``router`` (which includes no router itself) on ``target``.
+
+    A route's ``max_body_size`` is its own if its path operation declares one, else
+    ``body_limit(path, methods)`` (app.observability.guards.BodyLimits), else none."""
     for route in router.routes:
         if not isinstance(route, APIRoute):
             raise TypeError(
                 f"include_flat takes routers of path operations only, not {type(route).__name__}"
             )
+        max_body_size = route.max_body_size
+        if max_body_size is None and body_limit is not None:
+            max_body_size = body_limit(prefix + route.path, route.methods or ())
         target.add_api_route(
             prefix + route.path,
             route.endpoint,
@@ -77,6 +92,7 @@ def include_flat(
             openapi_extra=route.openapi_extra,
             generate_unique_id_function=route.generate_unique_id_function,
             strict_content_type=route.strict_content_type,
+            max_body_size=max_body_size,
         )
 
 
@@ -86,7 +102,8 @@ def include_flat(
 class HotRoute(Route):
     """A plain Starlette route for a GET or POST documented by the FastAPI path operation of the
     same method and path (``documented_by``, its endpoint's name): it is left out of the OpenAPI
-    document and served first.
+    document and served first. Its body limit (``max_body_size``) is Starlette's
+    ``RequestBodyLimitMiddleware``, the one FastAPI's per-route limit is made of.
 
     Its endpoint is served as an ASGI app (Starlette's route takes one as it is): the request
     made, the response sent; an exception it raises goes on to the app's ExceptionMiddleware,
@@ -100,11 +117,24 @@ class HotRoute(Route):
         *,
         method: Literal["GET", "POST"],
         documented_by: str,
+        max_body_size: int | None = None,
     ) -> None:
-        super().__init__(path, Endpoint(endpoint), methods=[method], name=f"{documented_by}_hot")
+        limit = (
+            None
+            if max_body_size is None
+            else [Middleware(RequestBodyLimitMiddleware, max_body_size=max_body_size)]
+        )
+        super().__init__(
+            path,
+            Endpoint(endpoint),
+            methods=[method],
+            name=f"{documented_by}_hot",
+            middleware=limit,
+        )
         self.methods = {method}  # not HEAD, which Starlette adds to a GET: FastAPI does not
         self.documented_by = documented_by
         self.call = endpoint
+        self.max_body_size = max_body_size
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         match, child_scope = super().matches(scope)
@@ -113,12 +143,20 @@ class HotRoute(Route):
         return match, child_scope
 
     def with_prefix(self, prefix: str) -> HotRoute:
+        return self._copy(prefix + self.path, self.max_body_size)
+
+    def with_body_limit(self, body_limit: BodyLimit) -> HotRoute:
+        """This route with the body limit ``body_limit`` gives its path and method."""
+        return self._copy(self.path, body_limit(self.path, self.methods or ()))
+
+    def _copy(self, path: str, max_body_size: int | None) -> HotRoute:
         (method,) = self.methods or ()
         return HotRoute(
-            prefix + self.path,
+            path,
             self.call,
             method=method,  # type: ignore[arg-type]
             documented_by=self.documented_by,
+            max_body_size=max_body_size,
         )
 
 
@@ -201,6 +239,16 @@ def query_values(query_string: bytes) -> dict[str, str]:
     return dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
 
 
+class BodyTooLarge(HTTPException):
+    """A body over the hot route's limit (``limit`` bytes), raised past the route's
+    ``RequestBodyLimitMiddleware`` (which answers only its own exception, in plain text) to the
+    app's handlers, which answer it as every other route's 413."""
+
+    def __init__(self, limit: int | None) -> None:
+        super().__init__(status_code=413)
+        self.limit = limit
+
+
 class Missing:
     """No body was sent (an empty one)."""
 
@@ -232,8 +280,10 @@ async def read_body(request: Request, *, strict_content_type: bool = True) -> An
             "ctx": {"error": exc.msg},
         }
         raise RequestValidationError([error], body=exc.doc) from exc
-    except HTTPException:
-        raise  # the body limit's 413 among them
+    except HTTPException as exc:
+        if exc.status_code == 413:  # the route's body limit, which would answer in plain text
+            raise BodyTooLarge(request.scope.get(MAX_BODY_SIZE_SCOPE_KEY)) from exc
+        raise
     except Exception as exc:
         raise HTTPException(status_code=400, detail="There was an error parsing the body") from exc
 

@@ -8,7 +8,9 @@ import logging
 import random
 import re
 import sqlite3
+import sys
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -17,7 +19,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from app.main import create_app
-from app.observability import JsonFormatter
+from app.observability.logs import JsonFormatter
 
 API = "/api/v1"
 METRICS_TOKEN = "metrics-token-0123456789abcdef"
@@ -70,6 +72,18 @@ def test_trusted_hosts_come_from_the_settings(tmp_path, db_url, cards):
             assert client.get("/healthz", headers={"Host": host}).status_code == status, host
 
 
+def test_an_untrusted_host_is_a_problem_document_on_the_api(client):
+    response = client.get(f"{API}/cards", headers={"Host": "evil.example"})
+    assert response.status_code == 400 and response.headers["x-request-id"]
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert response.json()["code"] == "invalid_host" and "evil" not in response.text
+    page = client.get("/", headers={"Host": "evil.example"})
+    assert page.status_code == 400 and page.text == "Invalid host header"
+    # A trusted host, remembered, still reaches the API.
+    for _ in range(2):
+        assert client.get(f"{API}/cards", headers={"Host": "localhost:8000"}).status_code == 200
+
+
 def _run(coroutine):
     """Run a coroutine to its end in a thread of its own (a browser test may have left this
     thread inside a running event loop)."""
@@ -110,7 +124,7 @@ def test_trusted_hosts_judge_every_host_as_starlette_does_and_remember_only_trus
     own TrustedHostMiddleware does; the first Host header counts when there are two."""
     from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-    from app.observability import TrustedHosts
+    from app.observability.guards import TrustedHosts
 
     async def inner(scope, receive, send):
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -130,7 +144,7 @@ def test_trusted_hosts_judge_every_host_as_starlette_does_and_remember_only_trus
         await middleware(scope, receive, send)
         return sent[0]["status"], sent[-1]["body"]
 
-    ours = TrustedHosts(inner, allowed_hosts=allowed, www_redirect=False)
+    ours = TrustedHosts(inner, allowed_hosts=allowed)
     theirs = TrustedHostMiddleware(inner, allowed_hosts=allowed, www_redirect=False)
     pairs = [[h] for h in HOST_VALUES] + [["evil.example", "cards.example.com"]]
     pairs += [["cards.example.com", "evil.example"]]
@@ -145,7 +159,7 @@ def test_trusted_hosts_judge_every_host_as_starlette_does_and_remember_only_trus
 
 
 def test_trusted_hosts_keep_a_bounded_number_of_values():
-    from app.observability import TrustedHosts
+    from app.observability.guards import TrustedHosts
 
     async def inner(scope, receive, send):
         await send({"type": "http.response.start", "status": 204, "headers": []})
@@ -161,7 +175,7 @@ def test_trusted_hosts_keep_a_bounded_number_of_values():
         await middleware(scope, None, send)
         return sent[0]["status"]
 
-    middleware = TrustedHosts(inner, allowed_hosts=["*.example.org"], www_redirect=False)
+    middleware = TrustedHosts(inner, allowed_hosts=["*.example.org"])
     for port in range(TrustedHosts.KEPT + 50):
         assert _run(get(f"a.example.org:{port}")) == 204
     assert len(middleware._trusted) == TrustedHosts.KEPT
@@ -177,7 +191,17 @@ def test_hsts_in_production_only(tmp_path, db_url, cards, client):
             assert hsts == "max-age=31536000; includeSubDomains"
 
 
-# --- the body cap -----------------------------------------------------------------------------
+# --- the body limits ---------------------------------------------------------------------------
+
+MIB = 1024 * 1024
+JSON = {"content-type": "application/json"}
+FORM = {"content-type": "application/x-www-form-urlencoded"}
+
+
+def chunked(size: int) -> Iterator[bytes]:
+    """A body of ``size`` bytes sent without Content-Length (chunked transfer encoding)."""
+    for start in range(0, size, 65536):
+        yield b"x" * min(65536, size - start)
 
 
 def assert_too_large(response, limit: int) -> None:
@@ -185,40 +209,86 @@ def assert_too_large(response, limit: int) -> None:
     assert response.headers["content-type"].startswith("application/problem+json")
     body = response.json()
     assert body["code"] == "payload_too_large" and body["limit_bytes"] == limit
+    assert f"{limit} bytes" in body["detail"]
+    assert response.headers["x-request-id"] and response.headers["connection"] == "close"
+
+
+def assert_too_large_page(response, limit: int) -> None:
+    assert response.status_code == 413, response.text[:300]
+    assert "text/html" in response.headers["content-type"]
+    assert f"{limit} bytes" in response.text and response.headers["x-request-id"]
 
 
 def test_a_body_over_the_cap_is_a_413_problem(client):
-    headers = {"content-type": "application/json"}
-    assert_too_large(
-        client.post(f"{API}/answers", content=b"x" * (1024 * 1024 + 1), headers=headers),
-        1024 * 1024,
-    )
-
-    def chunks():  # no Content-Length: chunked transfer encoding
-        for _ in range(20):
-            yield b"x" * 65536
-
-    assert_too_large(client.post(f"{API}/answers", content=chunks(), headers=headers), 1024 * 1024)
+    assert_too_large(client.post(f"{API}/answers", content=b"x" * (MIB + 1), headers=JSON), MIB)
+    assert_too_large(client.post(f"{API}/answers", content=chunked(20 * 65536), headers=JSON), MIB)
     # Under the cap, chunked or not, the request goes on (here: no token, 401).
-    small = client.post(f"{API}/answers", content=iter([b"{}"]), headers=headers)
+    small = client.post(f"{API}/answers", content=iter([b"{}"]), headers=JSON)
     assert small.status_code == 401
 
 
+@pytest.mark.parametrize("path", [f"{API}/answers/batch", f"{API}/auth/register"])
+def test_a_body_over_the_cap_on_a_path_operation_is_a_413_problem(client, path):
+    """The answer POST above is a hot route (its limit Starlette's middleware); these are
+    FastAPI path operations, their limit the route's ``max_body_size``."""
+    assert_too_large(client.post(path, content=b"x" * (MIB + 1), headers=JSON), MIB)
+    assert_too_large(client.post(path, content=chunked(MIB + 1), headers=JSON), MIB)
+    assert client.post(path, content=b"x" * MIB, headers=JSON).status_code == 422
+
+
+def test_a_declared_body_over_the_cap_is_refused_where_the_route_reads_none(client):
+    """A route that reads no body: Starlette answers a declared Content-Length over the limit
+    itself (plain text "Content Too Large"); the client gets the problem document all the
+    same. Sent chunked, the body is never read and the route answers."""
+    assert_too_large(client.post(f"{API}/learners", content=b"x" * (MIB + 1), headers=JSON), MIB)
+    assert client.post(f"{API}/learners", content=chunked(MIB + 1)).status_code == 201
+
+
 def test_a_page_form_over_the_cap_is_a_413_page(client):
-    response = client.post("/answers", content=b"a=" + b"x" * (1024 * 1024))
-    assert response.status_code == 413 and "text/html" in response.headers["content-type"]
+    assert_too_large_page(client.post("/answers", content=b"a=" + b"x" * MIB, headers=FORM), MIB)
+    assert_too_large_page(client.post("/answers", content=chunked(MIB + 1), headers=FORM), MIB)
 
 
 def test_card_documents_may_be_larger(client):
-    big = {"id": "x", "padding": "y" * (2 * 1024 * 1024)}  # 2 MiB: the authoring limit
+    big = {"id": "x", "padding": "y" * (2 * MIB)}  # 2 MiB: the authoring limit
     response = client.post(f"{API}/instructor/cards", json=big)
     assert response.status_code == 401  # past the cap; refused for want of a token
-    huge = client.post(
-        f"{API}/instructor/cards",
-        content=b"x" * (4 * 1024 * 1024 + 1),
-        headers={"content-type": "application/json"},
-    )
-    assert_too_large(huge, 4 * 1024 * 1024)
+    document = json.dumps(big).encode()
+    pieces = (document[i : i + 65536] for i in range(0, len(document), 65536))  # chunked
+    assert client.post(f"{API}/instructor/cards", content=pieces, headers=JSON).status_code == 401
+    for content in (b"x" * (4 * MIB + 1), chunked(4 * MIB + 1)):
+        huge = client.post(f"{API}/instructor/cards", content=content, headers=JSON)
+        assert_too_large(huge, 4 * MIB)
+    # The instructor's pages too.
+    page = client.post("/instructor/cards", content=b"a=" + b"x" * (2 * MIB), headers=FORM)
+    assert page.status_code != 413
+    for content in (b"a=" + b"x" * (4 * MIB), chunked(4 * MIB + 1)):
+        assert_too_large_page(
+            client.post("/instructor/cards", content=content, headers=FORM), 4 * MIB
+        )
+
+
+def test_a_refused_body_is_no_error_in_the_log(client, log_lines):
+    for content in (b"x" * (MIB + 1), chunked(MIB + 1)):
+        for path in (f"{API}/answers", f"{API}/learners"):
+            client.post(path, content=content, headers=JSON)
+    assert not [line for line in log_lines if line["level"] in ("error", "critical")]
+    access = [line for line in log_lines if line["logger"] == "app.access"]
+    assert {line["route"] for line in access} == {f"{API}/answers", f"{API}/learners"}
+
+
+def test_every_route_that_takes_a_body_has_its_limit(app):
+    from fastapi.routing import APIRoute
+
+    from app.routing import HotRoute
+
+    limited = {}
+    for route in app.routes:
+        if isinstance(route, (APIRoute, HotRoute)) and route.methods - {"GET", "HEAD"}:
+            limited[route.path] = route.max_body_size
+    assert limited[f"{API}/answers"] == limited["/answers"] == MIB
+    assert limited[f"{API}/instructor/cards"] == limited["/instructor/cards"] == 4 * MIB
+    assert set(limited.values()) == {MIB, 4 * MIB}, limited
 
 
 def test_a_batch_of_500_real_answers_fits_under_the_cap(client):
@@ -297,8 +367,27 @@ def test_log_lines_are_json_with_the_request_id(app, client, log_lines):
     assert all(line["request_id"] == "-" or line["request_id"] for line in log_lines)
 
 
+def test_a_json_line_has_its_fields_then_the_record_s_extra_ones():
+    formatter = JsonFormatter()
+    logger = logging.getLogger("app.test")
+    extra = {"color_message": "\x1b[1mcoloured\x1b[0m", "card_id": "zero"}
+    record = logger.makeRecord("app.test", logging.WARNING, __file__, 1, "café %s", ("ok",), None)
+    record.__dict__.update(extra)
+    text = formatter.format(record)
+    line = json.loads(text)
+    assert list(line) == ["time", "level", "logger", "message", "request_id", "card_id"]
+    assert line["level"] == "warning" and line["logger"] == "app.test"
+    assert line["message"] == "café ok" and "café" in text  # not escaped
+    assert line["request_id"] == "-" and line["card_id"] == "zero"  # uvicorn's colours left out
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        failed = logger.makeRecord("app.test", logging.ERROR, __file__, 1, "x", (), sys.exc_info())
+    assert "ValueError: boom" in json.loads(formatter.format(failed))["exception"]
+
+
 def test_a_log_line_s_time_is_utc_to_the_millisecond():
-    from app.observability import log_time
+    from app.observability.logs import log_time
 
     # 2026-12-01 16:43:56.165 UTC and the instants around a second's and a day's turn.
     assert log_time(1796143436.1659) == "2026-12-01T16:43:56.165+00:00"
@@ -414,7 +503,7 @@ def test_a_running_server_freezes_its_start_up_heap_and_undoes_it_at_shutdown(
 
 
 def test_response_headers_are_stamped_in_one_pass_keeping_or_replacing_the_responses_own():
-    from app.observability import stamp_headers
+    from app.observability.request_context import stamp_headers
 
     message = {
         "type": "http.response.start",

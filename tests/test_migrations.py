@@ -14,7 +14,7 @@ from sqlalchemy import inspect
 from app.cli import alembic_config, migrate
 from app.db import Base, make_engine
 from app.main import create_app
-from app.observability import StartupRefused
+from app.observability.health import StartupRefused
 
 TABLES = {"learners", "learner_tokens", "attempts"}
 

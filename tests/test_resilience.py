@@ -27,11 +27,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 
-from app import observability
 from app.cli import migrate
 from app.db import ConnectGuard, failure_kind
 from app.main import create_app
-from app.observability import StartupRefused
+from app.observability import health
+from app.observability.health import StartupRefused
 
 API = "/api/v1"
 FAST = {
@@ -371,7 +371,7 @@ def test_read_only_data_folder_refuses_to_start(tmp_path, cards, db_url, monkeyp
     def read_only(path: Path) -> None:
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
 
-    monkeypatch.setattr(observability, "write_probe", read_only)
+    monkeypatch.setattr(health, "write_probe", read_only)
     app = create_app(make_settings(tmp_path, db_url, **FAST), cards=cards)
     with pytest.raises(StartupRefused, match="data folder is unusable: .*Read-only file system"):
         with TestClient(app):

@@ -42,7 +42,7 @@ def docs_csp(page: str) -> str:
 
 def security_headers(hsts_max_age_s: int = 0) -> list[tuple[bytes, bytes]]:
     """``SECURITY_HEADERS`` as raw response headers, added by the request context
-    (app.observability.RequestContextMiddleware) to every HTTP response that does not set them
+    (app.observability.request_context.RequestContextMiddleware) to every HTTP response that does not set them
     itself.
 
     ``hsts_max_age_s`` > 0 (production) adds ``Strict-Transport-Security`` too: browsers that
