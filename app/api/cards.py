@@ -141,46 +141,39 @@ def question_response(call: ApiCall, card_id: str, point: str | None, seed: int 
 POINT_PATH = Values("path", card_id=(CardId, ...), point=(PointRef, ...))
 CARD_PATH = Values("path", card_id=(CardId, ...))
 SEED_QUERY = Values("query", seed=(Seed, None))
-POINT_VALUES = AllValues(LANG_VALUES, POINT_PATH, SEED_QUERY)
-CARD_VALUES = AllValues(LANG_VALUES, CARD_PATH, SEED_QUERY)
 
 
-async def point_question_hot(request: Request) -> Response:
-    query = query_values(request.scope["query_string"])
-    values = POINT_VALUES.valid({**query, **request.scope["path_params"]})
-    if values is None:  # FastAPI's errors, in its order: the dependency's values first
-        errors: list[Any] = []
-        await hot_api_call(request, query, errors)
-        POINT_PATH.read(request.path_params, errors)
-        SEED_QUERY.read(query, errors)
-        raise refuse(errors)
-    call = await get_api_call(request, values.get("lang"))
-    return question_response(call, values["card_id"], values["point"], values.get("seed"))
+class QuestionHot:
+    """A question route served first: its values (a point's or the card's path, the seed, the
+    language) read as its documented operation reads them."""
 
+    def __init__(self, path: Values) -> None:
+        self.path = path
+        self.values = AllValues(LANG_VALUES, path, SEED_QUERY)
 
-async def card_question_hot(request: Request) -> Response:
-    query = query_values(request.scope["query_string"])
-    values = CARD_VALUES.valid({**query, **request.scope["path_params"]})
-    if values is None:
-        errors: list[Any] = []
-        await hot_api_call(request, query, errors)
-        CARD_PATH.read(request.path_params, errors)
-        SEED_QUERY.read(query, errors)
-        raise refuse(errors)
-    call = await get_api_call(request, values.get("lang"))
-    return question_response(call, values["card_id"], None, values.get("seed"))
+    async def __call__(self, request: Request) -> Response:
+        query = query_values(request.scope["query_string"])
+        values = self.values.valid({**query, **request.scope["path_params"]})
+        if values is None:  # FastAPI's errors, in its order: the dependency's values first
+            errors: list[Any] = []
+            await hot_api_call(request, query, errors)
+            self.path.read(request.path_params, errors)
+            SEED_QUERY.read(query, errors)
+            raise refuse(errors)
+        call = await get_api_call(request, values.get("lang"))
+        return question_response(call, values["card_id"], values.get("point"), values.get("seed"))
 
 
 HOT_ROUTES = (
     HotRoute(
         "/cards/{card_id}/points/{point}/question",
-        point_question_hot,
+        QuestionHot(POINT_PATH),
         method="GET",
         documented_by="read_point_question",
     ),
     HotRoute(
         "/cards/{card_id}/question",
-        card_question_hot,
+        QuestionHot(CARD_PATH),
         method="GET",
         documented_by="read_card_question",
     ),
