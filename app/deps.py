@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -260,20 +260,19 @@ LearnerCallDep = Annotated[LearnerCall, Depends(get_learner_call)]
 LANG_VALUES = Values("query", lang=(LangQuery, None))
 
 
-async def hot_api_call(
-    request: Request, query: dict[str, str], errors: list[Any]
-) -> ApiCall | None:
-    """:func:`get_api_call` for a hot route: None when its values are invalid (``errors``)."""
-    values = LANG_VALUES.read(query, errors)
-    return await get_api_call(request, values["lang"]) if values else None
+Call = TypeVar("Call", ApiCall, LearnerCall)
 
 
-async def hot_learner_call(
-    request: Request, query: dict[str, str], errors: list[Any]
-) -> LearnerCall | None:
-    """:func:`get_learner_call` for a hot route: None when its values are invalid."""
+async def hot_call(
+    get_call: Callable[[Request, Lang | None], Awaitable[Call]],
+    request: Request,
+    query: dict[str, str],
+    errors: list[Any],
+) -> Call | None:
+    """``get_call`` (:func:`get_api_call` or :func:`get_learner_call`) for a hot route, as
+    FastAPI resolves it: not called (None) when its values are invalid (``errors``)."""
     values = LANG_VALUES.read(query, errors)
-    return await get_learner_call(request, values["lang"]) if values else None
+    return await get_call(request, values["lang"]) if values else None
 
 
 def get_api_instructor(learner: ApiLearner) -> LearnerRef:

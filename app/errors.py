@@ -23,6 +23,7 @@ from app.domain.languages import choose_lang
 from app.domain.messages import Message
 from app.domain.texts import Text
 from app.problems import Problem, TooManyRequests, Unauthorized
+from app.routing import BodyTooLarge
 from app.web.templating import LANG_COOKIE, render_page
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,9 @@ def _problem(request: Request, exc: Problem) -> Response:
 def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     if exc.status_code < 400:  # pragma: no cover - not raised by this app
         return Response(status_code=exc.status_code, headers=exc.headers)
-    limit = getattr(exc, "limit", None) or request.scope.get(MAX_BODY_SIZE_SCOPE_KEY)
+    limit = (
+        exc.limit if isinstance(exc, BodyTooLarge) else request.scope.get(MAX_BODY_SIZE_SCOPE_KEY)
+    )
     if exc.status_code == 413 and limit is not None:  # the framework's body limit
         return too_large_response(request, limit)
     message = PAGE_MESSAGES.get(exc.status_code)

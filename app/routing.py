@@ -13,7 +13,7 @@ dependency solver costs a question GET about as much again as the question itsel
 by the FastAPI path operation of the same method and path, registered after it (so never
 reached while the hot route is there) and calling the same function; its values are read and
 validated here as FastAPI reads and validates them, from the same annotations, so a client sees
-the same statuses and problem documents either way (tests/test_hot_routes.py compares both over
+the same statuses and problem documents either way (tests/test_routing.py compares both over
 good and bad requests). Public APIs of Starlette, FastAPI and pydantic only.
 """
 
@@ -256,9 +256,9 @@ class Missing:
 MISSING = Missing()
 
 
-async def read_body(request: Request, *, strict_content_type: bool = True) -> Any:
-    """A non-form body as FastAPI reads it: JSON when the content type says so (``application/
-    json`` or ``+json``; with no type only when not strict), the raw bytes otherwise,
+async def read_body(request: Request) -> Any:
+    """A non-form body as FastAPI reads it with its strict content type (the default): JSON when
+    the content type says so (``application/json`` or ``+json``), the raw bytes otherwise,
     :data:`MISSING` when empty. Undecodable JSON is a ``json_invalid`` validation error at its
     position; a body over the limit the limit's own 413; any other failure a 400."""
     try:
@@ -266,9 +266,7 @@ async def read_body(request: Request, *, strict_content_type: bool = True) -> An
         if not body:
             return MISSING
         content_type = request.headers.get("content-type")
-        if not content_type:
-            return body if strict_content_type else json.loads(body)
-        if is_json_content_type(content_type):
+        if content_type and is_json_content_type(content_type):
             return json.loads(body)
         return body
     except json.JSONDecodeError as exc:

@@ -18,6 +18,7 @@ from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.pofile import read_po
 from babel.support import Translations
 from conftest import CARD_ID
+from test_authoring_web import csrf, log_in
 
 from app.domain import messages
 from app.domain.languages import LANGS, choose_lang, from_accept_language
@@ -261,10 +262,6 @@ def untranslated(page: str) -> list[str]:
     return found
 
 
-def csrf(page: str) -> str:
-    return html.unescape(re.search(r'name="csrf_token" value="([^"]+)"', page).group(1))
-
-
 def hidden_fields(page: str) -> dict[str, str]:
     fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', page))
     return {k: html.unescape(v) for k, v in fields.items()}
@@ -312,21 +309,7 @@ def learner_pages(client, app) -> dict[str, str]:
 
 
 def instructor_pages(client, app) -> dict[str, str]:
-    from app.auth.service import register
-
-    with app.state.sessionmaker() as session:
-        register(
-            session=session, email="prof@example.com", password="a long password", role="instructor"
-        )
-    login = client.get("/login")
-    client.post(
-        "/login",
-        data={
-            "csrf_token": csrf(login.text),
-            "email": "prof@example.com",
-            "password": "a long password",
-        },
-    )
+    log_in(client, app)
     pages = {}
     for path in (
         "/account",
@@ -389,7 +372,7 @@ def test_the_chinese_dashboard_shows_validation_messages_in_chinese(client, app)
     from app.authoring import service
     from app.models import Learner
 
-    instructor_pages_login(client, app)
+    log_in(client, app)
     template = CARD_FIXTURE["points"][0]["templates"][0]
     broken = [
         {**template, "id": "kv-syntax", "answer": "kv * ("},  # a formula that does not parse
@@ -450,22 +433,4 @@ def test_the_chinese_dashboard_shows_validation_messages_in_chinese(client, app)
     assert all(p.to_json()["message"] == p.message for p in checked_doc.problems)
     assert any(
         re.search(r"[\u4e00-\u9fff]", p.to_json("zh")["message"]) for p in checked_doc.problems
-    )
-
-
-def instructor_pages_login(client, app) -> None:
-    from app.auth.service import register
-
-    with app.state.sessionmaker() as session:
-        register(
-            session=session, email="prof@example.com", password="a long password", role="instructor"
-        )
-    login = client.get("/login")
-    client.post(
-        "/login",
-        data={
-            "csrf_token": csrf(login.text),
-            "email": "prof@example.com",
-            "password": "a long password",
-        },
     )

@@ -17,7 +17,8 @@ from app.deps import (
     LearnerCall,
     LearnerCallDep,
     SessionDep,
-    hot_learner_call,
+    get_learner_call,
+    hot_call,
 )
 from app.practice.answers import answer_question, answer_question_grouped
 from app.problems import Problem
@@ -95,7 +96,8 @@ async def create_answer_hot(request: Request) -> Response:
     dependencies, then the body validated."""
     body = await read_body(request)
     errors: list[Any] = []
-    call = await hot_learner_call(request, query_values(request.scope["query_string"]), errors)
+    query = query_values(request.scope["query_string"])
+    call = await hot_call(get_learner_call, request, query, errors)
     answer = read_model(AnswerCreate, body, errors)
     if errors or call is None or answer is None:
         raise refuse(errors, body)

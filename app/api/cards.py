@@ -30,7 +30,7 @@ from app.deps import (
     SettingsDep,
     SignerDep,
     get_api_call,
-    hot_api_call,
+    hot_call,
 )
 from app.domain.catalog import Catalog
 from app.domain.identity import MAX_SEED
@@ -156,7 +156,7 @@ class QuestionHot:
         values = self.values.valid({**query, **request.scope["path_params"]})
         if values is None:  # FastAPI's errors, in its order: the dependency's values first
             errors: list[Any] = []
-            await hot_api_call(request, query, errors)
+            await hot_call(get_api_call, request, query, errors)
             self.path.read(request.path_params, errors)
             SEED_QUERY.read(query, errors)
             raise refuse(errors)
