@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from app.authoring import service
+from app.authoring.preview import preview_card, preview_variant
 from app.authoring.sandbox import check_formula as sandboxed_check
 from app.deps import InstructorVisitor, SessionDep
 from app.domain.authoring import put_template, remove_template
@@ -228,13 +229,13 @@ def preview_page(
     seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
 ) -> Response:
     """A variant exactly as learners see it, with the key and every pitfall's explanation."""
-    card = service.preview_card(session=session, card_id=card_id[:100])
+    card = preview_card(session=session, card_id=card_id[:100])
     chosen = {
         key.removeprefix("param."): value[:100]
         for key, value in request.query_params.items()
         if key.startswith("param.") and value
     }
-    variant = service.preview(card=card, template_id=template_id, seed=seed, params=chosen or None)
+    variant = preview_variant(card=card, template_id=template_id, seed=seed, params=chosen or None)
     template = card.template(template_id)
     context = {
         "card": card,
