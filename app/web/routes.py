@@ -8,6 +8,7 @@ from app.web.analytics import router as analytics_router
 from app.web.authoring import cards as authoring_cards
 from app.web.authoring import editor as authoring_editor
 from app.web.calculator import router as calculator_router
+from app.web.classes import router as classes_router
 
 PAGE_ROUTERS = (
     pages.router,
@@ -18,4 +19,5 @@ PAGE_ROUTERS = (
     authoring_editor.router,
     calculator_router,
     analytics_router,
+    classes_router,
 )
