@@ -1,6 +1,6 @@
-"""Classes (:mod:`app.analytics.classes`): ``/instructor/classes`` lists an instructor's classes
-and creates one (a join code); ``/instructor/classes/{id}`` shows each member's progress (the owner
-or an admin; 404 for anyone else); learners with an account join at ``/classes/join``.
+"""An instructor's classes as pages (:mod:`app.analytics.classes`): ``/instructor/classes`` lists
+them and creates one (a join code); ``/instructor/classes/{id}`` shows each member's progress (the
+owner or an admin; 404 for anyone else); learners with an account join at ``/classes/join``.
 """
 
 from __future__ import annotations
