@@ -27,6 +27,7 @@ from app.deps import (
     ApiLang,
     CatalogDep,
     OptionalApiLearner,
+    SessionDep,
     SettingsDep,
     SignerDep,
     get_api_call,
@@ -34,7 +35,9 @@ from app.deps import (
 )
 from app.domain.catalog import Catalog
 from app.domain.identity import MAX_SEED
+from app.practice.choosing import question_batch
 from app.practice.questions import get_card, new_question
+from app.practice.recent import recent_answers
 from app.routing import AllValues, HotRoute, Values, query_values, refuse
 from app.schemas import (
     CardPublic,
@@ -187,18 +190,30 @@ def read_card_questions(
     signer: SignerDep,
     lang: ApiLang,
     learner: OptionalApiLearner,
+    session: SessionDep,
     count: Annotated[int, Query(ge=1, le=MAX_BATCH)] = 10,
     point: Annotated[str | None, Query(max_length=100)] = None,
 ) -> QuestionBatchPublic:
     """Several questions at once, for offline use; each carries its ``expires_at`` (bound to
-    the bearer token's learner)."""
-    learner_id = learner.id if learner else None
-    items = [
-        new_question(
-            catalog=catalog, signer=signer, card_id=card_id, point=point, learner_id=learner_id
-        )
-        for _ in range(count)
-    ]
+    the bearer token's learner).
+
+    They go round the card's templates (or the exam point's): none comes twice before every one
+    has come once. With a bearer token, none repeats a key the learner saw in their last 10
+    answers, and a template among those comes with new numbers."""
+    seen = (
+        recent_answers(session=session, catalog=catalog, learner_id=learner.id)
+        if learner is not None
+        else []
+    )
+    items = question_batch(
+        catalog=catalog,
+        signer=signer,
+        card_id=card_id,
+        count=count,
+        point=point,
+        learner_id=learner.id if learner else None,
+        seen=seen,
+    )
     return QuestionBatchPublic(
         items=[present.question(item, lang, _number(catalog, item)) for item in items]
     )

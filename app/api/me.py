@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from app.api import present
 from app.auth.service import LearnerRef
 from app.deps import ApiLang, ApiLearner, CatalogDep, ContextDep, SessionDep
+from app.practice.choosing import practise_again
 from app.practice.mistakes import MAX_PAGE, list_attempts, mistake_book
 from app.practice.questions import question_for_template
 from app.problems import InvalidInput
@@ -22,6 +23,7 @@ from app.schemas import (
     PointProgressPublic,
     ProblemPublic,
     ProgressPublic,
+    QuestionPublic,
 )
 
 router = APIRouter(
@@ -109,6 +111,34 @@ def read_my_pitfalls(
         for g in book
         if g.pitfall_id is not None
     ]
+
+
+@router.get(
+    "/me/attempts/{attempt_id}/again",
+    response_model=QuestionPublic,
+    responses={404: {"model": ProblemPublic, "description": "No such answer of the learner."}},
+)
+def read_practise_again(
+    attempt_id: Annotated[int, Path(ge=1, description="The attempt_id of one of your answers.")],
+    session: SessionDep,
+    ctx: ContextDep,
+    learner: ApiLearner,
+    lang: ApiLang,
+) -> QuestionPublic:
+    """Practise again with new numbers: a question on the template of one of your answers, with
+    new values for every parameter its key depends on and a key you did not see in your last 10
+    answers. A template with a single key (a statement) gives way to another template of the
+    same exam point. Its token is bound to you."""
+    item = practise_again(
+        session=session,
+        catalog=ctx.catalog,
+        signer=ctx.signer,
+        learner_id=learner.id,
+        attempt_id=attempt_id,
+    )
+    card = ctx.catalog.latest(item.variant.id.card_id)
+    point = card.point_by_slug(item.variant.id.point) if card else None
+    return present.question(item, lang, point.number if point else None)
 
 
 @router.get("/me/progress", response_model=ProgressPublic)

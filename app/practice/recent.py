@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 
 from sqlalchemy import select
@@ -32,16 +33,19 @@ def recent_answers(
         .limit(limit)
     ).all()
     session.commit()
-    seen = []
-    for card_id, point, template_id, version, seed, params in reversed(rows):
-        try:
-            template = catalog.locate(
-                QuestionId(card_id, point, template_id, version, seed)
-            ).template
-        except RetiredQuestion:
-            continue
-        values = {name: Fraction(value) for name, value in (params or {}).items()}
-        if set(values) != set(template.params):
-            continue
-        seen.append(SeenQuestion(template_id, question_key(template, values), values))
-    return seen
+    seen = (seen_question(catalog, QuestionId(*row[:5]), row[5]) for row in reversed(rows))
+    return [s for s in seen if s is not None]
+
+
+def seen_question(
+    catalog: Catalog, question: QuestionId, params: Mapping[str, str] | None
+) -> SeenQuestion | None:
+    """An answered question with its key, from what its attempt stored (None once retired)."""
+    try:
+        template = catalog.locate(question).template
+    except RetiredQuestion:
+        return None
+    values = {name: Fraction(value) for name, value in (params or {}).items()}
+    if set(values) != set(template.params):
+        return None
+    return SeenQuestion(template.id, question_key(template, values), values)
