@@ -167,3 +167,34 @@ def test_a_stale_template_with_nothing_to_give_way_to_is_still_served(card):
     template = card.template("p1-name-the-terms")
     picks = choose(card, [template], 2, seen=[seen_of(card, template.id)])
     assert [p.template.id for p in picks] == [template.id, template.id]
+
+
+@pytest.mark.parametrize("stream", range(40))
+def test_after_a_session_the_next_round_still_covers_the_point_whenever_keys_allow(card, stream):
+    """The last session's statements are stale until they leave the last ten answers: the next
+    round places them once they are fresh, with numbers questions in between, whenever that
+    can cover every template (its statements at answers 0-5, 0-6 and 0-7 of the ten)."""
+    point = card.point_by_slug("optimizer-memory")
+    order = random.Random(stream).sample(list(point.templates), len(point.templates))
+    numeric = next(t for t in order if t.kind == "numeric")
+    before = [*order, numeric]  # ten answers, one template twice
+    seen = []
+    for at, template in enumerate(before):
+        (pick,) = choose(card, [template], 1, seen=seen, stream=1000 + at)
+        seen.append(pick.seen())
+    at_statements = sorted(i for i, t in enumerate(before) if t.kind == "statement")
+    room = all(i <= RECENT_ANSWERS - 5 + k for k, i in enumerate(at_statements))
+    picks = choose(card, point.templates, len(point.templates), seen=seen, stream=stream)
+    keys = [s.key for s in seen] + [p.key for p in picks]
+    for at in range(len(seen), len(keys)):
+        assert keys[at] not in keys[at - RECENT_ANSWERS : at]
+    if room:
+        assert len({p.template.id for p in picks}) == len(point.templates)
+
+
+@pytest.mark.parametrize("stream", range(5))
+def test_of_the_templates_due_in_a_round_the_one_seen_longest_ago_comes_first(card, stream):
+    scope = [t for t in card.point_by_slug("zero-stage-memory").templates if t.kind == "numeric"]
+    picks = choose(card, scope, 2 * len(scope), stream=stream)
+    first = [p.template.id for p in picks[: len(scope)]]
+    assert [p.template.id for p in picks[len(scope) :]] == first
