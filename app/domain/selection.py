@@ -18,6 +18,8 @@ A template whose key cannot be fresh (a statement template has one key sentence,
 for as long as it stays among the recent answers) gives way to the other templates in scope,
 then to the other templates of the same exam points (``wider``); only when none of them can be
 fresh is the stalest question served (the one breaking the fewest rules, seen longest ago).
+Where the rounds and the fresh keys disagree (the templates left in a round are statements seen
+in the last answers), the fresh keys win: those wait while others come again with new numbers.
 """
 
 from __future__ import annotations
