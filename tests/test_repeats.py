@@ -202,3 +202,28 @@ def test_practise_again_is_for_ones_own_answers(client):
     response = again(client, bob, attempt["attempt_id"])
     assert response.status_code == 404 and response.json()["code"] == "attempt_not_found"
     assert again(client, {}, attempt["attempt_id"]).status_code == 401
+
+
+def test_a_review_due_through_the_api_asks_about_another_model(client, app, clock, monkeypatch):
+    import itertools
+    import secrets
+
+    from app.domain.identity import MAX_SEED
+
+    alice = new_learner(client)
+    question = permalink(client, alice, BF16_175B_SEED)
+    wrong = next(c for c in question["choices"] if c["text"] != "1400 GB")
+    answer_api(client, alice, question, wrong["id"])
+    clock.advance(minutes=2, seconds=1)
+    # Random seeds that start with the very question answered.
+    seeds = itertools.count(BF16_175B_SEED)
+    real = secrets.randbelow
+    monkeypatch.setattr(
+        secrets, "randbelow", lambda n: next(seeds) if n == MAX_SEED + 1 else real(n)
+    )
+    response = client.get(f"{API}/me/review/due", headers=alice)
+    assert response.status_code == 200, response.text
+    (item,) = response.json()["items"]
+    due = item["question"]
+    assert due["template_id"] == "p1-pure-bf16-adamw"
+    assert due["params"]["psi"] != "175000000000"

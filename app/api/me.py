@@ -9,9 +9,9 @@ from fastapi import APIRouter, Path, Query
 from app.api import present
 from app.auth.service import LearnerRef
 from app.deps import ApiLang, ApiLearner, CatalogDep, ContextDep, SessionDep
-from app.practice.choosing import practise_again
+from app.practice.choosing import practise_again, review_question
 from app.practice.mistakes import MAX_PAGE, list_attempts, mistake_book
-from app.practice.questions import question_for_template
+from app.practice.recent import recent_answers
 from app.problems import InvalidInput
 from app.review.service import MAX_DUE_PAGE, due_items, progress
 from app.schemas import (
@@ -169,7 +169,8 @@ def read_my_due_reviews(
     limit: Annotated[int, Query(ge=1, le=MAX_DUE_PAGE)] = 20,
     cursor: Cursor = None,
 ) -> DuePagePublic:
-    """Review items due now, most overdue first, each with a fresh variant of its template."""
+    """Review items due now, most overdue first, each with a fresh variant of its template (new
+    numbers, and no key of your last 10 answers, where the template has more than one)."""
     items = due_items(
         session=session,
         learner_id=learner.id,
@@ -180,16 +181,18 @@ def read_my_due_reviews(
     more = len(items) > limit
     items = items[:limit]
     out = []
+    seen = recent_answers(session=session, catalog=ctx.catalog, learner_id=learner.id)
     for item in items:
         card = ctx.catalog.latest(item.card_id)
         if card is None or card.template(item.template_id) is None:
             continue
-        question = question_for_template(
+        question = review_question(
             catalog=ctx.catalog,
             signer=ctx.signer,
             card_id=item.card_id,
             template_id=item.template_id,
             learner_id=learner.id,
+            seen=seen,
         )
         point = card.point_by_slug(question.variant.id.point)
         out.append(

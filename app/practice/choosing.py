@@ -105,6 +105,34 @@ def practise_again(
     return _question(card, signer, pick, learner_id)
 
 
+def review_question(
+    *,
+    catalog: Catalog,
+    signer: QuestionSigner,
+    card_id: str,
+    template_id: str,
+    learner_id: str,
+    seen: list[SeenQuestion],
+) -> Question:
+    """A question of one template (a review due) after the learner's ``seen`` answers, oldest
+    first: a key not among the last of them, new numbers for what the key depends on where it
+    can (a statement has one key: it is asked as it is). The question joins ``seen``."""
+    card = get_card(catalog, card_id)
+    template = card.template(template_id)
+    if template is None:
+        raise retired()
+    (pick,) = choose_questions(
+        card.id,
+        [template],
+        1,
+        seen=seen,
+        seeds=lambda _position, _draw: random_seed(),
+        rng=random.Random(secrets.randbits(64)),
+    )
+    seen.append(pick.seen())
+    return _question(card, signer, pick, learner_id)
+
+
 def _question(card: Card, signer: QuestionSigner, pick: Pick, learner_id: str | None) -> Question:
     variant = generate(card, pick.template, pick.seed)
     return Question(
