@@ -37,7 +37,6 @@ from app.domain.catalog import Catalog
 from app.domain.identity import MAX_SEED
 from app.practice.choosing import question_batch
 from app.practice.questions import get_card, new_question
-from app.practice.recent import recent_answers
 from app.routing import AllValues, HotRoute, Values, query_values, refuse
 from app.schemas import (
     CardPublic,
@@ -200,19 +199,14 @@ def read_card_questions(
     They go round the card's templates (or the exam point's): none comes twice before every one
     has come once. With a bearer token, none repeats a key the learner saw in their last 10
     answers, and a template among those comes with new numbers."""
-    seen = (
-        recent_answers(session=session, catalog=catalog, learner_id=learner.id)
-        if learner is not None
-        else []
-    )
     items = question_batch(
+        session=session,
         catalog=catalog,
         signer=signer,
         card_id=card_id,
         count=count,
         point=point,
         learner_id=learner.id if learner else None,
-        seen=seen,
     )
     return QuestionBatchPublic(
         items=[present.question(item, lang, _number(catalog, item)) for item in items]

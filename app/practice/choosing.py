@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
 
@@ -31,16 +30,21 @@ from app.problems import NotFound
 
 def question_batch(
     *,
+    session: Session,
     catalog: Catalog,
     signer: QuestionSigner,
     card_id: str,
     count: int,
     point: str | None = None,
     learner_id: str | None = None,
-    seen: Sequence[SeenQuestion] = (),
 ) -> list[Question]:
-    """``count`` questions on the card (or on one exam point) in rounds over its templates, after
-    the learner's ``seen`` answers; their tokens are bound to ``learner_id`` when given."""
+    """``count`` questions on the card (or on one exam point) in rounds over its templates; for
+    a learner, after their latest answers, and their tokens bound to them."""
+    seen = (
+        recent_answers(session=session, catalog=catalog, learner_id=learner_id)
+        if learner_id is not None
+        else []
+    )
     card = get_card(catalog, card_id)
     if point is None:
         scope = card.templates()
