@@ -163,6 +163,7 @@ def test_a_practice_session_token_is_its_learners_only(client, app, db):
         learner_id=learner_id(db, alice),
         card_id=CARD_ID,
         mode="card",
+        seed_secret=app.state.context.seed_secret,
         size=2,
     )
     from app.practice.questions import SessionPosition

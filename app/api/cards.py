@@ -27,6 +27,7 @@ from app.deps import (
     ApiLang,
     CatalogDep,
     OptionalApiLearner,
+    SessionDep,
     SettingsDep,
     SignerDep,
     get_api_call,
@@ -34,6 +35,7 @@ from app.deps import (
 )
 from app.domain.catalog import Catalog
 from app.domain.identity import MAX_SEED
+from app.practice.choosing import question_batch
 from app.practice.questions import get_card, new_question
 from app.routing import AllValues, HotRoute, Values, query_values, refuse
 from app.schemas import (
@@ -187,18 +189,25 @@ def read_card_questions(
     signer: SignerDep,
     lang: ApiLang,
     learner: OptionalApiLearner,
+    session: SessionDep,
     count: Annotated[int, Query(ge=1, le=MAX_BATCH)] = 10,
     point: Annotated[str | None, Query(max_length=100)] = None,
 ) -> QuestionBatchPublic:
     """Several questions at once, for offline use; each carries its ``expires_at`` (bound to
-    the bearer token's learner)."""
-    learner_id = learner.id if learner else None
-    items = [
-        new_question(
-            catalog=catalog, signer=signer, card_id=card_id, point=point, learner_id=learner_id
-        )
-        for _ in range(count)
-    ]
+    the bearer token's learner).
+
+    They go round the card's templates (or the exam point's): none comes twice before every one
+    has come once. With a bearer token, none repeats a key the learner saw in their last 10
+    answers, and a template among those comes with new numbers."""
+    items = question_batch(
+        session=session,
+        catalog=catalog,
+        signer=signer,
+        card_id=card_id,
+        count=count,
+        point=point,
+        learner_id=learner.id if learner else None,
+    )
     return QuestionBatchPublic(
         items=[present.question(item, lang, _number(catalog, item)) for item in items]
     )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from app.api import present
 from app.auth.service import LearnerRef
 from app.deps import ApiLang, ApiLearner, CatalogDep, ContextDep, SessionDep
+from app.practice.choosing import practise_again, review_question
 from app.practice.mistakes import MAX_PAGE, list_attempts, mistake_book
-from app.practice.questions import question_for_template
+from app.practice.recent import recent_answers
 from app.problems import InvalidInput
 from app.review.service import MAX_DUE_PAGE, due_items, progress
 from app.schemas import (
@@ -22,6 +23,7 @@ from app.schemas import (
     PointProgressPublic,
     ProblemPublic,
     ProgressPublic,
+    QuestionPublic,
 )
 
 router = APIRouter(
@@ -111,6 +113,34 @@ def read_my_pitfalls(
     ]
 
 
+@router.get(
+    "/me/attempts/{attempt_id}/again",
+    response_model=QuestionPublic,
+    responses={404: {"model": ProblemPublic, "description": "No such answer of the learner."}},
+)
+def read_practise_again(
+    attempt_id: Annotated[int, Path(ge=1, description="The attempt_id of one of your answers.")],
+    session: SessionDep,
+    ctx: ContextDep,
+    learner: ApiLearner,
+    lang: ApiLang,
+) -> QuestionPublic:
+    """Practise again with new numbers: a question on the template of one of your answers, with
+    new values for every parameter its key depends on and a key you did not see in your last 10
+    answers. A template with a single key (a statement) gives way to another template of the
+    same exam point. Its token is bound to you."""
+    item = practise_again(
+        session=session,
+        catalog=ctx.catalog,
+        signer=ctx.signer,
+        learner_id=learner.id,
+        attempt_id=attempt_id,
+    )
+    card = ctx.catalog.latest(item.variant.id.card_id)
+    point = card.point_by_slug(item.variant.id.point) if card else None
+    return present.question(item, lang, point.number if point else None)
+
+
 @router.get("/me/progress", response_model=ProgressPublic)
 def read_my_progress(session: SessionDep, ctx: ContextDep, learner: ApiLearner) -> ProgressPublic:
     """Per card and exam point: first answers, share right, reviews due, FSRS retention."""
@@ -139,7 +169,8 @@ def read_my_due_reviews(
     limit: Annotated[int, Query(ge=1, le=MAX_DUE_PAGE)] = 20,
     cursor: Cursor = None,
 ) -> DuePagePublic:
-    """Review items due now, most overdue first, each with a fresh variant of its template."""
+    """Review items due now, most overdue first, each with a fresh variant of its template (new
+    numbers, and no key of your last 10 answers, where the template has more than one)."""
     items = due_items(
         session=session,
         learner_id=learner.id,
@@ -150,16 +181,18 @@ def read_my_due_reviews(
     more = len(items) > limit
     items = items[:limit]
     out = []
+    seen = recent_answers(session=session, catalog=ctx.catalog, learner_id=learner.id)
     for item in items:
         card = ctx.catalog.latest(item.card_id)
         if card is None or card.template(item.template_id) is None:
             continue
-        question = question_for_template(
+        question = review_question(
             catalog=ctx.catalog,
             signer=ctx.signer,
             card_id=item.card_id,
             template_id=item.template_id,
             learner_id=learner.id,
+            seen=seen,
         )
         point = card.point_by_slug(question.variant.id.point)
         out.append(

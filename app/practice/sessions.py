@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc, new_id, now_utc
 from app.db import write_transaction
+from app.domain.cards import Card, Template
 from app.domain.catalog import Catalog
 from app.domain.identity import QuestionId
 from app.domain.messages import Message
@@ -20,11 +21,9 @@ from app.domain.practice import (
     EXAM_SECONDS_PER_QUESTION,
     MAX_SIZE,
     MODES,
-    PlannedQuestion,
-    plan_card,
-    plan_point,
-    plan_templates,
+    plan_session,
     position_seed,
+    same_points,
 )
 from app.domain.texts import Text
 from app.models import Attempt, PracticeSession, ReviewItem
@@ -36,6 +35,7 @@ from app.practice.questions import (
     point_slug,
     regenerate,
 )
+from app.practice.recent import recent_answers
 from app.problems import Conflict, InvalidInput, NotFound
 
 EXAM_GRACE = timedelta(seconds=10)  # an answer sent as the clock ran out still counts
@@ -80,12 +80,16 @@ def start_session(
     learner_id: str,
     card_id: str,
     mode: str,
+    seed_secret: bytes,
     point: str | int | None = None,
     size: int | None = None,
     templates: list[str] | None = None,
     now: datetime | None = None,
 ) -> PracticeSession:
-    """A new session of ``mode`` on a card (``templates`` narrows mistakes mode to those)."""
+    """A new session of ``mode`` on a card (``templates`` narrows mistakes mode to those).
+
+    Its questions are chosen now, after the learner's latest answers (app.domain.selection):
+    "practise again" on one template is a mistakes session narrowed to it."""
     now = now or now_utc()
     if mode not in MODES:
         raise InvalidInput(
@@ -97,28 +101,38 @@ def start_session(
         raise InvalidInput(
             Message("a session has 1 to %(limit)s questions", limit=MAX_SIZE), code="invalid_size"
         )
-    rng = random.Random(secrets.randbits(64))
     slug: str | None = None
+    wider: list[Template] = []
     if mode == "point":
         slug = point_slug(card, point if point is not None else card.points[0].slug)
         found = card.point_by_slug(slug)
         assert found is not None
-        plan = plan_point(found, size, rng)
+        scope = list(found.templates)
     elif mode in ("card", "exam"):
-        plan = plan_card(card, size, rng)
+        scope = card.templates()
     else:
-        items = (
-            _mistaken_templates(session, catalog, learner_id, card_id, templates)
+        scope = (
+            _mistaken_templates(session, card, learner_id, templates)
             if mode == "mistakes"
-            else _due_templates(session, catalog, learner_id, card_id, now)
+            else _due_templates(session, card, learner_id, now)
         )
-        if not items:
+        if not scope:
             raise nothing_to_practise(mode)
         if mode == "review":
-            size = min(size, len(items))
-        plan = plan_templates(items, size, rng)
+            size = min(size, len(scope))
+        wider = same_points(card, scope)
+    session_id = new_id()
+    plan = plan_session(
+        card,
+        scope,
+        size,
+        seen=recent_answers(session=session, catalog=catalog, learner_id=learner_id),
+        seeds=lambda position, draw: position_seed(seed_secret, session_id, position, draw),
+        rng=random.Random(secrets.randbits(64)),
+        wider=wider,
+    )
     row = PracticeSession(
-        id=new_id(),
+        id=session_id,
         learner_id=learner_id,
         card_id=card.id,
         mode=mode,
@@ -135,15 +149,11 @@ def start_session(
 
 
 def _mistaken_templates(
-    session: Session,
-    catalog: Catalog,
-    learner_id: str,
-    card_id: str,
-    only: list[str] | None,
-) -> list[PlannedQuestion]:
+    session: Session, card: Card, learner_id: str, only: list[str] | None
+) -> list[Template]:
     query = select(Attempt.template_id).where(
         Attempt.learner_id == learner_id,
-        Attempt.card_id == card_id,
+        Attempt.card_id == card.id,
         Attempt.correct.is_(False),
         Attempt.dismissed.is_(False),
     )
@@ -151,33 +161,27 @@ def _mistaken_templates(
     session.commit()
     if only is not None:
         wrong &= set(only)
-    return _latest_templates(catalog, card_id, sorted(wrong))
+    return _templates(card, sorted(wrong))
 
 
-def _due_templates(
-    session: Session, catalog: Catalog, learner_id: str, card_id: str, now: datetime
-) -> list[PlannedQuestion]:
+def _due_templates(session: Session, card: Card, learner_id: str, now: datetime) -> list[Template]:
     ids = session.scalars(
         select(ReviewItem.template_id)
         .where(
             ReviewItem.learner_id == learner_id,
-            ReviewItem.card_id == card_id,
+            ReviewItem.card_id == card.id,
             ReviewItem.due_at <= now,
         )
         .order_by(ReviewItem.due_at)
     ).all()
     session.commit()
-    return _latest_templates(catalog, card_id, list(ids))
+    return _templates(card, list(ids))
 
 
-def _latest_templates(catalog: Catalog, card_id: str, ids: list[str]) -> list[PlannedQuestion]:
-    card = catalog.latest(card_id)
-    planned = []
-    for template_id in ids:
-        template = card.template(template_id) if card else None
-        if template is not None:  # a template removed since is not practised any more
-            planned.append(PlannedQuestion(template.point, template.id, template.version))
-    return planned
+def _templates(card: Card, ids: list[str]) -> list[Template]:
+    """The templates of ``card`` with these ids (one removed since is not practised any more)."""
+    found = (card.template(template_id) for template_id in ids)
+    return [template for template in found if template is not None]
 
 
 def load_session(*, session: Session, learner_id: str, session_id: str) -> SessionState:
@@ -210,7 +214,7 @@ def question_id_at(row: PracticeSession, position: int, secret: bytes) -> Questi
         point=str(planned["point"]),
         template_id=str(planned["template_id"]),
         template_version=int(planned["template_version"]),
-        seed=position_seed(secret, row.id, position),
+        seed=position_seed(secret, row.id, position, int(planned.get("draw", 0))),
     )
 
 

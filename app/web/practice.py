@@ -112,6 +112,7 @@ def start(
         learner_id=learner.id,
         card_id=card_id,
         mode=mode,
+        seed_secret=ctx.seed_secret,
         point=point or None,
         size=size,
         templates=[t for t in templates.split(",") if t] if templates else None,
