@@ -13,24 +13,32 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pydantic_core
-from sqlalchemy import Connection, MetaData, Table, create_engine, event
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    MetaData,
+    Row,
+    Select,
+    Table,
+    and_,
+    bindparam,
+    create_engine,
+    event,
+    or_,
+)
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
-from sqlalchemy.types import TypeEngine
 
 # A naming convention gives every constraint a stable name, which Alembic's batch mode on
 # SQLite and later migrations need to find them again.
@@ -376,328 +384,41 @@ def write_transaction(session: Session) -> Iterator[Session]:
 # --- keyed lookups ----------------------------------------------------------------------------
 
 
-_PLACEHOLDER = re.compile(r"(?<![:\w]):(\w+)")
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    sql: str
-    binds: tuple[tuple[str, Callable[[Any], Any]], ...]
-    results: tuple[Callable[[Any], Any] | None, ...]
-
-
-class DriverSQL:
-    """SQL the driver runs as written, through ``Connection.exec_driver_sql``: SQLAlchemy's
-    events, error wrapping, ``handle_error`` hook and disconnect handling stay; its statement
-    compilation and per-parameter processing go. For the answer writer's statements, run for
-    every batch (measured: reading 32 question keys, 361 µs as a compiled ``text()``, 103 µs this
-    way, 48 µs on the bare cursor).
-
-    Written with ``:name`` placeholders (rendered as ``%(name)s`` for drivers that want that).
-    The parameters named in ``binds`` and the result columns typed in ``results`` are converted
-    by those SQLAlchemy types' own processors for the connection's dialect, so what is stored
-    and read is exactly what the ORM stores and reads (SQLite's date-time strings, JSON text,
-    psycopg's JSON wrapper); other parameters go to the driver as they are.
-    """
+class ByKeys:
+    """A Core select of the rows named by many keys at once (the columns of an index):
+    ``WHERE (a = :k0_0 AND b = :k0_1) OR (...)``. Built once per power-of-two count of key slots
+    (spare slots repeat the first key), so that a dozen statements serve every count, each
+    compiled once (SQLAlchemy's statement cache); each term seeks the index (SQLite's row-value
+    ``IN (VALUES ...)`` scans the whole index instead). ``build`` makes the select from its
+    condition."""
 
     def __init__(
         self,
-        sql: str,
-        *,
-        binds: Mapping[str, TypeEngine[Any]] | None = None,
-        results: Sequence[TypeEngine[Any] | None] = (),
+        columns: Iterable[ColumnElement[Any]],
+        build: Callable[[ColumnElement[bool]], Select[Any]],
     ) -> None:
-        self.sql = sql
-        self._binds = dict(binds or {})
-        self._results = tuple(results)
-        self._prepared: dict[str, _Prepared] = {}
+        self._columns = tuple(columns)
+        self._build = build
+        self._statements: dict[int, Select[Any]] = {}
 
-    @classmethod
-    def insert(cls, table: Table, names: Sequence[str] | None = None) -> DriverSQL:
-        """``INSERT INTO table`` of the columns ``names`` (all of them by default), each bound
-        by its column's type, for :meth:`run_many`."""
-        names = list(table.c.keys()) if names is None else list(names)
-        return cls(
-            f"INSERT INTO {table.name} ({', '.join(names)})"
-            f" VALUES ({', '.join(':' + name for name in names)})",
-            binds={name: table.c[name].type for name in names},
-        )
-
-    def _prepare(self, dialect: Dialect) -> _Prepared:
-        prepared = self._prepared.get(dialect.name)
-        if prepared is None:
-            sql = self.sql
-            if dialect.paramstyle in ("pyformat", "format"):
-                sql = _PLACEHOLDER.sub(r"%(\1)s", sql.replace("%", "%%"))
-            binds = tuple(
-                (name, processor)
-                for name, type_ in self._binds.items()
-                if (processor := type_.dialect_impl(dialect).bind_processor(dialect)) is not None
-            )
-            results = tuple(
-                None
-                if type_ is None
-                else type_.dialect_impl(dialect).result_processor(dialect, None)
-                for type_ in self._results
-            )
-            prepared = self._prepared[dialect.name] = _Prepared(sql, binds, results)
-        return prepared
-
-    @staticmethod
-    def _bound(prepared: _Prepared, params: Mapping[str, Any]) -> dict[str, Any]:
-        bound = dict(params)
-        for name, processor in prepared.binds:
-            if name in bound:
-                bound[name] = processor(bound[name])
-        return bound
-
-    def rows(self, connection: Connection, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        """Run it once; its rows, their typed columns converted."""
-        prepared = self._prepare(connection.dialect)
-        fetched = connection.exec_driver_sql(prepared.sql, self._bound(prepared, params)).all()
-        return self._converted(prepared, fetched)
-
-    def read(self, params: Mapping[str, Any]) -> Read:
-        """This statement with ``params``, to run with others (:func:`read_together`)."""
-        return Read(self, params)
-
-    @staticmethod
-    def _converted(prepared: _Prepared, fetched: Sequence[Any]) -> list[tuple[Any, ...]]:
-        if not any(prepared.results):
-            return [tuple(row) for row in fetched]
-        processors = prepared.results
-        return [
-            tuple(
-                value if processor is None or value is None else processor(value)
-                for value, processor in zip(row, processors, strict=False)
-            )
-            for row in fetched
-        ]
-
-    def run_many(self, connection: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Run it for each of ``rows`` (the driver's executemany), returning nothing."""
-        if rows:
-            prepared = self._prepare(connection.dialect)
-            connection.exec_driver_sql(prepared.sql, [self._bound(prepared, row) for row in rows])
-
-
-@dataclass(frozen=True)
-class Read:
-    """A :class:`DriverSQL` read with its parameters (:func:`read_together`)."""
-
-    statement: DriverSQL
-    params: Mapping[str, Any]
-
-    def rows(self, connection: Connection) -> list[tuple[Any, ...]]:
-        return self.statement.rows(connection, self.params)
-
-
-def read_together(
-    connection: Connection, reads: Sequence[Read | None]
-) -> list[list[tuple[Any, ...]]]:
-    """The rows of each of ``reads`` (none for a ``None``), which must not depend on each
-    other: on PostgreSQL (psycopg) all sent before any answer is awaited and answered together
-    (its pipeline mode, through the driver's cursors, the parameters bound by the server as
-    for any statement: one round trip, and an empty one to leave the pipeline), errors raised
-    as SQLAlchemy raises them (see :func:`driver_errors`); elsewhere one after another
-    (:meth:`DriverSQL.rows`). Measured on a batch of 32 answers: 2.2-2.6 ms a call, against
-    3.0-3.6 ms as one message of several statements (client-side binding: each statement
-    parsed and planned anew) and about 1.3 ms for each statement on its own."""
-    sent = [read for read in reads if read is not None]
-    if connection.dialect.driver != "psycopg" or len(sent) < 2:
-        return [[] if read is None else read.rows(connection) for read in reads]
-    if not connection.in_transaction():
-        # What SQLAlchemy's own first statement would do (autobegin): the caller's commit or
-        # rollback ends the transaction the driver begins for these reads.
-        connection.begin()
-    dialect = connection.dialect
-    driver_connection = connection.connection.driver_connection
-    assert driver_connection is not None  # a connection in a transaction has its driver's
-    results = []
-    with driver_errors(connection), driver_connection.pipeline() as pipeline:
-        cursors = []
-        for read in sent:
-            statement = read.statement._prepare(dialect)
-            cursor = driver_connection.cursor()
-            cursor.execute(statement.sql, read.statement._bound(statement, read.params))
-            cursors.append((statement, cursor))
-        pipeline.sync()
-        for statement, cursor in cursors:
-            with cursor:
-                results.append(DriverSQL._converted(statement, cursor.fetchall()))
-    found = iter(results)
-    return [[] if read is None else next(found) for read in reads]
-
-
-@contextmanager
-def pipelined(connection: Connection) -> Iterator[None]:
-    """The statements the block runs on ``connection`` sent together (psycopg's pipeline mode:
-    one round trip to the server for all of them instead of one each) for a block that writes
-    and reads nothing back; elsewhere (SQLite) the block just runs. A statement's failure
-    surfaces at the end of the block (or at a later statement), raised as :func:`driver_errors`
-    raises it."""
-    if connection.dialect.driver != "psycopg":
-        yield
-        return
-    with driver_errors(connection):
-        driver_connection = connection.connection.driver_connection
-        assert driver_connection is not None  # a checked-out connection has its driver's
-        with driver_connection.pipeline():
-            yield
-
-
-@contextmanager
-def driver_errors(connection: Connection) -> Iterator[None]:
-    """The driver's own errors, raised in the block by calls past SQLAlchemy, raised as
-    SQLAlchemy raises them (``IntegrityError``, ``OperationalError`` …, the driver's error as
-    ``orig``) and recorded in the engine's health like any other database failure; a connection
-    lost meanwhile is invalidated, so the pool does not hand it out again."""
-    dbapi = connection.dialect.loaded_dbapi
-    try:
-        yield
-    except dbapi.Error as exc:
-        driver_connection = connection.connection.driver_connection
-        lost = connection.dialect.is_disconnect(exc, driver_connection, None)
-        wrapped = sa_exc.DBAPIError.instance(
-            None, None, exc, dbapi.Error, connection_invalidated=lost, dialect=connection.dialect
-        )
-        kind = failure_kind(wrapped)
-        if kind is not None:
-            engine_health(connection.engine).record(kind, first_line(exc))
-        if lost:
-            connection.invalidate(exc)
-        raise wrapped from exc
-
-
-@lru_cache(maxsize=32)
-def _largest_id(table: str) -> DriverSQL:
-    return DriverSQL(f"SELECT max(id) FROM {table}")
-
-
-@lru_cache(maxsize=32)
-def _sequence_ids(table: str) -> DriverSQL:
-    return DriverSQL(
-        f"SELECT nextval(pg_get_serial_sequence('{table}', 'id')) FROM generate_series(1, :count)"
-    )
-
-
-def next_ids(connection: Connection, table: str, count: int) -> list[int]:
-    """``count`` unused ids for ``table``'s integer primary key ``id``, for rows the caller's
-    write transaction inserts with their ids given (one executemany, nothing to read back): on
-    PostgreSQL the column's sequence's next values; on SQLite those after the largest, which is
-    what SQLite would give them one by one (its write lock, held since ``BEGIN IMMEDIATE``,
-    keeps them free until the commit). :func:`next_ids_read` reads them with other reads."""
-    if count <= 0:
-        return []
-    read = next_ids_read(connection.dialect, table, count)
-    return next_ids_of(connection.dialect, read.rows(connection), count)
-
-
-def next_ids_read(dialect: Dialect, table: str, count: int) -> Read:
-    """The read behind :func:`next_ids` (``count`` at least 1), for :func:`read_together`;
-    :func:`next_ids_of` turns its rows into the ids."""
-    if dialect.name == "postgresql":
-        return _sequence_ids(table).read({"count": count})
-    return _largest_id(table).read({})
-
-
-def next_ids_of(dialect: Dialect, rows: Sequence[tuple[Any, ...]], count: int) -> list[int]:
-    """The ``count`` ids the rows of a :func:`next_ids_read` give."""
-    if dialect.name == "postgresql":
-        return sorted(row[0] for row in rows)
-    largest = rows[0][0] or 0
-    return list(range(largest + 1, largest + 1 + count))
-
-
-@dataclass(frozen=True)
-class KeyColumns:
-    """Columns that together name rows (a composite index), for reading many keys at once.
-
-    SQLite gets ``(a = :k0_0 AND b = :k0_1) OR (...)`` with a power-of-two number of key slots
-    (spares repeat the first key), so that a dozen statements serve every count; each term
-    seeks the index (SQLite's row-value ``IN (VALUES ...)`` scans the whole index instead).
-    PostgreSQL gets one array per column, ``(a, b) IN (SELECT * FROM unnest(:k_0, :k_1))``: one
-    short statement whatever the count (psycopg re-parses statements over 4 KB every time).
-    """
-
-    names: tuple[str, ...]
-    pg_types: tuple[str, ...]  # each column's PostgreSQL type, for its array
-
-    def slots(self, dialect: str, count: int) -> int:
-        """The ``slots`` argument of :meth:`where` for ``count`` keys."""
-        if dialect == "postgresql":
-            return 0
-        return 1 << max(0, count - 1).bit_length()
-
-    def where(self, dialect: str, slots: int) -> str:
-        if dialect == "postgresql":
-            arrays = ", ".join(f"CAST(:k_{j} AS {t}[])" for j, t in enumerate(self.pg_types))
-            return f"({', '.join(self.names)}) IN (SELECT * FROM unnest({arrays}))"
-        terms = (
-            "(" + " AND ".join(f"{name} = :k{i}_{j}" for j, name in enumerate(self.names)) + ")"
-            for i in range(slots)
-        )
-        return "(" + " OR ".join(terms) + ")"
-
-    def params(self, dialect: str, keys: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
-        """The parameters of :meth:`where` for ``keys`` (at least one)."""
-        if dialect == "postgresql":
-            return {f"k_{j}": [key[j] for key in keys] for j in range(len(self.names))}
-        slots = list(keys) + [keys[0]] * (self.slots(dialect, len(keys)) - len(keys))
-        return {f"k{i}_{j}": value for i, key in enumerate(slots) for j, value in enumerate(key)}
-
-
-class KeyedSelect:
-    """A read of the rows named by many keys at once: ``sql`` with ``{where}`` where the
-    :class:`KeyColumns` condition goes, run as :class:`DriverSQL` (one statement per dialect and
-    slot count, made on first use and kept: a dozen at most). ``for_update`` locks the rows read
-    on PostgreSQL (SQLite's write lock covers them already)."""
-
-    def __init__(
-        self,
-        key: KeyColumns,
-        sql: str,
-        *,
-        binds: Mapping[str, TypeEngine[Any]] | None = None,
-        results: Sequence[TypeEngine[Any] | None] = (),
-        for_update: bool = False,
-    ) -> None:
-        self.key = key
-        self._sql = sql
-        self._binds = binds
-        self._results = results
-        self._for_update = for_update
-        self._statements: dict[tuple[str, int], DriverSQL] = {}
-
-    def rows(
-        self,
-        connection: Connection,
-        keys: Sequence[tuple[Any, ...]],
-        params: Mapping[str, Any] | None = None,
-    ) -> list[tuple[Any, ...]]:
-        """The rows of ``keys`` (none for no keys); ``params`` fill the rest of ``sql``."""
-        read = self.read(connection.dialect, keys, params)
-        return [] if read is None else read.rows(connection)
-
-    def read(
-        self,
-        dialect: Dialect,
-        keys: Sequence[tuple[Any, ...]],
-        params: Mapping[str, Any] | None = None,
-    ) -> Read | None:
-        """:meth:`rows` as a read for :func:`read_together` (None for no keys)."""
-        if not keys:
-            return None
-        name = dialect.name
-        slots = self.key.slots(name, len(keys))
-        statement = self._statements.get((name, slots))
+    def rows(self, connection: Connection, keys: Iterable[tuple[Any, ...]]) -> Sequence[Row[Any]]:
+        """The rows of ``keys`` (none for no keys)."""
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return []
+        slots = 1 << (len(wanted) - 1).bit_length()
+        statement = self._statements.get(slots)
         if statement is None:
-            sql = self._sql.format(where=self.key.where(name, slots))
-            if self._for_update and name == "postgresql":
-                sql += " FOR UPDATE"
-            statement = DriverSQL(sql, binds=self._binds, results=self._results)
-            self._statements[(name, slots)] = statement
-        return statement.read({**self.key.params(name, keys), **(params or {})})
+            where = or_(
+                *(
+                    and_(*(c == bindparam(f"k{i}_{j}") for j, c in enumerate(self._columns)))
+                    for i in range(slots)
+                )
+            )
+            statement = self._statements[slots] = self._build(where)
+        wanted += [wanted[0]] * (slots - len(wanted))
+        params = {f"k{i}_{j}": value for i, key in enumerate(wanted) for j, value in enumerate(key)}
+        return connection.execute(statement, params).all()
 
 
 class WriterTurn:
