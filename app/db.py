@@ -10,13 +10,11 @@ run on PostgreSQL, where these hooks are not installed.
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,17 +22,10 @@ from typing import Any, ClassVar
 
 import pydantic_core
 from sqlalchemy import (
-    ColumnElement,
-    Connection,
     MetaData,
-    Row,
-    Select,
     Table,
-    and_,
-    bindparam,
     create_engine,
     event,
-    or_,
 )
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
@@ -379,74 +370,3 @@ def write_transaction(session: Session) -> Iterator[Session]:
     except BaseException:
         session.rollback()
         raise
-
-
-# --- keyed lookups ----------------------------------------------------------------------------
-
-
-class ByKeys:
-    """A Core select of the rows named by many keys at once (the columns of an index):
-    ``WHERE (a = :k0_0 AND b = :k0_1) OR (...)``. Built once per power-of-two count of key slots
-    (spare slots repeat the first key), so that a dozen statements serve every count, each
-    compiled once (SQLAlchemy's statement cache); each term seeks the index (SQLite's row-value
-    ``IN (VALUES ...)`` scans the whole index instead). ``build`` makes the select from its
-    condition."""
-
-    def __init__(
-        self,
-        columns: Iterable[ColumnElement[Any]],
-        build: Callable[[ColumnElement[bool]], Select[Any]],
-    ) -> None:
-        self._columns = tuple(columns)
-        self._build = build
-        self._statements: dict[int, Select[Any]] = {}
-
-    def rows(self, connection: Connection, keys: Iterable[tuple[Any, ...]]) -> Sequence[Row[Any]]:
-        """The rows of ``keys`` (none for no keys)."""
-        wanted = list(dict.fromkeys(keys))
-        if not wanted:
-            return []
-        slots = 1 << (len(wanted) - 1).bit_length()
-        statement = self._statements.get(slots)
-        if statement is None:
-            where = or_(
-                *(
-                    and_(*(c == bindparam(f"k{i}_{j}") for j, c in enumerate(self._columns)))
-                    for i in range(slots)
-                )
-            )
-            statement = self._statements[slots] = self._build(where)
-        wanted += [wanted[0]] * (slots - len(wanted))
-        params = {f"k{i}_{j}": value for i, key in enumerate(wanted) for j, value in enumerate(key)}
-        return connection.execute(statement, params).all()
-
-
-class WriterTurn:
-    """Whose turn it is to write, among the processes sharing one SQLite file: an exclusive
-    ``flock`` on ``<database>.writers``, held around a batch's write transaction. Waiting on
-    SQLite's own lock, a writer sleeps in 1, 2, 5, 10 … ms steps (its busy handler) and misses
-    the moments the lock is free; the kernel wakes a flock waiter as soon as the holder lets go.
-    A no-op on PostgreSQL, for in-memory SQLite and when the lock file cannot be opened (SQLite's
-    lock still serialises the writers then)."""
-
-    def __init__(self, engine: Engine) -> None:
-        database = engine.url.database if engine.dialect.name == "sqlite" else None
-        self._path = f"{database}.writers" if database and database != ":memory:" else None
-        self._fd: int | None = None
-
-    @contextmanager
-    def __call__(self) -> Iterator[None]:
-        if self._path is not None and self._fd is None:
-            try:
-                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
-            except OSError as exc:
-                log.warning("writers take turns by SQLite's lock only: %s", first_line(exc))
-                self._path = None
-        if self._fd is None:
-            yield
-            return
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)

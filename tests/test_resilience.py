@@ -287,7 +287,7 @@ def test_postgres_that_stops_answering_in_the_middle_of_an_answer_batch(
     from sqlalchemy.engine import make_url
 
     from app.models import Attempt
-    from app.practice import answers
+    from app.practice import storing
 
     migrate(pg_url)
     real = make_url(pg_url)
@@ -305,21 +305,21 @@ def test_postgres_that_stops_answering_in_the_middle_of_an_answer_batch(
                 "choice_id": question["choices"][0]["id"],
                 "client_answer_id": str(uuid.uuid4()),
             }
-            real_reads = answers._STORED
+            real_reads = storing._STORED
 
             class ReadsIntoABlackHole:
-                def rows(self, connection, keys):
-                    proxy.swallow()  # the writer's transaction has begun on a live connection
-                    return real_reads.rows(connection, keys)
+                def read(self, dialect, keys):
+                    proxy.swallow()  # the writer has its connection: its reads go next
+                    return real_reads.read(dialect, keys)
 
-            monkeypatch.setattr(answers, "_STORED", ReadsIntoABlackHole())
+            monkeypatch.setattr(storing, "_STORED", ReadsIntoABlackHole())
             response, elapsed = timed(
                 lambda: client.post(f"{API}/answers", json=body, headers=auth)
             )
             assert_unavailable(response)
             assert elapsed < 6, elapsed  # the 2 s deadline, then the guard refuses at once
             assert_unrelated_routes_answer(client)
-            monkeypatch.setattr(answers, "_STORED", real_reads)
+            monkeypatch.setattr(storing, "_STORED", real_reads)
             proxy.forward()
             deadline = time.monotonic() + 10
             while (

@@ -10,11 +10,12 @@ from conftest import CARD_ID, TEST_SECRET
 from sqlalchemy import event, func, select, text
 
 from app.auth.service import APP, LearnerRef, create_app_learner, hash_secret, learner_for_token
-from app.db import ByKeys, make_engine, make_sessionmaker, write_transaction
+from app.batch import ByKeys
+from app.db import make_engine, make_sessionmaker, write_transaction
 from app.domain.catalog import Catalog
 from app.domain.generation import generate_for_point
 from app.models import Attempt, Learner, LearnerToken, ReviewItem
-from app.practice import answers as practice
+from app.practice import storing
 from app.practice.answers import Context, answer_question, new_writer
 from app.practice.questions import QuestionSigner
 from app.practice.writer import WRITE_TRIES
@@ -140,14 +141,14 @@ def test_a_lost_insert_race_returns_the_stored_result(sessions, cards, card, mon
     choice = generate_for_point(card, POINT, 9).correct_choice_id
     first = submit(sessions, cards, learner, token, choice, key)
 
-    real = practice._STORED
+    real = storing._STORED
     missing = iter(range(misses))
 
     class Racy:
-        def rows(self, connection, keys):
-            return [] if next(missing, None) is not None else real.rows(connection, keys)
+        def read(self, dialect, keys):  # no read: none found, as before the other's commit
+            return None if next(missing, None) is not None else real.read(dialect, keys)
 
-    monkeypatch.setattr(practice, "_STORED", Racy())
+    monkeypatch.setattr(storing, "_STORED", Racy())
     assert submit(sessions, cards, learner, token, choice, key) == first
     assert next(missing, None) is None  # every miss was taken
     assert count_attempts(sessions) == 1
@@ -261,7 +262,7 @@ def test_writers_of_several_processes_take_turns_on_one_sqlite_file(tmp_path):
 
     from sqlalchemy import create_engine
 
-    from app.db import WriterTurn
+    from app.practice.writer import WriterTurn
 
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     first, second = WriterTurn(create_engine(url)), WriterTurn(create_engine(url))
@@ -387,7 +388,7 @@ def test_a_lost_insert_race_returns_the_stored_result_postgres(
         engine.dispose()
 
 
-# --- many keys in one read (app.db.ByKeys) -----------------------------------------------------
+# --- many keys in one read (app.batch.ByKeys) -----------------------------------------------------
 
 NASTY = [
     "plain",

@@ -21,12 +21,12 @@ from app.deps import (
     hot_call,
 )
 from app.practice.answers import (
-    AnswerOutcome,
     Submission,
     answer_question_async,
     answer_questions,
     answer_writer,
 )
+from app.practice.storing import AnswerOutcome
 from app.problems import Problem
 from app.routing import HotRoute, query_values, read_body, read_model, refuse
 from app.schemas import (

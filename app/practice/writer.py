@@ -14,17 +14,21 @@ answer's only.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
+import os
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import WriterTurn, write_transaction
+from app.db import first_line, write_transaction
 from app.problems import Conflict
 
 WRITE_TRIES = 3  # a batch written whole, before it is written answer by answer
@@ -147,6 +151,37 @@ class AnswerWriter(Generic[T]):
                     except Exception as exc:  # noqa: BLE001 - this answer only
                         item.outcome, item.error = None, exc
                         break
+
+
+class WriterTurn:
+    """Whose turn it is to write, among the processes sharing one SQLite file: an exclusive
+    ``flock`` on ``<database>.writers``, held around a batch's write transaction. Waiting on
+    SQLite's own lock, a writer sleeps in 1, 2, 5, 10 … ms steps (its busy handler) and misses
+    the moments the lock is free; the kernel wakes a flock waiter as soon as the holder lets go.
+    A no-op on PostgreSQL, for in-memory SQLite and when the lock file cannot be opened (SQLite's
+    lock still serialises the writers then)."""
+
+    def __init__(self, engine: Engine) -> None:
+        database = engine.url.database if engine.dialect.name == "sqlite" else None
+        self._path = f"{database}.writers" if database and database != ":memory:" else None
+        self._fd: int | None = None
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        if self._path is not None and self._fd is None:
+            try:
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                log.warning("writers take turns by SQLite's lock only: %s", first_line(exc))
+                self._path = None
+        if self._fd is None:
+            yield
+            return
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
 
 def _wake(groups: Sequence[_Group[Any]]) -> None:

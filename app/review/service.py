@@ -13,10 +13,11 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, case, func, insert, select, update
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc
-from app.db import ByKeys
+from app.batch import ByKeys, Read
 from app.domain import rating
 from app.domain.scheduling import retrievability
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
@@ -33,32 +34,38 @@ class DueItem:
     due_at: datetime
 
 
-def read_known(connection: Connection, answers: Sequence[rating.Answer]) -> rating.Known:
-    """What rating ``answers`` needs (app.domain.rating.needs), read in the caller's write
-    transaction: the items locked until it ends (PostgreSQL; SQLite's write lock covers them),
-    in id order, so that two processes rating the same items take their locks alike."""
-    needs = rating.needs(answers)
-    items = {
-        (row.learner_id, row.card_id, row.template_id): (
-            row.id,
-            rating.Item(
-                row.point,
-                row.state,
-                as_utc(row.due_at),
-                row.reviews,
-                row.lapses,
-                row.last_review_at and as_utc(row.last_review_at),
-            ),
-        )
-        for row in _ITEMS_BY_KEY.rows(connection, needs.items)
-    }
+def known_reads(dialect: Dialect, needs: rating.Needs) -> list[Read | None]:
+    """The reads of what rating answers needs (app.domain.rating.needs), to be read in the
+    caller's write transaction (with its other reads: app.batch.read_together): the items are
+    locked until it ends (PostgreSQL; SQLite's write lock covers them), in id order, so that two
+    processes rating the same items take their locks alike."""
+    return [
+        _ITEMS_BY_KEY.read(dialect, needs.items),
+        _EXAM_DATES.read(dialect, [(id_,) for id_ in needs.learners]),
+        _FALLS.read(dialect, needs.falls),
+    ]
+
+
+def known_of(rows: Sequence[Sequence[Any]]) -> rating.Known:
+    """What :func:`known_reads` read, as rating takes it."""
+    items, exam_dates, falls = rows
     return rating.Known(
-        items=items,
-        exam_dates=dict(_EXAM_DATES.rows(connection, [(id_,) for id_ in needs.learners])),  # type: ignore[arg-type]
-        falls={
-            (row.learner_id, row.card_id, row.pitfall_id): row.times
-            for row in _FALLS.rows(connection, needs.falls)
+        items={
+            (row.learner_id, row.card_id, row.template_id): (
+                row.id,
+                rating.Item(
+                    row.point,
+                    row.state,
+                    as_utc(row.due_at),
+                    row.reviews,
+                    row.lapses,
+                    row.last_review_at and as_utc(row.last_review_at),
+                ),
+            )
+            for row in items
         },
+        exam_dates={row.id: row.exam_date for row in exam_dates},
+        falls={(row.learner_id, row.card_id, row.pitfall_id): row.times for row in falls},
     )
 
 
@@ -67,23 +74,24 @@ def store_ratings(
 ) -> None:
     """Make ``writes`` (app.domain.rating.rate) in the caller's write transaction, after the
     rated attempts are stored: ``attempt_ids[i]`` is the id of the answer at index ``i``. The
-    new items take their ids from the database."""
-    item_ids = dict(writes.ids)
+    new items take their ids from the database; a log names its item by its key, so that no
+    write waits for another's result (on PostgreSQL they go to the server together)."""
     if writes.created:
-        rows = connection.execute(
-            _INSERT_ITEMS,
+        connection.execute(
+            _INSERT_ITEM,
             [
                 {"learner_id": key[0], "card_id": key[1], "template_id": key[2], **_columns(item)}
                 for key, item in writes.created.items()
             ],
         )
-        item_ids.update(((r.learner_id, r.card_id, r.template_id), r.id) for r in rows)
     if writes.logs:
         connection.execute(
-            insert(ReviewLog.__table__),
+            _INSERT_LOG,
             [
                 {
-                    "review_item_id": item_ids[log.item],
+                    "item_learner_id": log.item[0],
+                    "item_card_id": log.item[1],
+                    "item_template_id": log.item[2],
                     "attempt_id": attempt_ids[log.answer],
                     "rating": log.rating,
                     "reviewed_at": log.reviewed_at,
@@ -130,9 +138,17 @@ _FALLS = ByKeys(
         .group_by(*_FALL_KEY)
     ),
 )
-_INSERT_ITEMS = insert(_ITEMS).returning(
-    _ITEMS.c.id, *_ITEMS.c["learner_id", "card_id", "template_id"]
+_ITEM_ID = (
+    select(_ITEMS.c.id)
+    .where(
+        _ITEMS.c.learner_id == bindparam("item_learner_id"),
+        _ITEMS.c.card_id == bindparam("item_card_id"),
+        _ITEMS.c.template_id == bindparam("item_template_id"),
+    )
+    .scalar_subquery()
 )
+_INSERT_LOG = insert(ReviewLog.__table__).values(review_item_id=_ITEM_ID).inline()
+_INSERT_ITEM = insert(_ITEMS).inline()
 _UPDATE_ITEM = update(_ITEMS).where(_ITEMS.c.id == bindparam("item_id"))
 
 
