@@ -12,6 +12,7 @@ from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from pydantic import BaseModel, Field
 
 from app.authoring import service
+from app.authoring.preview import preview_card, preview_variant
 from app.deps import ApiInstructor, ApiLang, ContextDep, SessionDep
 from app.domain.identity import MAX_SEED
 from app.schemas import ProblemPublic
@@ -277,8 +278,8 @@ def preview(
     seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
 ) -> PreviewPublic:
     """A variant of the draft (or latest version) with its key and every pitfall's explanation."""
-    card = service.preview_card(session=session, card_id=card_id)
-    variant = service.preview(card=card, template_id=template_id, seed=seed)
+    card = preview_card(session=session, card_id=card_id)
+    variant = preview_variant(card=card, template_id=template_id, seed=seed)
     return PreviewPublic(
         template_id=variant.id.template_id,
         template_version=variant.id.template_version,

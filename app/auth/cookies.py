@@ -1,7 +1,7 @@
 """The browser's session cookie and the CSRF token derived from it.
 
 The cookie holds a random session secret (the database keeps its SHA-256, see
-:mod:`app.auth.service`). A browser without one gets a new secret, set as a cookie only when a
+:mod:`app.auth.identity`). A browser without one gets a new secret, set as a cookie only when a
 page used it (a form needs its CSRF token); nothing is written to the database until the browser
 stores something. The CSRF token of a form is an HMAC of the session secret, so it needs no
 storage and changes whenever the session does (log in, log out).
@@ -17,7 +17,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.auth.service import SESSION_LIFETIME, new_secret
+from app.auth.identity import new_secret
+from app.auth.web_sessions import SESSION_LIFETIME
 
 COOKIE_NAME = "infracards_session"
 STATE_KEY = "browser_session"

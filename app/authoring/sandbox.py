@@ -7,13 +7,8 @@ formula or card costs, a request thread waits at most ``timeout_s`` for it.
 - A small pool of worker processes (``multiprocessing``, the ``forkserver`` start method on Linux
   with the formula engine preloaded, so a replacement starts in milliseconds; ``spawn``
   elsewhere). The web process never forks itself (it has threads).
-- In each worker, ``resource.setrlimit(RLIMIT_CPU)``: before every task the soft limit is set to
-  the CPU time used so far plus ``cpu_limit_s``, rounded up to whole seconds (the kernel counts
-  whole seconds, so a task gets ``cpu_limit_s`` to ``cpu_limit_s + 1`` s), and
-  ``SIGXCPU`` ends the task with a formula error; the worker then exits and is replaced (the
-  interrupted code may have left a cache half-written). The hard limit is the worker's lifetime
-  budget (``lifetime_cpu_s``): a worker nobody watches any more is killed by the kernel, and one
-  close to its budget retires and is replaced.
+- In each worker, a CPU limit (``RLIMIT_CPU``, see :mod:`app.authoring.sandbox_worker`): a task
+  that uses more than ``cpu_limit_s`` ends with a formula error, and the worker is replaced.
 - In the caller, a wall-clock timeout: a worker that has not answered after ``timeout_s`` (stuck
   in one long C-level operation, where no signal handler runs) is killed and replaced, and the
   call returns a formula error. Waiting for a free worker counts against the same timeout.
@@ -28,21 +23,23 @@ instead of raising them. :class:`FormulaSandbox` is the pool itself (tests make 
 from __future__ import annotations
 
 import atexit
-import math
 import multiprocessing
-import os
 import queue
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from fractions import Fraction
-from multiprocessing.connection import Connection
 from typing import Any
 
-from app.domain.formulas import FormulaError, parse_formula, parse_number
+from app.authoring.sandbox_worker import (
+    CardCheck,
+    FormulaCheck,
+    check_card_task,
+    check_formula_task,
+    serve,
+)
+from app.domain.formulas import FormulaError
 from app.domain.messages import Message
 from app.domain.texts import Text
 
@@ -58,136 +55,11 @@ DEFAULT_LIFETIME_CPU_S = 600
 STARTUP_TIMEOUT_S = 60.0
 
 
-@dataclass(frozen=True)
-class FormulaCheck:
-    """A formula that parses: the parameters it uses and, when values were given, its value."""
-
-    text: str
-    names: frozenset[str]
-    value: Fraction | None = None
-
-
-@dataclass(frozen=True)
-class CardCheck:
-    """Every problem of a card document (:class:`app.domain.authoring.CardProblem`)."""
-
-    problems: tuple[Any, ...]
-    publishable: bool
-
-
-class _CpuLimit(Exception):
-    """Raised in a worker by SIGXCPU: the task used its CPU seconds."""
-
-
-# --- the worker -------------------------------------------------------------------------------
-
-
-def _cpu_used() -> float:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _on_cpu_limit(signum: int, frame: object) -> None:
-    raise _CpuLimit
-
-
-def _serve(conn: Connection, cpu_limit_s: int, lifetime_cpu_s: int) -> None:
-    """A worker's loop: receive (function, args), answer (kind, payload, retiring): ("ok",
-    result) or a failure; ``retiring`` when the worker exits after this answer."""
-    import resource
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
-    signal.signal(signal.SIGXCPU, _on_cpu_limit)
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    lifetime = math.ceil(_cpu_used()) + lifetime_cpu_s
-    if hard != resource.RLIM_INFINITY:
-        lifetime = min(lifetime, hard)
-    resource.setrlimit(resource.RLIMIT_CPU, (lifetime, lifetime))
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message is None:
-            return
-        function, args = message
-        used = _cpu_used()
-        soft = min(math.ceil(used + cpu_limit_s), lifetime)
-        try:
-            resource.setrlimit(resource.RLIMIT_CPU, (soft, lifetime))
-            try:
-                reply: tuple[str, Any] = ("ok", function(*args))
-            finally:
-                resource.setrlimit(resource.RLIMIT_CPU, (lifetime, lifetime))
-        except _CpuLimit:
-            # The interrupted code may have left state half-written: retire.
-            _send(conn, ("cpu", round(_cpu_used() - used, 3)), retiring=True)
-            return
-        except FormulaError as exc:
-            reply = ("formula-error", (exc.message, exc.column))
-        except Exception as exc:  # any other failure is reported, never raised in the caller
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            reply = ("error", f"{exc.__class__.__name__}: {first}"[:300])
-        # Retire before the kernel's hard limit; the pool starts a fresh worker.
-        retiring = _cpu_used() + cpu_limit_s + 1 >= lifetime
-        if not _send(conn, reply, retiring=retiring) or retiring:
-            return
-
-
-def _send(conn: Connection, reply: tuple[str, Any], *, retiring: bool) -> bool:
-    try:
-        conn.send((*reply, retiring))
-    except (OSError, ValueError, TypeError, AttributeError) as exc:  # a broken pipe, or an
-        try:  # unpicklable result
-            conn.send(("error", f"cannot send the result: {exc.__class__.__name__}", retiring))
-        except OSError:
-            return False
-    return True
-
-
-# --- tasks (run in the worker) ----------------------------------------------------------------
-
-
-def _check_formula_task(
-    text: str,
-    names: frozenset[str],
-    definitions: tuple[tuple[str, str], ...],
-    values: tuple[tuple[str, object], ...] | None,
-) -> FormulaCheck:
-    compiled = {}
-    for name, definition in definitions:
-        try:
-            compiled[name] = parse_formula(definition, names, compiled)
-        except FormulaError as exc:
-            raise FormulaError(
-                Message("card formula %(name)s: %(reason)s", name=repr(name), reason=exc.message)
-            ) from None
-    formula = parse_formula(text, names, compiled)
-    value = None
-    if values is not None:
-        numbers = {name: parse_number(number) for name, number in values}
-        value = formula.evaluate(numbers)
-    return FormulaCheck(text=text, names=formula.names, value=value)
-
-
-def _check_card_task(document: object) -> CardCheck:
-    from app.domain.authoring import check_document
-
-    checked = check_document(document)
-    return CardCheck(problems=tuple(checked.problems), publishable=checked.publishable)
-
-
-# --- the pool (in the caller) -----------------------------------------------------------------
-
-
 class _Worker:
     def __init__(self, context: Any, cpu_limit_s: int, lifetime_cpu_s: int) -> None:
         self.conn, child = context.Pipe()
         self.process = context.Process(
-            target=_serve,
+            target=serve,
             args=(child, cpu_limit_s, lifetime_cpu_s),
             daemon=True,
             name="formula-sandbox",
@@ -326,7 +198,7 @@ class FormulaSandbox:
         )
         given = None if values is None else tuple(values.items())
         kind, payload = self.call(
-            _check_formula_task, text, frozenset(names), pairs, given, timeout_s=timeout_s
+            check_formula_task, text, frozenset(names), pairs, given, timeout_s=timeout_s
         )
         if kind == "ok":
             return payload  # type: ignore[no-any-return]
@@ -341,7 +213,7 @@ class FormulaSandbox:
     ) -> CardCheck:
         """Every problem of a card document, as ``check_document`` lists them; a check that
         fails or runs out of time is one error problem."""
-        kind, payload = self.call(_check_card_task, document, timeout_s=timeout_s)
+        kind, payload = self.call(check_card_task, document, timeout_s=timeout_s)
         if kind == "ok":
             return payload  # type: ignore[no-any-return]
         from app.domain.authoring import CardProblem

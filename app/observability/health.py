@@ -38,7 +38,7 @@ def migration_heads() -> list[str]:
     """The latest revisions of the migrations shipped with this code (read once)."""
     from alembic.script import ScriptDirectory
 
-    from app.cli import MIGRATIONS_DIR
+    from app.cli.migrations import MIGRATIONS_DIR
 
     return sorted(ScriptDirectory(str(MIGRATIONS_DIR)).get_heads())
 

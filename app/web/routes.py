@@ -3,16 +3,21 @@ not in the OpenAPI document."""
 
 from __future__ import annotations
 
-from app.web import account, authoring, pages, practice, review
+from app.web import account, pages, practice, review
 from app.web.analytics import router as analytics_router
+from app.web.authoring import cards as authoring_cards
+from app.web.authoring import editor as authoring_editor
 from app.web.calculator import router as calculator_router
+from app.web.classes import router as classes_router
 
 PAGE_ROUTERS = (
     pages.router,
     practice.router,
     review.router,
     account.router,
-    authoring.router,
+    authoring_cards.router,
+    authoring_editor.router,
     calculator_router,
     analytics_router,
+    classes_router,
 )

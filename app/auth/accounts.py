@@ -1,0 +1,166 @@
+"""Accounts: registering (a guest keeps its history), logging in, passwords, roles, exam dates."""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.auth.identity import ACCOUNT, GUEST, LearnerRef, check_role, learner_ref, new_id
+from app.auth.passwords import (
+    MAX_PASSWORD_LENGTH,
+    MIN_PASSWORD_LENGTH,
+    hash_password,
+    needs_rehash,
+    verify_password,
+)
+from app.auth.ratelimit import LoginLimiter
+from app.auth.tokens import forget_cached_tokens
+from app.auth.web_sessions import end_sessions
+from app.db import write_transaction
+from app.domain.messages import Message, plural_message
+from app.domain.texts import Text
+from app.models import Learner
+from app.problems import Conflict, InvalidInput, NotFound, TooManyRequests, Unauthorized
+
+_EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
+
+WRONG_CREDENTIALS = Message("That email and password do not match an account.")
+
+
+def normalise_email(email: str) -> str:
+    value = email.strip().lower()
+    if len(value) > 254 or not _EMAIL.match(value):
+        raise InvalidInput(Message("Enter a valid email address."), code="invalid_email")
+    return value
+
+
+def check_new_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise InvalidInput(
+            Message(
+                "Choose a password of at least %(limit)s characters.", limit=MIN_PASSWORD_LENGTH
+            ),
+            code="weak_password",
+        )
+    if len(password) > MAX_PASSWORD_LENGTH:
+        raise InvalidInput(
+            Message("A password may have at most %(limit)s characters.", limit=MAX_PASSWORD_LENGTH),
+            code="invalid_password",
+        )
+
+
+def register(
+    *,
+    session: Session,
+    email: str,
+    password: str,
+    guest_id: str | None = None,
+    role: str = "learner",
+) -> LearnerRef:
+    """A new account; a guest's learner (``guest_id``) becomes it, keeping all its history."""
+    email = normalise_email(email)
+    check_new_password(password)
+    check_role(role)
+    password_hash = hash_password(password)
+    try:
+        with write_transaction(session):
+            if session.scalar(select(Learner.id).where(Learner.email == email)) is not None:
+                raise Conflict(_email_taken(), code="email_taken")
+            learner = session.get(Learner, guest_id) if guest_id is not None else None
+            if learner is None or learner.kind != GUEST:
+                learner = Learner(id=new_id(), kind=ACCOUNT)
+                session.add(learner)
+            learner.kind = ACCOUNT
+            learner.email = email
+            learner.password_hash = password_hash
+            learner.role = role
+            session.flush()
+            ref = learner_ref(learner)
+    except IntegrityError:
+        raise Conflict(_email_taken(), code="email_taken") from None
+    return ref
+
+
+def _email_taken() -> Text:
+    return Message("An account with this email already exists: log in instead.")
+
+
+def authenticate(
+    *, session: Session, limiter: LoginLimiter, email: str, password: str, address: str
+) -> LearnerRef:
+    """The account of ``email`` when ``password`` matches; one generic error otherwise."""
+    key = email.strip().lower()[:254]
+    wait = limiter.hit(email=key, address=address)
+    if wait is not None:
+        raise TooManyRequests(
+            plural_message(
+                "Too many login attempts: try again in %(num)s second.",
+                "Too many login attempts: try again in %(num)s seconds.",
+                wait,
+            ),
+            retry_after_s=wait,
+        )
+    learner = session.scalars(select(Learner).where(Learner.email == key)).first()
+    session.commit()
+    if not verify_password(learner.password_hash if learner else None, password) or not learner:
+        raise Unauthorized(WRONG_CREDENTIALS, code="wrong_credentials")
+    if learner.password_hash and needs_rehash(learner.password_hash):
+        with write_transaction(session):
+            stored = session.get(Learner, learner.id)
+            if stored is not None:
+                stored.password_hash = hash_password(password)
+    return learner_ref(learner)
+
+
+def change_password(
+    *,
+    session: Session,
+    learner_id: str,
+    current: str,
+    new: str,
+    keep_session_hash: str | None = None,
+    keep_token_id: int | None = None,
+) -> None:
+    """Set a new password; every other web session and device token is signed out."""
+    learner = session.get(Learner, learner_id)
+    session.commit()
+    if learner is None or not verify_password(learner.password_hash, current):
+        raise Unauthorized(
+            Message("The current password is not right."),
+            code="wrong_credentials",
+        )
+    check_new_password(new)
+    password_hash = hash_password(new)
+    with write_transaction(session):
+        stored = session.get(Learner, learner_id)
+        assert stored is not None
+        stored.password_hash = password_hash
+        end_sessions(session, learner_id, keep_session_hash, keep_token_id)
+    forget_cached_tokens()  # after the commit too: no request re-cached a token meanwhile
+
+
+def set_exam_date(*, session: Session, learner_id: str, exam_date: object) -> None:
+    with write_transaction(session):
+        learner = session.get(Learner, learner_id)
+        if learner is None:
+            raise NotFound(Message("unknown learner"))
+        learner.exam_date = exam_date  # type: ignore[assignment]
+
+
+def exam_date_of(*, session: Session, learner_id: str):  # type: ignore[no-untyped-def]
+    return session.scalar(select(Learner.exam_date).where(Learner.id == learner_id))
+
+
+def set_role(*, session: Session, email: str, role: str) -> None:
+    check_role(role)
+    with write_transaction(session):
+        learner = session.scalars(
+            select(Learner).where(Learner.email == normalise_email(email))
+        ).first()
+        if learner is None:
+            raise NotFound(Message("no account with email %(email)s", email=repr(email)))
+        learner.role = role
+    forget_cached_tokens()

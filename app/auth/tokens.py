@@ -1,0 +1,185 @@
+"""Anonymous app installs and their bearer tokens: issuing, checking, listing, revoking.
+
+A token is shown once to its holder; only its SHA-256 is stored.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.auth.identity import (
+    APP,
+    LearnerRef,
+    as_utc,
+    hash_secret,
+    learner_ref,
+    new_id,
+    new_secret,
+    now_utc,
+)
+from app.db import write_transaction
+from app.domain.messages import Message
+from app.models import Learner, LearnerToken
+from app.problems import NotFound
+
+TOKEN_TOUCH_EVERY = timedelta(hours=1)
+MAX_DEVICE_NAME = 100
+
+
+@dataclass(frozen=True)
+class DeviceToken:
+    id: int
+    device_name: str | None
+    created_at: datetime
+    last_used_at: datetime | None
+
+
+def create_app_learner(
+    *, session: Session, device_name: str | None = None
+) -> tuple[LearnerRef, str]:
+    """A new anonymous learner with a bearer token (returned once, stored hashed)."""
+    learner = Learner(id=new_id(), kind=APP, role="learner")
+    token = new_secret()
+    with write_transaction(session):
+        session.add(learner)
+        session.flush()
+        session.add(
+            LearnerToken(
+                learner_id=learner.id, token_hash=hash_secret(token), device_name=device_name
+            )
+        )
+    return LearnerRef(id=learner.id, kind=APP), token
+
+
+def issue_token(*, session: Session, learner_id: str, device_name: str | None) -> str:
+    token = new_secret()
+    with write_transaction(session):
+        session.add(
+            LearnerToken(
+                learner_id=learner_id,
+                token_hash=hash_secret(token),
+                device_name=(device_name or "")[:MAX_DEVICE_NAME] or None,
+            )
+        )
+    return token
+
+
+# Validated bearer tokens are remembered in this process for TOKEN_CACHE_TTL_S: the answer and
+# question routes then authenticate without a database read. Revoking a token (one device, log
+# out everywhere, a password change) or changing a role in this process forgets the cache at
+# once; another process (a second worker, another server) honours a revocation within
+# TOKEN_CACHE_TTL_S, the longest a revoked token can still be used there. Unknown tokens are
+# never cached.
+TOKEN_CACHE_TTL_S = 5.0
+TOKEN_CACHE_SIZE = 10_000
+_token_cache: dict[str, tuple[float, LearnerRef]] = {}
+_token_cache_lock = threading.Lock()
+
+
+def forget_cached_tokens() -> None:
+    """Drop every remembered bearer token (after a revocation or a role change)."""
+    with _token_cache_lock:
+        _token_cache.clear()
+
+
+def cached_learner_for_token(token: str) -> LearnerRef | None:
+    """The learner of ``token`` when it was validated here less than TOKEN_CACHE_TTL_S ago."""
+    key = hash_secret(token)
+    found = _token_cache.get(key)
+    if found is None:
+        return None
+    if time.monotonic() >= found[0]:
+        _token_cache.pop(key, None)
+        return None
+    return found[1]
+
+
+def _remember_token(token_hash: str, ref: LearnerRef) -> None:
+    with _token_cache_lock:
+        if len(_token_cache) >= TOKEN_CACHE_SIZE:
+            now = time.monotonic()
+            for key in [k for k, (exp, _) in _token_cache.items() if exp <= now]:
+                del _token_cache[key]
+            if len(_token_cache) >= TOKEN_CACHE_SIZE:
+                _token_cache.clear()
+        _token_cache[token_hash] = (time.monotonic() + TOKEN_CACHE_TTL_S, ref)
+
+
+def learner_for_token(*, session: Session, token: str) -> LearnerRef | None:
+    """The learner a (not revoked) bearer token belongs to, or None."""
+    cached = cached_learner_for_token(token)
+    if cached is not None:
+        return cached
+    token_hash = hash_secret(token)
+    row = session.execute(
+        select(Learner, LearnerToken.id, LearnerToken.last_used_at)
+        .join(LearnerToken, LearnerToken.learner_id == Learner.id)
+        .where(LearnerToken.token_hash == token_hash, LearnerToken.revoked_at.is_(None))
+    ).first()
+    # End the read transaction now: a pooled connection held while the request waits for a
+    # worker thread can exhaust the pool under load.
+    session.commit()
+    if row is None:
+        return None
+    learner, token_id, last_used = row
+    now = now_utc()
+    if last_used is None or now - as_utc(last_used) > TOKEN_TOUCH_EVERY:
+        with write_transaction(session):
+            session.execute(
+                update(LearnerToken).where(LearnerToken.id == token_id).values(last_used_at=now)
+            )
+    ref = learner_ref(learner, token_id)
+    _remember_token(token_hash, ref)
+    return ref
+
+
+def list_tokens(*, session: Session, learner_id: str) -> list[DeviceToken]:
+    rows = session.scalars(
+        select(LearnerToken)
+        .where(LearnerToken.learner_id == learner_id, LearnerToken.revoked_at.is_(None))
+        .order_by(LearnerToken.created_at, LearnerToken.id)
+    ).all()
+    session.commit()
+    return [
+        DeviceToken(
+            id=row.id,
+            device_name=row.device_name,
+            created_at=as_utc(row.created_at),
+            last_used_at=as_utc(row.last_used_at) if row.last_used_at else None,
+        )
+        for row in rows
+    ]
+
+
+def revoke_token(*, session: Session, learner_id: str, token_id: int) -> None:
+    """Revoke one of the learner's device tokens (404 when it is not theirs or already gone)."""
+    with write_transaction(session):
+        stored = session.scalars(
+            select(LearnerToken).where(
+                LearnerToken.id == token_id,
+                LearnerToken.learner_id == learner_id,
+                LearnerToken.revoked_at.is_(None),
+            )
+        ).first()
+        if stored is None:
+            raise NotFound(Message("No such device token."), code="token_not_found")
+        stored.revoked_at = now_utc()
+    forget_cached_tokens()
+
+
+def revoke_all_tokens(session: Session, learner_id: str, keep_token_id: int | None) -> None:
+    """Revoke every device token of the learner but ``keep_token_id`` (in the caller's
+    transaction)."""
+    tokens = update(LearnerToken).where(
+        LearnerToken.learner_id == learner_id, LearnerToken.revoked_at.is_(None)
+    )
+    if keep_token_id is not None:
+        tokens = tokens.where(LearnerToken.id != keep_token_id)
+    session.execute(tokens.values(revoked_at=now_utc()))
+    forget_cached_tokens()

@@ -1,0 +1,135 @@
+"""Web sessions: the server-side session behind a browser's cookie, and the guest it may create.
+
+A guest's learner row is written with its first answer, so merely visiting pages writes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from app.auth.identity import (
+    GUEST,
+    LearnerRef,
+    as_utc,
+    hash_secret,
+    learner_ref,
+    new_id,
+    new_secret,
+    now_utc,
+)
+from app.auth.tokens import forget_cached_tokens, revoke_all_tokens
+from app.db import write_transaction
+from app.models import Learner, WebSession
+
+SESSION_LIFETIME = timedelta(days=400)  # the longest browsers keep a cookie
+SESSION_TOUCH_EVERY = timedelta(hours=1)
+
+
+def learner_for_web_session(
+    *, session: Session, secret: str
+) -> tuple[LearnerRef, str | None] | None:
+    """The learner of a web session cookie and the session's language, or None."""
+    now = now_utc()
+    row = session.execute(
+        select(Learner, WebSession.id, WebSession.last_seen_at, WebSession.lang)
+        .join(WebSession, WebSession.learner_id == Learner.id)
+        .where(WebSession.token_hash == hash_secret(secret), WebSession.expires_at > now)
+    ).first()
+    session.commit()
+    if row is None:
+        return None
+    learner, session_id, last_seen, lang = row
+    if now - as_utc(last_seen) > SESSION_TOUCH_EVERY:
+        with write_transaction(session):
+            session.execute(
+                update(WebSession)
+                .where(WebSession.id == session_id)
+                .values(last_seen_at=now, expires_at=now + SESSION_LIFETIME)
+            )
+    return learner_ref(learner), lang
+
+
+def start_web_session(
+    *, session: Session, learner_id: str, lang: str | None = None, replace: str | None = None
+) -> str:
+    """A new web session for the learner (a fresh secret: no session fixation)."""
+    secret = new_secret()
+    now = now_utc()
+    with write_transaction(session):
+        if replace is not None:
+            session.execute(delete(WebSession).where(WebSession.token_hash == hash_secret(replace)))
+        session.add(
+            WebSession(
+                token_hash=hash_secret(secret),
+                learner_id=learner_id,
+                lang=lang,
+                created_at=now,
+                last_seen_at=now,
+                expires_at=now + SESSION_LIFETIME,
+            )
+        )
+    return secret
+
+
+def ensure_guest(*, session: Session, secret: str, lang: str | None = None) -> LearnerRef:
+    """The learner of this browser's session, creating a guest (and the session row) if needed.
+
+    Call inside a write transaction: the guest is created with the first thing it stores.
+    """
+    found = session.execute(
+        select(Learner)
+        .join(WebSession, WebSession.learner_id == Learner.id)
+        .where(WebSession.token_hash == hash_secret(secret))
+    ).scalar()
+    if found is not None:
+        return learner_ref(found)
+    learner = Learner(id=new_id(), kind=GUEST, role="learner")
+    now = now_utc()
+    session.add(learner)
+    session.flush()
+    session.add(
+        WebSession(
+            token_hash=hash_secret(secret),
+            learner_id=learner.id,
+            lang=lang,
+            created_at=now,
+            last_seen_at=now,
+            expires_at=now + SESSION_LIFETIME,
+        )
+    )
+    session.flush()
+    return learner_ref(learner)
+
+
+def set_session_lang(*, session: Session, secret: str, lang: str) -> None:
+    with write_transaction(session):
+        session.execute(
+            update(WebSession).where(WebSession.token_hash == hash_secret(secret)).values(lang=lang)
+        )
+
+
+def end_web_session(*, session: Session, secret: str) -> None:
+    with write_transaction(session):
+        session.execute(delete(WebSession).where(WebSession.token_hash == hash_secret(secret)))
+
+
+def end_all_sessions(*, session: Session, learner_id: str) -> None:
+    """Log out everywhere: every web session and every device token of the learner."""
+    with write_transaction(session):
+        end_sessions(session, learner_id, None, None)
+    forget_cached_tokens()  # after the commit too: no request re-cached a token meanwhile
+
+
+def end_sessions(
+    session: Session, learner_id: str, keep_session_hash: str | None, keep_token_id: int | None
+) -> None:
+    """End the learner's web sessions and revoke their device tokens, but the ones to keep (in
+    the caller's transaction)."""
+    query = delete(WebSession).where(WebSession.learner_id == learner_id)
+    if keep_session_hash is not None:
+        query = query.where(WebSession.token_hash != keep_session_hash)
+    session.execute(query)
+    revoke_all_tokens(session, learner_id, keep_token_id)

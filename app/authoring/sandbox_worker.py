@@ -1,0 +1,148 @@
+"""What runs inside a formula sandbox's worker process: the loop that takes tasks under a CPU
+limit, and the tasks themselves (:mod:`app.authoring.sandbox` is the pool that drives it).
+
+Before every task the soft ``RLIMIT_CPU`` is set to the CPU time used so far plus ``cpu_limit_s``,
+rounded up to whole seconds (the kernel counts whole seconds, so a task gets ``cpu_limit_s`` to
+``cpu_limit_s + 1`` s), and ``SIGXCPU`` ends the task with a formula error; the worker then exits
+and is replaced (the interrupted code may have left a cache half-written). The hard limit is the
+worker's lifetime budget (``lifetime_cpu_s``): a worker nobody watches any more is killed by the
+kernel, and one close to its budget retires and is replaced.
+
+Tasks are module-level functions (the pool pickles them by name) that return their result or
+raise; every failure is sent back as a reply, never raised in the caller.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+from dataclasses import dataclass
+from fractions import Fraction
+from multiprocessing.connection import Connection
+from typing import Any
+
+from app.domain.formulas import FormulaError, parse_formula, parse_number
+from app.domain.messages import Message
+
+
+@dataclass(frozen=True)
+class FormulaCheck:
+    """A formula that parses: the parameters it uses and, when values were given, its value."""
+
+    text: str
+    names: frozenset[str]
+    value: Fraction | None = None
+
+
+@dataclass(frozen=True)
+class CardCheck:
+    """Every problem of a card document (:class:`app.domain.authoring.CardProblem`)."""
+
+    problems: tuple[Any, ...]
+    publishable: bool
+
+
+class _CpuLimit(Exception):
+    """Raised in a worker by SIGXCPU: the task used its CPU seconds."""
+
+
+# --- the worker -------------------------------------------------------------------------------
+
+
+def _cpu_used() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _on_cpu_limit(signum: int, frame: object) -> None:
+    raise _CpuLimit
+
+
+def serve(conn: Connection, cpu_limit_s: int, lifetime_cpu_s: int) -> None:
+    """A worker's loop: receive (function, args), answer (kind, payload, retiring): ("ok",
+    result) or a failure; ``retiring`` when the worker exits after this answer."""
+    import resource
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
+    signal.signal(signal.SIGXCPU, _on_cpu_limit)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    lifetime = math.ceil(_cpu_used()) + lifetime_cpu_s
+    if hard != resource.RLIM_INFINITY:
+        lifetime = min(lifetime, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (lifetime, lifetime))
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        function, args = message
+        used = _cpu_used()
+        soft = min(math.ceil(used + cpu_limit_s), lifetime)
+        try:
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, lifetime))
+            try:
+                reply: tuple[str, Any] = ("ok", function(*args))
+            finally:
+                resource.setrlimit(resource.RLIMIT_CPU, (lifetime, lifetime))
+        except _CpuLimit:
+            # The interrupted code may have left state half-written: retire.
+            _send(conn, ("cpu", round(_cpu_used() - used, 3)), retiring=True)
+            return
+        except FormulaError as exc:
+            reply = ("formula-error", (exc.message, exc.column))
+        except Exception as exc:  # any other failure is reported, never raised in the caller
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            reply = ("error", f"{exc.__class__.__name__}: {first}"[:300])
+        # Retire before the kernel's hard limit; the pool starts a fresh worker.
+        retiring = _cpu_used() + cpu_limit_s + 1 >= lifetime
+        if not _send(conn, reply, retiring=retiring) or retiring:
+            return
+
+
+def _send(conn: Connection, reply: tuple[str, Any], *, retiring: bool) -> bool:
+    try:
+        conn.send((*reply, retiring))
+    except (OSError, ValueError, TypeError, AttributeError) as exc:  # a broken pipe, or an
+        try:  # unpicklable result
+            conn.send(("error", f"cannot send the result: {exc.__class__.__name__}", retiring))
+        except OSError:
+            return False
+    return True
+
+
+# --- tasks (run in the worker) ----------------------------------------------------------------
+
+
+def check_formula_task(
+    text: str,
+    names: frozenset[str],
+    definitions: tuple[tuple[str, str], ...],
+    values: tuple[tuple[str, object], ...] | None,
+) -> FormulaCheck:
+    compiled = {}
+    for name, definition in definitions:
+        try:
+            compiled[name] = parse_formula(definition, names, compiled)
+        except FormulaError as exc:
+            raise FormulaError(
+                Message("card formula %(name)s: %(reason)s", name=repr(name), reason=exc.message)
+            ) from None
+    formula = parse_formula(text, names, compiled)
+    value = None
+    if values is not None:
+        numbers = {name: parse_number(number) for name, number in values}
+        value = formula.evaluate(numbers)
+    return FormulaCheck(text=text, names=formula.names, value=value)
+
+
+def check_card_task(document: object) -> CardCheck:
+    from app.domain.authoring import check_document
+
+    checked = check_document(document)
+    return CardCheck(problems=tuple(checked.problems), publishable=checked.publishable)

@@ -1,0 +1,170 @@
+"""The card list, a card's overview, and what an instructor does to a whole card: create it, add
+an exam point, publish its draft, withdraw or offer it, compare two versions."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Query, Request
+from starlette.responses import Response
+
+from app.authoring import service
+from app.deps import ContextDep, InstructorVisitor, SessionDep
+from app.domain.authoring import add_point, new_card_document
+from app.domain.cards import SLUG_PATTERN
+from app.domain.messages import Message
+from app.problems import InvalidInput, Problem
+from app.web.authoring import back_to
+from app.web.forms import check_csrf
+from app.web.templating import render_page
+
+router = APIRouter(include_in_schema=False, prefix="/instructor")
+_SLUG = re.compile(SLUG_PATTERN)
+
+
+@router.get("")
+def dashboard(request: Request, ctx: ContextDep, visitor: InstructorVisitor) -> Response:
+    """Every card with its version and whether learners are offered it."""
+    context = {
+        "cards": ctx.catalog.all_cards(),
+        "withdrawn": ctx.catalog.withdrawn,
+        "csrf_token": visitor.csrf_token,
+        "error": None,
+    }
+    return render_page(request, "instructor_cards.html", context, lang=visitor.lang)
+
+
+@router.post("/cards")
+def create_card(
+    request: Request,
+    session: SessionDep,
+    ctx: ContextDep,
+    visitor: InstructorVisitor,
+    csrf_token: Annotated[str | None, Form()] = None,
+    card_id: Annotated[str, Form(max_length=80)] = "",
+    title_en: Annotated[str, Form(max_length=200)] = "",
+    title_zh: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    check_csrf(visitor, csrf_token)
+    try:
+        if not _SLUG.match(card_id):
+            raise InvalidInput(
+                Message("a card id is lowercase words joined by '-' (e.g. kv-cache)")
+            )
+        if not title_en.strip() or not title_zh.strip():
+            raise InvalidInput(Message("give the card a title in both languages"))
+        document = new_card_document(card_id, {"en": title_en.strip(), "zh": title_zh.strip()})
+        assert visitor.learner is not None
+        service.create_draft(session=session, actor=visitor.learner, document=document)
+    except Problem as problem:
+        context = {
+            "cards": ctx.catalog.all_cards(),
+            "withdrawn": ctx.catalog.withdrawn,
+            "csrf_token": visitor.csrf_token,
+            "error": problem.text.get(visitor.lang),
+        }
+        return render_page(
+            request,
+            "instructor_cards.html",
+            context,
+            lang=visitor.lang,
+            status_code=problem.status_code,
+        )
+    return back_to(visitor, f"/instructor/cards/{card_id}")
+
+
+@router.get("/cards/{card_id}")
+def card_overview(
+    request: Request, card_id: str, session: SessionDep, ctx: ContextDep, visitor: InstructorVisitor
+) -> Response:
+    """The draft (or latest version): points, templates, every problem, publish, versions."""
+    draft = service.get_draft(session=session, card_id=card_id[:100])
+    checked = service.validate(draft.document)
+    published = ctx.catalog.latest(card_id)
+    versions = service.versions(session=session, card_id=card_id) if published else []
+    context = {
+        "card_id": card_id,
+        "draft": draft,
+        "document": draft.document,
+        "checked": checked,
+        "published": published,
+        "offered": published is not None and card_id not in ctx.catalog.withdrawn,
+        "versions": versions,
+        "audit": service.audit_log(session=session, card_id=card_id, limit=30),
+        "csrf_token": visitor.csrf_token,
+    }
+    return render_page(request, "instructor_card.html", context, lang=visitor.lang)
+
+
+@router.post("/cards/{card_id}/points")
+def new_point(
+    card_id: str,
+    session: SessionDep,
+    visitor: InstructorVisitor,
+    csrf_token: Annotated[str | None, Form()] = None,
+    slug: Annotated[str, Form(max_length=80)] = "",
+    title_en: Annotated[str, Form(max_length=300)] = "",
+    title_zh: Annotated[str, Form(max_length=300)] = "",
+) -> Response:
+    check_csrf(visitor, csrf_token)
+    if not _SLUG.match(slug):
+        raise InvalidInput(
+            Message("an exam point slug is lowercase words joined by '-'"), code="invalid_slug"
+        )
+    assert visitor.learner is not None
+    draft = service.get_draft(session=session, card_id=card_id[:100])
+    document = add_point(draft.document, slug, {"en": title_en or slug, "zh": title_zh or slug})
+    service.save_draft(session=session, actor=visitor.learner, card_id=card_id, document=document)
+    return back_to(visitor, f"/instructor/cards/{card_id}")
+
+
+@router.post("/cards/{card_id}/publish")
+def publish(
+    request: Request,
+    card_id: str,
+    session: SessionDep,
+    visitor: InstructorVisitor,
+    csrf_token: Annotated[str | None, Form()] = None,
+) -> Response:
+    check_csrf(visitor, csrf_token)
+    assert visitor.learner is not None
+    service.publish(
+        session=session, actor=visitor.learner, live=request.app.state.live_catalog, card_id=card_id
+    )
+    return back_to(visitor, f"/instructor/cards/{card_id}")
+
+
+@router.post("/cards/{card_id}/offer")
+def offer(
+    request: Request,
+    card_id: str,
+    session: SessionDep,
+    visitor: InstructorVisitor,
+    csrf_token: Annotated[str | None, Form()] = None,
+    offered: Annotated[str, Form(max_length=5)] = "yes",
+) -> Response:
+    check_csrf(visitor, csrf_token)
+    assert visitor.learner is not None
+    service.set_offered(
+        session=session,
+        actor=visitor.learner,
+        live=request.app.state.live_catalog,
+        card_id=card_id,
+        offered=offered == "yes",
+    )
+    return back_to(visitor, f"/instructor/cards/{card_id}")
+
+
+@router.get("/cards/{card_id}/diff")
+def diff_page(
+    request: Request,
+    card_id: str,
+    session: SessionDep,
+    visitor: InstructorVisitor,
+    from_version: Annotated[int, Query(alias="from", ge=1, le=10**9)],
+    to_version: Annotated[int, Query(alias="to", ge=1, le=10**9)],
+) -> Response:
+    changes = service.diff(session=session, card_id=card_id, old=from_version, new=to_version)
+    context = {"card_id": card_id, "changes": changes, "old": from_version, "new": to_version}
+    return render_page(request, "instructor_diff.html", context, lang=visitor.lang)

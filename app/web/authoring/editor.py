@@ -1,0 +1,271 @@
+"""A template's editor (problems shown at their field and column), its preview exactly as
+learners see it, and the formula check the editor calls as one types."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse, Response
+
+from app.authoring import service
+from app.authoring.preview import preview_card, preview_variant
+from app.authoring.sandbox import check_formula as sandboxed_check
+from app.deps import InstructorVisitor, SessionDep
+from app.domain.authoring import put_template, remove_template
+from app.domain.cards import CardError, card_definitions, find_template_document
+from app.domain.formulas import FormulaError
+from app.domain.identity import MAX_SEED
+from app.domain.messages import Message
+from app.domain.texts import Text
+from app.problems import InvalidInput
+from app.web.authoring import back_to
+from app.web.authoring.template_form import params_text, template_from_form
+from app.web.forms import check_csrf
+from app.web.templating import render_page
+
+router = APIRouter(include_in_schema=False, prefix="/instructor")
+
+
+@router.get("/cards/{card_id}/templates/{template_id}")
+def edit_template(
+    request: Request,
+    card_id: str,
+    template_id: str,
+    session: SessionDep,
+    visitor: InstructorVisitor,
+    point: Annotated[str | None, Query(max_length=100)] = None,
+) -> Response:
+    """The template editor (``template_id`` "new" starts a template in exam point ``point``)."""
+    draft = service.get_draft(session=session, card_id=card_id[:100])
+    if template_id == "new":
+        found_point = next(
+            (p for p in draft.document.get("points", []) if p.get("slug") == point),
+            (draft.document.get("points") or [{}])[0],
+        )
+        template: dict[str, Any] = {
+            "id": "",
+            "kind": "numeric",
+            "params": {},
+            "stem": {"en": "", "zh": ""},
+            "answer": "",
+            "unit": "B",
+            "precision": 2,
+            "choices": 4,
+            "solution": [{"en": "", "zh": ""}],
+            "pitfalls": [],
+        }
+        point_slug = found_point.get("slug", "")
+    else:
+        found = find_template_document(draft.document, template_id)
+        if found is None:
+            raise InvalidInput(
+                Message("the card has no template %(template)s", template=repr(template_id)),
+                code="template_not_found",
+            )
+        point_doc, template = found
+        point_slug = point_doc.get("slug", "")
+    checked = service.validate(draft.document)
+    return _editor(
+        request, visitor, draft.document, card_id, template, point_slug, template_id, checked
+    )
+
+
+def _editor(
+    request: Request,
+    visitor: InstructorVisitor,
+    document: Mapping[str, Any],
+    card_id: str,
+    template: Mapping[str, Any],
+    point_slug: str,
+    original_id: str,
+    checked: Any,
+    *,
+    status_code: int = 200,
+    message: Text | None = None,
+    saved: bool = False,
+) -> Response:
+    problems = [p for p in checked.problems if p.template_id in (template.get("id"), original_id)]
+    names = sorted(
+        set(document.get("params", []) or []) | set((template.get("params") or {}).keys())
+    )
+    context = {
+        "card_id": card_id,
+        "document": document,
+        "template": template,
+        "point_slug": point_slug,
+        "original_id": original_id,
+        "problems": problems,
+        "by_field": _by_field(problems),
+        "names": names,
+        "csrf_token": visitor.csrf_token,
+        "message": message,
+        "saved": saved,
+        "params_text": params_text(template.get("params") or {}),
+    }
+    return render_page(
+        request, "instructor_template.html", context, lang=visitor.lang, status_code=status_code
+    )
+
+
+def _by_field(problems: list[Any]) -> dict[str, list[Any]]:
+    grouped: dict[str, list[Any]] = {}
+    for problem in problems:
+        grouped.setdefault(problem.field or "", []).append(problem)
+    return grouped
+
+
+@router.post("/cards/{card_id}/templates/{template_id}")
+async def save_template(
+    request: Request,
+    card_id: str,
+    template_id: str,
+    session: SessionDep,
+    visitor: InstructorVisitor,
+) -> Response:
+    """Save the editor's template into the draft; the editor comes back with its problems."""
+    form = {k: str(v)[:20_000] for k, v in (await request.form()).items()}
+    check_csrf(visitor, form.get("csrf_token"))
+
+    def work() -> Response:
+        assert visitor.learner is not None
+        draft = service.get_draft(session=session, card_id=card_id[:100])
+        found = (
+            find_template_document(draft.document, template_id) if template_id != "new" else None
+        )
+        try:
+            template = template_from_form(form, found[1] if found else None)
+        except InvalidInput as problem:
+            checked = service.validate(draft.document)
+            base = found[1] if found else {}
+            return _editor(
+                request,
+                visitor,
+                draft.document,
+                card_id,
+                base,
+                form.get("point", ""),
+                template_id,
+                checked,
+                status_code=400,
+                message=problem.text,
+            )
+        if template_id == "new" and find_template_document(draft.document, template["id"]):
+            checked = service.validate(draft.document)
+            return _editor(
+                request,
+                visitor,
+                draft.document,
+                card_id,
+                template,
+                form.get("point", ""),
+                template_id,
+                checked,
+                status_code=409,
+                message=Message(
+                    "a template %(template)s exists already", template=repr(template["id"])
+                ),
+            )
+        try:
+            document = put_template(
+                draft.document,
+                form.get("point", ""),
+                template,
+                replaces=None if template_id == "new" else template_id,
+            )
+        except KeyError:
+            raise InvalidInput(Message("unknown exam point"), code="point_not_found") from None
+        service.save_draft(
+            session=session, actor=visitor.learner, card_id=card_id, document=document
+        )
+        checked = service.validate(document)
+        saved_id = template["id"] or template_id
+        if template_id != saved_id:
+            return back_to(visitor, f"/instructor/cards/{card_id}/templates/{saved_id}")
+        return _editor(
+            request,
+            visitor,
+            document,
+            card_id,
+            template,
+            form.get("point", ""),
+            saved_id,
+            checked,
+            saved=True,
+        )
+
+    return await run_in_threadpool(work)
+
+
+@router.post("/cards/{card_id}/templates/{template_id}/delete")
+def delete_template(
+    card_id: str,
+    template_id: str,
+    session: SessionDep,
+    visitor: InstructorVisitor,
+    csrf_token: Annotated[str | None, Form()] = None,
+) -> Response:
+    check_csrf(visitor, csrf_token)
+    assert visitor.learner is not None
+    draft = service.get_draft(session=session, card_id=card_id[:100])
+    service.save_draft(
+        session=session,
+        actor=visitor.learner,
+        card_id=card_id,
+        document=remove_template(draft.document, template_id),
+    )
+    return back_to(visitor, f"/instructor/cards/{card_id}")
+
+
+@router.get("/cards/{card_id}/preview")
+def preview_page(
+    request: Request,
+    card_id: str,
+    session: SessionDep,
+    visitor: InstructorVisitor,
+    template_id: Annotated[str, Query(max_length=100)],
+    seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
+) -> Response:
+    """A variant exactly as learners see it, with the key and every pitfall's explanation."""
+    card = preview_card(session=session, card_id=card_id[:100])
+    chosen = {
+        key.removeprefix("param."): value[:100]
+        for key, value in request.query_params.items()
+        if key.startswith("param.") and value
+    }
+    variant = preview_variant(card=card, template_id=template_id, seed=seed, params=chosen or None)
+    template = card.template(template_id)
+    context = {
+        "card": card,
+        "card_id": card_id,
+        "point": card.point_by_slug(variant.id.point),
+        "variant": variant,
+        "template": template,
+        "chosen": chosen,
+    }
+    return render_page(request, "instructor_preview.html", context, lang=visitor.lang)
+
+
+@router.get("/check-formula")
+def check_formula(
+    session: SessionDep,
+    visitor: InstructorVisitor,
+    card_id: Annotated[str, Query(max_length=100)],
+    text: Annotated[str, Query(max_length=2000)] = "",
+    names: Annotated[str, Query(max_length=1000)] = "",
+) -> Response:
+    """Parse one formula as the editor types it: ok, or the reason and the column."""
+    draft = service.get_draft(session=session, card_id=card_id)
+    try:
+        definitions = card_definitions(draft.document)
+    except CardError:  # a broken card-level formula is reported on the card page
+        definitions = {}
+    wanted = frozenset(n.strip() for n in names.split(",") if n.strip())
+    result = sandboxed_check(text, wanted, [(n, f.text) for n, f in definitions.items()])
+    if isinstance(result, FormulaError):
+        return JSONResponse(
+            {"ok": False, "message": result.message.get(visitor.lang), "position": result.column}
+        )
+    return JSONResponse({"ok": True, "message": None, "position": None})

@@ -1,0 +1,117 @@
+"""The template editor form read into a template document, and a template's parameters written
+back as the form's text."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from app.domain.messages import Message
+from app.problems import InvalidInput
+
+MAX_PITFALLS = 30
+
+
+def params_text(params: Mapping[str, Any]) -> str:
+    """A template's ``params`` as the editor shows them: ``name = v1, v2 | format`` per line."""
+    lines = []
+    for name, spec in params.items():
+        values = ", ".join(str(v) for v in spec.get("values", []))
+        fmt = spec.get("format")
+        lines.append(f"{name} = {values}" + (f" | {fmt}" if fmt else ""))
+    return "\n".join(lines)
+
+
+def parse_params(text: str) -> dict[str, Any]:
+    """``name = v1, v2 | format`` per line → the template's ``params``."""
+    params: dict[str, Any] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, sep, rest = line.partition("=")
+        if not sep:
+            raise InvalidInput(
+                Message("parameters, line %(line)s: write 'name = value, value, ...'", line=number)
+            )
+        values_text, _, fmt = rest.partition("|")
+        values: list[int | float | str] = []
+        for raw in values_text.split(","):
+            raw = raw.strip()
+            if not raw:
+                continue
+            try:
+                values.append(int(raw))
+            except ValueError:
+                values.append(raw)
+        spec: dict[str, Any] = {"values": values}
+        if fmt.strip():
+            spec["format"] = fmt.strip()
+        params[name.strip()] = spec
+    return params
+
+
+def template_from_form(
+    form: Mapping[str, str], existing: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The template document a submitted editor form describes."""
+    kind = form.get("kind", "numeric")
+    template: dict[str, Any] = {
+        "id": form.get("id", "").strip(),
+        "kind": kind,
+        "params": parse_params(form.get("params", "")),
+        "stem": {"en": form.get("stem_en", ""), "zh": form.get("stem_zh", "")},
+        "choices": _int(form.get("choices"), 4),
+        "solution": _steps(form.get("solution_en", ""), form.get("solution_zh", "")),
+        "pitfalls": [],
+    }
+    if existing is not None and "version" in existing:
+        template["version"] = existing["version"]
+    if kind == "numeric":
+        template["answer"] = form.get("answer", "").strip()
+        template["unit"] = form.get("unit", "").strip() or "B"
+        template["precision"] = _int(form.get("precision"), 2)
+    else:
+        template["answer"] = {"en": form.get("answer_en", ""), "zh": form.get("answer_zh", "")}
+    for index in range(MAX_PITFALLS):
+        prefix = f"pitfall{index}_"
+        pitfall_id = form.get(prefix + "id", "").strip()
+        if not pitfall_id:
+            continue
+        pitfall: dict[str, Any] = {
+            "id": pitfall_id,
+            "title": {
+                "en": form.get(prefix + "title_en", ""),
+                "zh": form.get(prefix + "title_zh", ""),
+            },
+            "explanation": {
+                "en": form.get(prefix + "explanation_en", ""),
+                "zh": form.get(prefix + "explanation_zh", ""),
+            },
+        }
+        if kind == "numeric":
+            pitfall["formula"] = form.get(prefix + "formula", "").strip()
+        else:
+            pitfall["statement"] = {
+                "en": form.get(prefix + "statement_en", ""),
+                "zh": form.get(prefix + "statement_zh", ""),
+            }
+        template["pitfalls"].append(pitfall)
+    return template
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value not in (None, "") else default
+    except ValueError:
+        return default
+
+
+def _steps(en: str, zh: str) -> list[dict[str, str]]:
+    """Solution steps, one per line, the two languages paired line by line."""
+    left = [line.strip() for line in en.splitlines() if line.strip()]
+    right = [line.strip() for line in zh.splitlines() if line.strip()]
+    count = max(len(left), len(right))
+    return [
+        {"en": left[i] if i < len(left) else "", "zh": right[i] if i < len(right) else ""}
+        for i in range(count)
+    ]
