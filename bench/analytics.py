@@ -65,7 +65,7 @@ from app.domain.cards import Card  # noqa: E402
 from app.domain.catalog import load_cards  # noqa: E402
 from app.domain.generation import generate  # noqa: E402
 from app.models import Attempt, Learner  # noqa: E402
-from app.practice.answers import stored_choices  # noqa: E402
+from app.practice.storing import stored_choices  # noqa: E402
 
 CARD_ID = "zero-memory-offload"
 PASSWORD = "correct horse battery"

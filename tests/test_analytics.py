@@ -34,7 +34,7 @@ from app.domain.analytics import (
 )
 from app.domain.generation import generate
 from app.models import Attempt, Learner
-from app.practice.answers import stored_choices
+from app.practice.storing import stored_choices
 
 API = "/api/v1"
 PASSWORD = "correct horse battery"

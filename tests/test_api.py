@@ -519,7 +519,7 @@ def test_an_answer_body_is_its_models_json_byte_for_byte(cards, card):
     each pitfall), both languages, first answers and replays."""
     from app.api import present
     from app.domain.generation import grade
-    from app.practice.answers import AnswerOutcome, StoredAnswer
+    from app.practice.storing import AnswerOutcome, StoredAnswer
 
     compared = 0
     for template in card.templates():

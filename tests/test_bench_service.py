@@ -154,7 +154,7 @@ def test_a_batch_whose_commit_fails_acknowledges_nothing(app, client, db, monkey
 
     from sqlalchemy.exc import OperationalError
 
-    import app.practice.answers as answers
+    import app.practice.writer as answers
     from app.models import Attempt
 
     bearer, bodies = _answers(client, 1)

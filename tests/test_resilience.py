@@ -280,14 +280,14 @@ def test_postgres_that_stops_answering_mid_run(tmp_path, cards, pg_url):
 def test_postgres_that_stops_answering_in_the_middle_of_an_answer_batch(
     tmp_path, cards, pg_url, monkeypatch
 ):
-    """The database stops answering after the answer writer has its connection: its reads sent
-    together (app.db.read_together) wait out the client's deadline, the answer is a 503 (not a
+    """The database stops answering after the answer writer has its connection: its first read
+    in the write transaction waits out the client's deadline, the answer is a 503 (not a
     hang, not a 500), and once the database answers again the resent answer is stored once."""
     from sqlalchemy import func, select
     from sqlalchemy.engine import make_url
 
     from app.models import Attempt
-    from app.practice import answers
+    from app.practice import storing
 
     migrate(pg_url)
     real = make_url(pg_url)
@@ -305,20 +305,21 @@ def test_postgres_that_stops_answering_in_the_middle_of_an_answer_batch(
                 "choice_id": question["choices"][0]["id"],
                 "client_answer_id": str(uuid.uuid4()),
             }
-            real_reads = answers.read_together
+            real_reads = storing._STORED
 
-            def reads_into_a_black_hole(connection, reads):
-                proxy.swallow()  # the writer's transaction has begun on a live connection
-                return real_reads(connection, reads)
+            class ReadsIntoABlackHole:
+                def read(self, dialect, keys):
+                    proxy.swallow()  # the writer has its connection: its reads go next
+                    return real_reads.read(dialect, keys)
 
-            monkeypatch.setattr(answers, "read_together", reads_into_a_black_hole)
+            monkeypatch.setattr(storing, "_STORED", ReadsIntoABlackHole())
             response, elapsed = timed(
                 lambda: client.post(f"{API}/answers", json=body, headers=auth)
             )
             assert_unavailable(response)
             assert elapsed < 6, elapsed  # the 2 s deadline, then the guard refuses at once
             assert_unrelated_routes_answer(client)
-            monkeypatch.setattr(answers, "read_together", real_reads)
+            monkeypatch.setattr(storing, "_STORED", real_reads)
             proxy.forward()
             deadline = time.monotonic() + 10
             while (

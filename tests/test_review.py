@@ -199,15 +199,12 @@ def test_two_falls_in_one_group_commit_batch_bring_the_pitfall_forward(
     """Answers that arrive together are stored and rated in one transaction: the second fall in
     the batch counts the first one, stored in the same transaction."""
     from app.auth.service import learner_for_token
-    from app.practice.answers import AnswerWriter
 
     _, templates, found = _two_questions_offering_a_shared_pitfall(client, app, card)
     with app.state.sessionmaker() as session:
         learner = learner_for_token(session=session, token=auth["Authorization"][7:])
     pending = _pending_for(app, learner, found, clock())
-    writer = AnswerWriter.__new__(AnswerWriter)  # its thread is not needed to write one batch
-    writer._sessions = app.state.sessionmaker
-    writer._write_together(pending)
+    _store_batch(app, pending)
     assert all(p.outcome is not None and p.error is None for p in pending)
     ids = {i["template_id"] for i in due(client, auth, limit=50)["items"]}
     assert set(templates) - {found[1][0]["template_id"]} <= ids
@@ -215,29 +212,25 @@ def test_two_falls_in_one_group_commit_batch_bring_the_pitfall_forward(
 
 def _pending_for(app, learner, questions, now):
     """Writer input for ``learner`` answering ``questions`` ((body, choice id) pairs)."""
-    from app.practice.answers import _Pending, graded
+    from app.practice.answers import Submission, prepare
 
     ctx = app.state.context
     pending = []
     for body, choice in questions:
-        question = variant(app, body).id
-        answer_variant, result = graded(ctx, question, choice)
-        pending.append(
-            _Pending(
-                ctx=ctx,
-                learner=learner,
-                question=question,
-                variant=answer_variant,
-                result=result,
-                client_answer_id=uuid.uuid4().hex,
-                duration_ms=None,
-                answered_at=None,
-                now=now,
-                future=None,
-                loop=None,
-            )
-        )
+        token = ctx.signer.sign(variant(app, body).id)
+        submission = Submission(token, choice, uuid.uuid4().hex)
+        content = ctx.signer.verify(token, ctx.catalog)
+        pending.append(prepare(ctx, learner, submission, now, content, None))
     return pending
+
+
+def _store_batch(app, items):
+    """What the answer writer does with one batch (without its thread)."""
+    from app.db import write_transaction
+    from app.practice.answers import store_batch
+
+    with app.state.sessionmaker() as db, write_transaction(db):
+        store_batch(db, items)
 
 
 def _schedule(db, learner_id):
@@ -299,7 +292,6 @@ def test_a_batch_rates_exactly_as_its_answers_one_after_the_other_postgres(
 def _batch_rates_as_one_by_one(client, app, clock, card, db):
     from app.auth.service import LearnerRef
     from app.models import Learner
-    from app.practice.answers import AnswerWriter
 
     _, templates, falls = _two_questions_offering_a_shared_pitfall(client, app, card)
     # Two questions of each point, each of a template no other question here has (a template
@@ -330,13 +322,11 @@ def _batch_rates_as_one_by_one(client, app, clock, card, db):
         learner = db.get(Learner, learner_id)
         refs.append(LearnerRef(id=learner.id, kind=learner.kind, role=learner.role))
     db.commit()
-    writer = AnswerWriter.__new__(AnswerWriter)  # its thread is not needed to write batches
-    writer._sessions = app.state.sessionmaker
     one_by_one = _pending_for(app, refs[0], questions, clock())
     for item in one_by_one:
-        writer._write_together([item])
+        _store_batch(app, [item])
     together = _pending_for(app, refs[1], questions, clock())
-    writer._write_together(together)
+    _store_batch(app, together)
     assert all(p.error is None for p in one_by_one + together)
     assert [p.outcome.replayed for p in together] == [False] * len(questions)
     expected = _schedule(db, ids[0])

@@ -8,26 +8,17 @@ import uuid
 import pytest
 from conftest import CARD_ID, TEST_SECRET
 from sqlalchemy import event, func, select, text
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from app.auth.service import APP, LearnerRef, create_app_learner, hash_secret, learner_for_token
-from app.db import (
-    DriverSQL,
-    KeyColumns,
-    KeyedSelect,
-    engine_health,
-    make_engine,
-    make_sessionmaker,
-    pipelined,
-    read_together,
-    write_transaction,
-)
+from app.batch import ByKeys
+from app.db import make_engine, make_sessionmaker, write_transaction
 from app.domain.catalog import Catalog
 from app.domain.generation import generate_for_point
 from app.models import Attempt, Learner, LearnerToken, ReviewItem
-from app.practice import answers as practice
-from app.practice.answers import Context, answer_question
+from app.practice import storing
+from app.practice.answers import Context, answer_question, new_writer
 from app.practice.questions import QuestionSigner
+from app.practice.writer import WRITE_TRIES
 
 SIGNER = QuestionSigner(TEST_SECRET, max_age_s=3600)
 POINT = "optimizer-memory"
@@ -56,11 +47,22 @@ def sessions(engine):
     return make_sessionmaker(engine)
 
 
+WRITERS: dict[object, object] = {}
+
+
+def writer_for(sessions):
+    """One answer writer per database, as an app has."""
+    if sessions not in WRITERS:
+        WRITERS[sessions] = new_writer(sessions)
+    return WRITERS[sessions]
+
+
 def submit(sessions, cards, learner, token, choice_id, key):
     ctx = Context(catalog=Catalog(cards.values()), signer=SIGNER, seed_secret=b"s" * 32)
     with sessions() as session:
         outcome = answer_question(
-            session=session,
+            db=session,
+            writer=writer_for(sessions),
             ctx=ctx,
             learner=learner,
             token=token,
@@ -129,21 +131,26 @@ def test_an_attempt_row_records_everything_needed_to_reproduce_it(sessions, card
     assert row.created_at is not None
 
 
-def test_a_lost_insert_race_returns_the_stored_result(sessions, cards, card, monkeypatch):
-    """The IntegrityError path: the row appears between the check and the insert."""
+@pytest.mark.parametrize("misses", [1, WRITE_TRIES + 1])
+def test_a_lost_insert_race_returns_the_stored_result(sessions, cards, card, monkeypatch, misses):
+    """The IntegrityError path: the row appears between the writer's read and its insert (the
+    read misses it ``misses`` times): the batch is rolled back and tried again (and at last
+    written answer by answer, each once more in its savepoint), and replays."""
     learner = new_learner(sessions)
     token, key = token_for(card, POINT, 9), str(uuid.uuid4())
     choice = generate_for_point(card, POINT, 9).correct_choice_id
     first = submit(sessions, cards, learner, token, choice, key)
 
-    real_find = practice._find
-    misses = iter([None, None])  # the pre-check and the check inside the transaction miss it
+    real = storing._STORED
+    missing = iter(range(misses))
 
-    def racy_find(session, client_answer_id):
-        return next(misses, real_find(session, client_answer_id))
+    class Racy:
+        def read(self, dialect, keys):  # no read: none found, as before the other's commit
+            return None if next(missing, None) is not None else real.read(dialect, keys)
 
-    monkeypatch.setattr(practice, "_find", racy_find)
+    monkeypatch.setattr(storing, "_STORED", Racy())
     assert submit(sessions, cards, learner, token, choice, key) == first
+    assert next(missing, None) is None  # every miss was taken
     assert count_attempts(sessions) == 1
 
 
@@ -255,7 +262,7 @@ def test_writers_of_several_processes_take_turns_on_one_sqlite_file(tmp_path):
 
     from sqlalchemy import create_engine
 
-    from app.db import WriterTurn
+    from app.practice.writer import WriterTurn
 
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     first, second = WriterTurn(create_engine(url)), WriterTurn(create_engine(url))
@@ -281,13 +288,13 @@ def test_writers_of_several_processes_take_turns_on_one_sqlite_file(tmp_path):
         pass
 
 
-# --- the writer's driver statements ----------------------------------------------------------
+# --- the writer's Core statements ------------------------------------------------------------
 
 
 def _stored_as_given(sessions, cards, card) -> None:
-    """An answer stored by the writer's driver statements (app.db.DriverSQL, ids given by
-    next_ids) reads back through the ORM as it was given, and the ORM's own inserts before and
-    after it take ids around it without a collision."""
+    """An answer stored by the writer's Core statements (ids from the database) reads back
+    through the ORM as it was given, and the ORM's own inserts before and after it take ids
+    around it."""
     from datetime import UTC, datetime
 
     from app.models import ReviewLog
@@ -313,7 +320,8 @@ def _stored_as_given(sessions, cards, card) -> None:
     ctx = Context(catalog=Catalog(cards.values()), signer=SIGNER, seed_secret=b"s" * 32)
     with sessions() as session:
         outcome = answer_question(
-            session=session, ctx=ctx, learner=learner, token=token_for(card, POINT, 77),
+            db=session, writer=writer_for(sessions), ctx=ctx, learner=learner,
+            token=token_for(card, POINT, 77),
             choice_id=wrong.id, client_answer_id="driver", duration_ms=4321,
             answered_at=answered_at, now=stored_at,
         )  # fmt: skip
@@ -341,12 +349,12 @@ def _stored_as_given(sessions, cards, card) -> None:
     assert utc(log.due_after) == utc(item.due_at)
 
 
-def test_driver_statements_store_what_the_orm_reads_sqlite(sessions, cards, card):
+def test_core_statements_store_what_the_orm_reads_sqlite(sessions, cards, card):
     _stored_as_given(sessions, cards, card)
 
 
 @pytest.mark.postgres
-def test_driver_statements_store_what_the_orm_reads_postgres(pg_url, cards, card):
+def test_core_statements_store_what_the_orm_reads_postgres(pg_url, cards, card):
     from app.cli import migrate
 
     migrate(pg_url)
@@ -357,140 +365,30 @@ def test_driver_statements_store_what_the_orm_reads_postgres(pg_url, cards, card
         engine.dispose()
 
 
-# --- the writes of an answer batch sent together (app.db.pipelined) ----------------------------
+# --- PostgreSQL: a lost insert race ----------------------------------------------------------
 
 
 @pytest.mark.postgres
-def test_a_lost_insert_race_returns_the_stored_result_postgres(pg_url, cards, card, monkeypatch):
-    """On PostgreSQL the attempt's insert fails at the end of the pipelined writes: the unique
-    violation still reaches the answer path as SQLAlchemy's IntegrityError, which replays."""
+@pytest.mark.parametrize("misses", [1, WRITE_TRIES + 1])
+def test_a_lost_insert_race_returns_the_stored_result_postgres(
+    pg_url, cards, card, monkeypatch, misses
+):
+    """On PostgreSQL the unique violation aborts the transaction (or the answer's savepoint):
+    the answer path still replays the stored result."""
     from app.cli import migrate
 
     migrate(pg_url)
     engine = make_engine(pg_url)
     try:
         sessions = make_sessionmaker(engine)
-        test_a_lost_insert_race_returns_the_stored_result(sessions, cards, card, monkeypatch)
+        test_a_lost_insert_race_returns_the_stored_result(
+            sessions, cards, card, monkeypatch, misses
+        )
     finally:
         engine.dispose()
 
 
-PROBE = DriverSQL("INSERT INTO pipeline_probe (id, note) VALUES (:id, :note)")
-
-
-def _probe_table(engine) -> None:
-    with engine.begin() as connection:
-        connection.exec_driver_sql("DROP TABLE IF EXISTS pipeline_probe")
-        connection.exec_driver_sql(
-            "CREATE TABLE pipeline_probe (id INTEGER PRIMARY KEY, note TEXT)"
-        )
-
-
-def _probe_ids(engine) -> list[int]:
-    with engine.connect() as connection:
-        return [row[0] for row in connection.exec_driver_sql("SELECT id FROM pipeline_probe")]
-
-
-@pytest.fixture
-def pg_engine(pg_url):
-    engine = make_engine(pg_url)
-    _probe_table(engine)
-    yield engine
-    engine.dispose()
-
-
-@pytest.mark.postgres
-def test_pipelined_writes_reach_postgres_in_one_round_trip(pg_engine, tmp_path):
-    """Three executemany statements, one Sync message to the server (libpq's protocol trace);
-    without the pipeline each statement is a round trip of its own."""
-    from psycopg.pq import Trace
-
-    def syncs(block) -> int:
-        trace = tmp_path / f"trace-{uuid.uuid4().hex}"
-        with pg_engine.connect() as connection, trace.open("w") as out:
-            pgconn = connection.connection.driver_connection.pgconn
-            connection.exec_driver_sql("SELECT 1")  # the transaction begun outside the trace
-            pgconn.trace(out.fileno())
-            pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
-            block(connection)
-            pgconn.untrace()
-            connection.commit()
-        return sum(
-            1 for line in trace.read_text().splitlines() if line.split("\t")[:3:2] == ["F", "Sync"]
-        )
-
-    def writes(start):
-        def block(connection):
-            for base in (start, start + 10, start + 20):
-                PROBE.run_many(connection, [{"id": base + i, "note": "x"} for i in range(3)])
-
-        return block
-
-    apart = syncs(writes(0))
-
-    def together(connection):
-        with pipelined(connection):
-            writes(100)(connection)
-
-    assert syncs(together) == 1 < apart
-    assert sorted(_probe_ids(pg_engine)) == sorted(
-        base + i for start in (0, 100) for base in (start, start + 10, start + 20) for i in range(3)
-    )
-
-
-@pytest.mark.postgres
-def test_a_pipelined_write_that_fails_raises_sqlalchemys_error_and_stores_nothing(pg_engine):
-    import psycopg
-
-    with pg_engine.connect() as connection:
-        with pytest.raises(IntegrityError) as raised, pipelined(connection):
-            PROBE.run_many(connection, [{"id": 1, "note": "a"}, {"id": 2, "note": "b"}])
-            PROBE.run_many(connection, [{"id": 1, "note": "again"}])  # the primary key again
-        assert isinstance(raised.value.orig, psycopg.errors.UniqueViolation)
-        connection.rollback()
-        # The connection is usable again, and nothing of the failed transaction is stored.
-        assert connection.exec_driver_sql("SELECT count(*) FROM pipeline_probe").scalar() == 0
-    # A database failure, not a bug: nothing in the engine's health (that is for 503s).
-    assert engine_health(pg_engine).last_failure is None
-
-
-@pytest.mark.postgres
-def test_a_connection_lost_in_a_pipeline_is_invalidated_and_recorded(pg_engine, pg_url):
-    from sqlalchemy import create_engine
-
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    try:
-        with pg_engine.connect() as connection:
-            pid = connection.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-            with pytest.raises(OperationalError) as raised, pipelined(connection):
-                with admin.connect() as other:
-                    other.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
-                PROBE.run_many(connection, [{"id": 1, "note": "lost"}])
-            assert raised.value.connection_invalidated
-            assert connection.invalidated
-        kind = engine_health(pg_engine).last_failure[1]
-        assert kind == "unreachable"
-        # The pool gives out a fresh connection afterwards.
-        with pg_engine.connect() as connection:
-            assert connection.exec_driver_sql("SELECT 1").scalar() == 1
-    finally:
-        admin.dispose()
-
-
-def test_pipelined_is_a_plain_block_on_sqlite(engine):
-    _probe_table(engine)
-    with engine.connect() as connection:
-        with pytest.raises(IntegrityError), pipelined(connection):
-            PROBE.run_many(connection, [{"id": 1, "note": "a"}])
-            PROBE.run_many(connection, [{"id": 1, "note": "again"}])
-        connection.rollback()
-        with pipelined(connection):
-            PROBE.run_many(connection, [{"id": 2, "note": "b"}])
-        connection.commit()
-    assert _probe_ids(engine) == [2]
-
-
-# --- independent reads in one round trip (app.db.read_together) --------------------------------
+# --- many keys in one read (app.batch.ByKeys) -----------------------------------------------------
 
 NASTY = [
     "plain",
@@ -501,86 +399,48 @@ NASTY = [
     "NULL",
     "汉字 ✓",
     "; DROP TABLE x; --",
-    "$1 %s %(k_0)s",
+    "$1 %s %(k0_0)s :k1_0",
 ]
-BY_NOTE = KeyedSelect(
-    KeyColumns(("note",), ("TEXT",)),
-    "SELECT id, note FROM pipeline_probe WHERE {where} ORDER BY id",
-)
-COUNT_ABOVE = DriverSQL("SELECT count(*) FROM pipeline_probe WHERE id > :floor")
 
 
-def _reads_come_back_as_one_by_one(engine) -> None:
+def _reads_by_keys(engine) -> None:
+    from sqlalchemy import Column, Integer, MetaData, Table, Text, insert
+
+    probe = Table(
+        "keys_probe", MetaData(), Column("id", Integer, primary_key=True), Column("a", Text),
+        Column("b", Integer),
+    )  # fmt: skip
+    probe.drop(engine, checkfirst=True)
+    probe.create(engine)
     with engine.begin() as connection:
-        PROBE.run_many(connection, [{"id": i, "note": note} for i, note in enumerate(NASTY)])
+        connection.execute(
+            insert(probe), [{"id": i, "a": note, "b": i % 3} for i, note in enumerate(NASTY)]
+        )
+    by_keys = ByKeys(
+        (probe.c.a, probe.c.b), lambda where: select(probe.c.id).where(where).order_by(probe.c.id)
+    )
     with engine.connect() as connection:
-        dialect = connection.dialect
-        keys = [(note,) for note in NASTY[::2]] + [("absent",)]
-        together = read_together(
-            connection,
-            [
-                BY_NOTE.read(dialect, keys),
-                None,
-                COUNT_ABOVE.read({"floor": 2}),
-                BY_NOTE.read(dialect, [(NASTY[1],)]),
-            ],
-        )
-        apart = [
-            BY_NOTE.rows(connection, keys),
-            [],
-            COUNT_ABOVE.rows(connection, {"floor": 2}),
-            BY_NOTE.rows(connection, [(NASTY[1],)]),
-        ]
-    # Golden values from the inserted rows themselves, not from the code under test.
-    assert together[0] == [(i, note) for i, note in enumerate(NASTY) if i % 2 == 0]
-    assert together[2] == [(len(NASTY) - 3,)] and together[3] == [(1, NASTY[1])]
-    assert together == apart
+        # Golden values from the inserted rows themselves, not from the code under test.
+        for count in range(1, len(NASTY) + 1):
+            keys = [(note, i % 3) for i, note in enumerate(NASTY[:count])]
+            assert [row.id for row in by_keys.rows(connection, keys)] == list(range(count))
+        wrong = [(note, i % 3 + 1) for i, note in enumerate(NASTY)] + [("absent", 0)]
+        assert by_keys.rows(connection, wrong) == []
+        assert by_keys.rows(connection, [(NASTY[1], 1)] * 3) == [(1,)]
+        assert by_keys.rows(connection, []) == []
+    probe.drop(engine)
 
 
-def test_reads_together_give_what_each_read_gives_sqlite(engine):
-    _probe_table(engine)
-    _reads_come_back_as_one_by_one(engine)
+def test_many_keys_are_read_at_once_sqlite(engine):
+    _reads_by_keys(engine)
 
 
 @pytest.mark.postgres
-def test_reads_together_give_what_each_read_gives_postgres(pg_engine):
+def test_many_keys_are_read_at_once_postgres(pg_url):
     """Quotes, backslashes, braces, placeholders and SQL in the values reach PostgreSQL as
-    values through the client-side binding."""
-    _reads_come_back_as_one_by_one(pg_engine)
-    assert sorted(_probe_ids(pg_engine)) == list(range(len(NASTY)))  # nothing dropped
-
-
-@pytest.mark.postgres
-def test_reads_together_are_sent_before_any_answer_is_awaited_on_postgres(pg_engine, tmp_path):
-    """Every statement goes out before the server's first reply is read (libpq's protocol
-    trace): one round trip for all four, not one each."""
-    from psycopg.pq import Trace
-
-    trace = tmp_path / "trace"
-    with pg_engine.connect() as connection, trace.open("w") as out:
-        connection.exec_driver_sql("SELECT 1")  # the transaction begun outside the trace
-        pgconn = connection.connection.driver_connection.pgconn
-        pgconn.trace(out.fileno())
-        pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
-        rows = read_together(
-            connection,
-            [COUNT_ABOVE.read({"floor": n}) for n in range(3)]
-            + [BY_NOTE.read(connection.dialect, [("x",)])],
-        )
-        pgconn.untrace()
-    assert rows == [[(0,)], [(0,)], [(0,)], []]
-    messages = [line.split("\t")[:3:2] for line in trace.read_text().splitlines()]
-    first_reply = next(i for i, (side, _) in enumerate(messages) if side == "B")
-    executes = [i for i, (side, kind) in enumerate(messages) if (side, kind) == ("F", "Execute")]
-    assert len(executes) == 4 and max(executes) < first_reply
-
-
-@pytest.mark.postgres
-def test_a_failed_read_among_reads_together_raises_sqlalchemys_error(pg_engine):
-    broken = DriverSQL("SELECT id FROM pipeline_probe WHERE id = :id / 0")
-    with pg_engine.connect() as connection:
-        with pytest.raises(DBAPIError) as raised:
-            read_together(connection, [COUNT_ABOVE.read({"floor": 0}), broken.read({"id": 1})])
-        assert type(raised.value.orig).__name__ == "DivisionByZero"
-        connection.rollback()
-        assert connection.exec_driver_sql("SELECT 1").scalar() == 1
+    values."""
+    engine = make_engine(pg_url)
+    try:
+        _reads_by_keys(engine)
+    finally:
+        engine.dispose()

@@ -20,7 +20,13 @@ from app.deps import (
     get_learner_call,
     hot_call,
 )
-from app.practice.answers import answer_question, answer_question_grouped
+from app.practice.answers import (
+    Submission,
+    answer_question_async,
+    answer_questions,
+    answer_writer,
+)
+from app.practice.storing import AnswerOutcome
 from app.problems import Problem
 from app.routing import HotRoute, query_values, read_body, read_model, refuse
 from app.schemas import (
@@ -49,20 +55,6 @@ ANSWER_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _answer(body: AnswerCreate, session: SessionDep, ctx: ContextDep, learner: ApiLearner):  # type: ignore[no-untyped-def]
-    return answer_question(
-        session=session,
-        ctx=ctx,
-        learner=learner,
-        token=body.token,
-        choice_id=body.choice_id,
-        client_answer_id=body.client_answer_id,
-        duration_ms=body.duration_ms,
-        answered_at=body.answered_at,
-        now=ctx.clock(),
-    )
-
-
 @router.post(
     "/answers", response_model=AnswerPublic, responses=ANSWER_ERRORS, openapi_extra=BEARER_SECURITY
 )
@@ -76,17 +68,8 @@ async def create_answer(body: AnswerCreate, request: Request, call: LearnerCallD
 
 async def answer_response(request: Request, call: LearnerCall, body: AnswerCreate) -> Response:
     """The graded answer as JSON, once its attempt is committed."""
-    ctx = call.ctx
-    outcome = await answer_question_grouped(
-        state=request.app.state,
-        ctx=ctx,
-        learner=call.learner,
-        token=body.token,
-        choice_id=body.choice_id,
-        client_answer_id=body.client_answer_id,
-        duration_ms=body.duration_ms,
-        answered_at=body.answered_at,
-        now=ctx.clock(),
+    outcome = await answer_question_async(
+        state=request.app.state, ctx=call.ctx, learner=call.learner, submission=_submission(body)
     )
     return JSONBytesResponse(present.answer_json(outcome, call.lang))
 
@@ -111,6 +94,7 @@ HOT_ROUTES = (
 
 @router.post("/answers/batch", response_model=AnswerBatchPublic, responses=ANSWER_ERRORS)
 def create_answers(
+    request: Request,
     body: AnswerBatchCreate,
     session: SessionDep,
     ctx: ContextDep,
@@ -119,10 +103,12 @@ def create_answers(
 ) -> AnswerBatchPublic:
     """Up to 500 answers made offline: one result per item, in order; a bad item never loses the
     others, and each item is idempotent by its client_answer_id."""
-    results: list[AnswerPublic | BatchItemProblem] = []
+    results: list[AnswerPublic | BatchItemProblem | None] = []
+    submissions = []
     for raw in body.answers:
         try:
-            item = AnswerCreate.model_validate(raw)
+            submissions.append(_submission(AnswerCreate.model_validate(raw)))
+            results.append(None)  # its result comes from the writer
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ())) or "item"
@@ -131,14 +117,29 @@ def create_answers(
                     status=422, code="invalid_request", detail=f"{where}: {first.get('msg')}"
                 )
             )
-            continue
-        try:
-            results.append(present.answer(_answer(item, session, ctx, learner), lang))
-        except Problem as problem:
-            session.rollback()
-            results.append(
-                BatchItemProblem(
-                    status=problem.status_code, code=problem.code, detail=problem.text.get(lang)
-                )
-            )
-    return AnswerBatchPublic(results=results)
+    answered = iter(
+        answer_questions(
+            db=session,
+            writer=answer_writer(request.app.state),
+            ctx=ctx,
+            learner=learner,
+            submissions=submissions,
+        )
+    )
+    return AnswerBatchPublic(
+        results=[result or _item_result(next(answered), lang) for result in results]
+    )
+
+
+def _submission(body: AnswerCreate) -> Submission:
+    return Submission(
+        body.token, body.choice_id, body.client_answer_id, body.duration_ms, body.answered_at
+    )
+
+
+def _item_result(result: AnswerOutcome | Problem, lang: str) -> AnswerPublic | BatchItemProblem:
+    if isinstance(result, Problem):
+        return BatchItemProblem(
+            status=result.status_code, code=result.code, detail=result.text.get(lang)
+        )
+    return present.answer(result, lang)

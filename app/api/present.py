@@ -10,9 +10,9 @@ from app.catalog.demo import DEMO_COMMANDS, DemoResults
 from app.domain.cards import Card, Pitfall
 from app.domain.generation import Variant
 from app.domain.texts import Text
-from app.practice.answers import AnswerOutcome
 from app.practice.mistakes import AttemptView
 from app.practice.questions import Question
+from app.practice.storing import AnswerOutcome
 from app.rendering import latex_to_mathml, render_inline, render_paragraphs
 from app.schemas import (
     AnswerPublic,

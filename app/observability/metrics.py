@@ -82,7 +82,7 @@ class Metrics:
 
 
 def count_stored_answers(sessions: sessionmaker[Session], metrics: Metrics) -> None:
-    """Count the attempts each session inserted (``app.practice.answers.store_attempts`` notes
+    """Count the attempts each session inserted (``app.practice.storing.store_batch`` notes
     them in ``session.info``), once its transaction has committed."""
 
     @event.listens_for(sessions, "after_commit")

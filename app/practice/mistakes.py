@@ -19,8 +19,8 @@ from app.domain.catalog import Catalog
 from app.domain.generation import Variant, grade
 from app.domain.texts import Text
 from app.models import Attempt
-from app.practice.answers import stored_question
 from app.practice.questions import find_variant
+from app.practice.storing import stored_question
 
 MAX_PAGE = 500
 

@@ -1,34 +1,28 @@
-"""Spaced review: rate each first answer into its (learner, card, template) item, list what is due.
+"""Spaced review: store the ratings of first answers (the rules: app.domain.rating), list what
+is due, show progress.
 
-Called inside the answer's write transaction, so an acknowledged answer and its rating are
-stored together or not at all.
+The ratings are read and written inside the answer's write transaction, so an acknowledged
+answer and its rating are stored together or not at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import (
-    Boolean,
-    Connection,
-    case,
-    func,
-    select,
-)
-from sqlalchemy.engine.interfaces import Dialect
+from sqlalchemy import Connection, bindparam, case, func, insert, select, update
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc
-from app.db import DriverSQL, KeyColumns, KeyedSelect, Read
-from app.domain.catalog import Catalog
-from app.domain.scheduling import FsrsState, bring_forward, new_state, retrievability, review
+from app.batch import ByKeys, Read
+from app.domain import rating
+from app.domain.scheduling import retrievability
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
 
 MAX_DUE_PAGE = 100
-PITFALL_REPEAT = 2  # falling for a pitfall this often brings its templates forward
 
 
 @dataclass(frozen=True)
@@ -40,316 +34,122 @@ class DueItem:
     due_at: datetime
 
 
-ReviewKey = tuple[str, str, str]  # (learner id, card id, template id)
+def known_reads(dialect: Dialect, needs: rating.Needs) -> list[Read | None]:
+    """The reads of what rating answers needs (app.domain.rating.needs), to be read in the
+    caller's write transaction (with its other reads: app.batch.read_together): the items are
+    locked until it ends (PostgreSQL; SQLite's write lock covers them), in id order, so that two
+    processes rating the same items take their locks alike."""
+    return [
+        _ITEMS_BY_KEY.read(dialect, needs.items),
+        _EXAM_DATES.read(dialect, [(id_,) for id_ in needs.learners]),
+        _FALLS.read(dialect, needs.falls),
+    ]
 
 
-@dataclass(frozen=True)
-class Rating:
-    """A learner's first answer to a question, to rate into its review item: its attempt is
-    stored in the same write transaction, after the ratings' reads."""
-
-    learner_id: str
-    card_id: str
-    point: str
-    template_id: str
-    correct: bool
-    pitfall_id: str | None
-    duration_ms: int | None
-    now: datetime
-    catalog: Catalog  # the one it was graded by: which templates carry its pitfall
-
-    @property
-    def key(self) -> ReviewKey:
-        return (self.learner_id, self.card_id, self.template_id)
-
-    @property
-    def subject(self) -> RatingSubject:
-        return RatingSubject.of(
-            self.learner_id,
-            self.card_id,
-            self.template_id,
-            correct=self.correct,
-            pitfall_id=self.pitfall_id,
-            catalog=self.catalog,
-        )
-
-
-@dataclass(frozen=True)
-class RatingSubject:
-    """An answer that may be rated (before it is known to be a first answer): what the rating
-    pass reads for it."""
-
-    learner_id: str
-    card_id: str
-    template_id: str
-    fell_for: str | None  # the pitfall of a wrong answer
-    catalog: Catalog
-
-    @classmethod
-    def of(
-        cls,
-        learner_id: str,
-        card_id: str,
-        template_id: str,
-        *,
-        correct: bool,
-        pitfall_id: str | None,
-        catalog: Catalog,
-    ) -> RatingSubject:
-        return cls(learner_id, card_id, template_id, None if correct else pitfall_id, catalog)
-
-
-@dataclass(frozen=True)
-class ReviewsKnown:
-    """What :class:`ReviewReads` read: exam dates by learner, earlier falls (first answers
-    stored) by (learner, card, pitfall)."""
-
-    exam_dates: dict[str, date | None]
-    falls: dict[tuple[str, str, str], int]
-
-
-class ReviewReads:
-    """The first reads of a rating pass over answers among ``subjects``, which do not depend
-    on which of them are first answers, for the caller to send with its own reads
-    (app.db.read_together: one round trip on PostgreSQL): the learners' exam dates, and how
-    often they fell for each pitfall fallen for in ``subjects`` in the first answers stored."""
-
-    def __init__(self, dialect: Dialect, subjects: Sequence[RatingSubject]) -> None:
-        learners = {s.learner_id for s in subjects}
-        fallen = {(s.learner_id, s.card_id, s.fell_for) for s in subjects if s.fell_for is not None}
-        self.reads: list[Read | None] = [
-            _EXAM_DATES.read(dialect, [(learner,) for learner in learners]),
-            _FALLS.read(dialect, list(fallen), {"first": True}),
-        ]
-
-    @staticmethod
-    def known(rows: Sequence[Sequence[tuple[Any, ...]]]) -> ReviewsKnown:
-        """What the reads' rows (in :attr:`reads`' order) say."""
-        exam_rows, fall_rows = rows
-        return ReviewsKnown(
-            exam_dates=dict(exam_rows),
-            falls={(learner, card, pitfall): count for learner, card, pitfall, count in fall_rows},
-        )
-
-
-@dataclass
-class _Item:
-    """A review item as read (or created) by a :class:`RatingPass`, changed in place."""
-
-    id: int
-    learner_id: str
-    card_id: str
-    template_id: str
-    point: str
-    state: FsrsState
-    due_at: datetime
-    reviews: int
-    lapses: int
-    last_review_at: datetime | None
-    changed: bool = False
-    stored: bool = True  # False: created by this rating pass, inserted at its end
-
-
-@dataclass(frozen=True)
-class ReviewWrites:
-    """What a rating pass writes (:meth:`RatingPass.rate`): its new review items, the review logs
-    and the changed items; :meth:`run` after the ratings' attempts are inserted (the logs refer
-    to them), one executemany each."""
-
-    new_items: list[dict[str, Any]]
-    logs: list[dict[str, Any]]
-    updates: list[dict[str, Any]]
-
-    def run(self, connection: Connection) -> None:
-        _INSERT_ITEMS.run_many(connection, self.new_items)
-        _INSERT_LOGS.run_many(connection, self.logs)
-        _UPDATE_ITEMS.run_many(connection, self.updates)
-
-
-class RatingPass:
-    """Rating first answers into their review items, in the caller's write transaction, in
-    order (as if one after the other): each rating schedules its item with FSRS and logs the
-    rating; a learner who falls for a pitfall for the ``PITFALL_REPEAT``-th time (counting the
-    first answers stored before and those rated before in ``ratings``) has every other template
-    of the card carrying that pitfall made due now (its item created when missing).
-
-    In steps, so that the caller sends its reads with its own and every write of its
-    transaction together (app.db.read_together, app.db.pipelined), before the ratings'
-    attempts are stored: ``known`` (:class:`ReviewReads`, read by the caller for answers that
-    include these), then :meth:`item_read` (the items the ratings touch, locked until the
-    transaction ends (PostgreSQL; SQLite's write lock covers them) in id order, so that two
-    processes rating the same items take their locks alike and cannot lose an update) and
-    :meth:`take_items`, then ids for the items it creates (app.db.next_ids), then
-    :meth:`rate`. Driver statements (app.db.DriverSQL), as many for one rating as for hundreds.
-    """
-
-    def __init__(self, ratings: Sequence[Rating], known: ReviewsKnown) -> None:
-        self._ratings = list(ratings)
-        self._known = known
-        self._needed, self._forward = _touched(self._ratings, known.falls)
-        self._items: dict[ReviewKey, _Item] = {}
-
-    def item_read(self, dialect: Dialect) -> Read | None:
-        return _LOCKED_ITEMS.read(dialect, list(self._needed))
-
-    def take_items(self, rows: Sequence[tuple[Any, ...]]) -> int:
-        """The items read (:meth:`item_read`); how many items the pass creates."""
-        for row in rows:
-            item = _Item(*row)
-            item.due_at = as_utc(item.due_at)
-            self._items[(item.learner_id, item.card_id, item.template_id)] = item
-        return sum(1 for key in self._needed if key not in self._items)
-
-    def rate(self, attempt_ids: Sequence[int], item_ids: Sequence[int]) -> ReviewWrites:
-        """Rate (each rating stored as the attempt at its place in ``attempt_ids``; the items
-        created take ``item_ids``, as many as :meth:`take_items` said); what to write."""
-        items = self._items
-        missing = [key for key in self._needed if key not in items]
-        items.update(_created_items([(key, *self._needed[key]) for key in missing], item_ids))
-        logs = []
-        for index, r in enumerate(self._ratings):
-            item = items[r.key]
-            due_before = item.due_at if item.reviews else None
-            outcome = review(
-                item.state,
-                correct=r.correct,
-                duration_ms=r.duration_ms,
-                now=r.now,
-                exam_date=self._known.exam_dates.get(r.learner_id),
-                item_key=f"{r.learner_id}:{r.card_id}:{r.template_id}",
+def known_of(rows: Sequence[Sequence[Any]]) -> rating.Known:
+    """What :func:`known_reads` read, as rating takes it."""
+    items, exam_dates, falls = rows
+    return rating.Known(
+        items={
+            (row.learner_id, row.card_id, row.template_id): (
+                row.id,
+                rating.Item(
+                    row.point,
+                    row.state,
+                    as_utc(row.due_at),
+                    row.reviews,
+                    row.lapses,
+                    row.last_review_at and as_utc(row.last_review_at),
+                ),
             )
-            item.state, item.due_at, item.point = outcome.state, outcome.due, r.point
-            item.reviews += 1
-            item.lapses += 0 if r.correct else 1
-            item.last_review_at = r.now
-            item.changed = True
-            logs.append(
+            for row in items
+        },
+        exam_dates={row.id: row.exam_date for row in exam_dates},
+        falls={(row.learner_id, row.card_id, row.pitfall_id): row.times for row in falls},
+    )
+
+
+def store_ratings(
+    connection: Connection, writes: rating.Writes, attempt_ids: Sequence[int]
+) -> None:
+    """Make ``writes`` (app.domain.rating.rate) in the caller's write transaction, after the
+    rated attempts are stored: ``attempt_ids[i]`` is the id of the answer at index ``i``. The
+    new items take their ids from the database; a log names its item by its key, so that no
+    write waits for another's result (on PostgreSQL they go to the server together)."""
+    if writes.created:
+        connection.execute(
+            _INSERT_ITEM,
+            [
+                {"learner_id": key[0], "card_id": key[1], "template_id": key[2], **_columns(item)}
+                for key, item in writes.created.items()
+            ],
+        )
+    if writes.logs:
+        connection.execute(
+            _INSERT_LOG,
+            [
                 {
-                    "review_item_id": item.id,
-                    "attempt_id": attempt_ids[index],
-                    "rating": outcome.rating,
-                    "reviewed_at": r.now,
-                    "due_before": due_before,
-                    "due_after": outcome.due,
+                    "item_learner_id": log.item[0],
+                    "item_card_id": log.item[1],
+                    "item_template_id": log.item[2],
+                    "attempt_id": attempt_ids[log.answer],
+                    "rating": log.rating,
+                    "reviewed_at": log.reviewed_at,
+                    "due_before": log.due_before,
+                    "due_after": log.due_after,
                 }
-            )
-            for key in self._forward.get(index, ()):
-                other = items[key]
-                if other.due_at > r.now:
-                    other.state = bring_forward(other.state, r.now)
-                    other.due_at = r.now
-                    other.changed = True
-        return ReviewWrites(
-            new_items=[
-                {name: getattr(item, name) for name in _ITEM_COLUMNS}
-                for item in items.values()
-                if not item.stored
+                for log in writes.logs
             ],
-            logs=logs,
-            updates=[
-                {"id": item.id, **{name: getattr(item, name) for name in _ITEM_CHANGES}}
-                for item in items.values()
-                if item.stored and item.changed
-            ],
+        )
+    if writes.changed:
+        connection.execute(
+            _UPDATE_ITEM,
+            [{"item_id": item_id, **_columns(item)} for item_id, item in writes.changed.items()],
         )
 
 
-_EXAM_DATES = KeyedSelect(
-    KeyColumns(("id",), ("TEXT",)),
-    "SELECT id, exam_date FROM learners WHERE {where}",
-    results=(None, Learner.__table__.c.exam_date.type),
-)
-
-
-_FALL_KEY = KeyColumns(("learner_id", "card_id", "pitfall_id"), ("TEXT",) * 3)  # its index
-_FALLS = KeyedSelect(
-    _FALL_KEY,
-    f"SELECT {', '.join(_FALL_KEY.names)}, count(*) FROM attempts"
-    f" WHERE {{where}} AND first_answer = :first GROUP BY {', '.join(_FALL_KEY.names)}",
-    binds={"first": Boolean()},
-)
-
-
-def _carrying(catalog: Catalog, card_id: str, template_id: str, pitfall_id: str) -> dict[str, str]:
-    """The card's other templates offering ``pitfall_id``: template id -> exam point."""
-    card = catalog.latest(card_id)
-    if card is None:
-        return {}
-    offering = card.templates_offering(pitfall_id)
-    return {other: point for other, point in offering.items() if other != template_id}
-
-
-# The columns an _Item is read from, in its fields' order.
-_ITEM_COLUMNS = tuple(f.name for f in fields(_Item) if f.name not in ("changed", "stored"))
-
-
-_ITEMS = ReviewItem.__table__
-_LOCKED_ITEMS = KeyedSelect(
-    KeyColumns(("learner_id", "card_id", "template_id"), ("TEXT",) * 3),  # their unique key
-    f"SELECT {', '.join(_ITEM_COLUMNS)} FROM review_items WHERE {{where}} ORDER BY id",
-    results=[_ITEMS.c[name].type for name in _ITEM_COLUMNS],
-    for_update=True,
-)
-
-
-_INSERT_ITEMS = DriverSQL.insert(_ITEMS, _ITEM_COLUMNS)
-_INSERT_LOGS = DriverSQL.insert(
-    ReviewLog.__table__,
-    ("review_item_id", "attempt_id", "rating", "reviewed_at", "due_before", "due_after"),
-)
-
-
-def _touched(
-    ratings: Sequence[Rating], falls: dict[tuple[str, str, str], int]
-) -> tuple[dict[ReviewKey, tuple[str, datetime]], dict[int, list[ReviewKey]]]:
-    """The items the ratings touch, in the order they do: their own, and those brought forward
-    (key -> exam point and time, for an item to create); and which items each rating (by
-    index) brings forward."""
-    forward: dict[int, list[ReviewKey]] = {}
-    needed = {r.key: (r.point, r.now) for r in ratings}
-    running = dict(falls)
-    for index, r in enumerate(ratings):
-        if r.correct or r.pitfall_id is None:
-            continue
-        fall = (r.learner_id, r.card_id, r.pitfall_id)
-        running[fall] = running.get(fall, 0) + 1
-        if running[fall] >= PITFALL_REPEAT:
-            carrying = _carrying(r.catalog, r.card_id, r.template_id, r.pitfall_id)
-            forward[index] = [(r.learner_id, r.card_id, t) for t in carrying]
-            for key, point in zip(forward[index], carrying.values(), strict=True):
-                needed.setdefault(key, (point, r.now))
-    return needed, forward
-
-
-def _created_items(
-    wanted: list[tuple[ReviewKey, str, datetime]], ids: Sequence[int]
-) -> dict[ReviewKey, _Item]:
-    """New review items (key, exam point, now), due now, with fresh FSRS states seeded by their
-    ``ids`` (app.db.next_ids); inserted, as the ratings leave them, at the end of the pass."""
+def _columns(item: rating.Item) -> dict[str, Any]:
     return {
-        key: _Item(
-            item_id,
-            *key,
-            point,
-            new_state(item_id, now),
-            now,
-            0,
-            0,
-            None,
-            changed=True,
-            stored=False,
-        )
-        for item_id, (key, point, now) in zip(ids, wanted, strict=True)
+        "point": item.point,
+        "state": item.state,
+        "due_at": item.due_at,
+        "reviews": item.reviews,
+        "lapses": item.lapses,
+        "last_review_at": item.last_review_at,
     }
 
 
-_ITEM_CHANGES = ("point", "state", "due_at", "reviews", "lapses", "last_review_at")
-_UPDATE_ITEMS = DriverSQL(
-    "UPDATE review_items SET "
-    + ", ".join(f"{name} = :{name}" for name in _ITEM_CHANGES)
-    + " WHERE id = :id",
-    binds={name: _ITEMS.c[name].type for name in _ITEM_CHANGES},
+_ITEMS = ReviewItem.__table__
+_ITEMS_BY_KEY = ByKeys(
+    (_ITEMS.c.learner_id, _ITEMS.c.card_id, _ITEMS.c.template_id),  # their unique key
+    lambda where: select(_ITEMS).where(where).order_by(_ITEMS.c.id).with_for_update(),
 )
+_EXAM_DATES = ByKeys(
+    (Learner.__table__.c.id,),
+    lambda where: select(Learner.__table__.c.id, Learner.__table__.c.exam_date).where(where),
+)
+_ATTEMPTS = Attempt.__table__
+_FALL_KEY = (_ATTEMPTS.c.learner_id, _ATTEMPTS.c.card_id, _ATTEMPTS.c.pitfall_id)  # its index
+_FALLS = ByKeys(
+    _FALL_KEY,
+    lambda where: (
+        select(*_FALL_KEY, func.count().label("times"))
+        .where(where, _ATTEMPTS.c.first_answer.is_(True))
+        .group_by(*_FALL_KEY)
+    ),
+)
+_ITEM_ID = (
+    select(_ITEMS.c.id)
+    .where(
+        _ITEMS.c.learner_id == bindparam("item_learner_id"),
+        _ITEMS.c.card_id == bindparam("item_card_id"),
+        _ITEMS.c.template_id == bindparam("item_template_id"),
+    )
+    .scalar_subquery()
+)
+_INSERT_LOG = insert(ReviewLog.__table__).values(review_item_id=_ITEM_ID).inline()
+_INSERT_ITEM = insert(_ITEMS).inline()
+_UPDATE_ITEM = update(_ITEMS).where(_ITEMS.c.id == bindparam("item_id"))
 
 
 def due_items(

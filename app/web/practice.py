@@ -22,7 +22,7 @@ from app.domain.languages import other_lang
 from app.domain.messages import Message
 from app.domain.practice import MAX_SIZE, MODES
 from app.models import Attempt
-from app.practice.answers import answer_question, resolve_token, stored_question
+from app.practice.answers import answer_question, answer_writer, resolve_token
 from app.practice.questions import Question, get_card, new_question, regenerate
 from app.practice.sessions import (
     SessionState,
@@ -32,6 +32,7 @@ from app.practice.sessions import (
     start_session,
     summarise,
 )
+from app.practice.storing import stored_question
 from app.problems import InvalidInput, NotFound
 from app.web.forms import check_csrf, web_learner
 from app.web.templating import link, render_page
@@ -229,7 +230,8 @@ def submit_answer(
         client_answer_id = uuid.uuid4().hex
     duration_ms = int(time.time() * 1000) - shown_at if shown_at else None
     outcome = answer_question(
-        session=session,
+        db=session,
+        writer=answer_writer(request.app.state),
         ctx=ctx,
         learner=learner,
         token=token,
