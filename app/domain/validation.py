@@ -15,10 +15,13 @@ than that) the answer, every pitfall and every text are evaluated, and the card 
 - a numeric answer shows the same value over the whole domain (the parameters are decoration,
   and the learner can memorise the key);
 - a statement is not of comparable length to the correct one (see :data:`STATEMENT_LENGTH_RATIO`);
-- a content-blind guesser (longest, shortest, k-th smallest, the odd register out, the ones
-  with a formula or an aside ...) wins more than ``1/choices`` +
-  :data:`~app.domain.giveaways.GIVEAWAY_MARGIN` of the variants, measured over the domain and
-  :data:`~app.domain.giveaways.LOAD_SAMPLES` seeded arrangements;
+- a family of content-blind guessers (:mod:`app.domain.giveaways`: length, rank, unit, form
+  ... of :data:`~app.domain.giveaways.ENFORCED_FAMILIES`) wins more than ``1/choices`` +
+  :data:`~app.domain.giveaways.GIVEAWAY_MARGIN` of the variants in some language, held out
+  (its best strategy chosen on one half of the variants and scored on the other), measured over
+  the domain and :data:`~app.domain.giveaways.LOAD_SAMPLES` seeded arrangements; and once every
+  family is enforced, a guesser using each template's best strategy wins more than chance +
+  :data:`~app.domain.giveaways.CARD_MARGIN` over the card;
 - a rendered text (stem, worked solution, pitfall explanation) shows arithmetic whose displayed
   numbers do not give its displayed result (``0.041 GB + 0.041 GB = 0.081 GB``), see
   :func:`check_arithmetic`;
@@ -44,6 +47,7 @@ from .generation import (
     named_values,
     side,
 )
+from .giveaways import TemplateGiveaways
 from .languages import LANGS
 from .messages import Message
 from .sampling import parameter_combinations
@@ -58,11 +62,38 @@ EXACT_ORDER_CHECK_LIMIT = 12
 
 
 def validate_card(card: Card) -> None:
-    for template in card.templates():
-        validate_template(card, template)
+    measured = [validate_template(card, template) for template in card.templates()]
+    check_card_guesser(card, [m for m in measured if m is not None])
 
 
-def validate_template(card: Card, template: Template, *, giveaways: bool = True) -> None:
+def check_card_guesser(card: Card, measured: Sequence[TemplateGiveaways]) -> None:
+    """Refuse a card on which a guesser using each template's and language's best
+    content-blind strategy (held out) beats a blind pick by more than
+    :data:`~app.domain.giveaways.CARD_MARGIN`."""
+    from .giveaways import ENFORCED_FAMILIES, FAMILIES, card_best_guess, card_limit
+
+    if ENFORCED_FAMILIES != set(FAMILIES):
+        return  # measured and reported until every family is enforced
+    score, chance = card_best_guess(measured)
+    if score > card_limit(chance):
+        raise CardError(
+            Message(
+                "card %(card)s: a guesser using each template's best content-blind strategy is "
+                "right in %(share)s of the questions, held out (chance %(chance)s, at most "
+                "%(limit)s allowed)",
+                card=repr(card.id),
+                share=f"{score:.1%}",
+                chance=f"{chance:.1%}",
+                limit=f"{card_limit(chance):.1%}",
+            )
+        )
+
+
+def validate_template(
+    card: Card, template: Template, *, giveaways: bool = True
+) -> TemplateGiveaways | None:
+    """Refuse the template (CardError) or return its content-blind measurement (None when
+    ``giveaways`` is off)."""
     if template.kind == "statement":
         _check_statement_lengths(card, template)
     own_value_somewhere: set[str] = set()
@@ -149,7 +180,8 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
             )
         )
     if giveaways:
-        _check_giveaways(card, template, evaluated, memos)
+        return _check_giveaways(card, template, evaluated, memos)
+    return None
 
 
 def _check_giveaways(
@@ -157,26 +189,29 @@ def _check_giveaways(
     template: Template,
     evaluated: Sequence[tuple[Candidate, list[Candidate]]],
     memos: Sequence[Memo],
-) -> None:
-    from .giveaways import LOAD_SAMPLES, template_giveaways
+) -> TemplateGiveaways:
+    from .giveaways import ENFORCED_FAMILIES, LOAD_SAMPLES, template_giveaways
 
     measured = template_giveaways(template, LOAD_SAMPLES, evaluated, memos)
-    strategy, share = measured.worst
+    family, lang, strategy, share = measured.worst(ENFORCED_FAMILIES)
     if share > measured.limit:
         raise CardError(
             Message(
-                "card %(card)s, template %(template)s: a content-blind guesser picking "
-                "'%(strategy)s' is right in %(share)s of %(samples)s variants (chance %(chance)s, "
-                "at most %(limit)s allowed)",
+                "card %(card)s, template %(template)s: a content-blind guesser of the "
+                "%(family)s family ('%(strategy)s', read in %(lang)s) is right in %(share)s of "
+                "%(samples)s variants, held out (chance %(chance)s, at most %(limit)s allowed)",
                 card=repr(card.id),
                 template=repr(template.id),
+                family=family,
                 strategy=strategy,
+                lang=lang,
                 share=f"{share:.0%}",
                 samples=measured.samples,
                 chance=f"{measured.chance:.0%}",
                 limit=f"{measured.limit:.0%}",
             )
         )
+    return measured
 
 
 def _check_sides(
