@@ -91,8 +91,14 @@ def test_new_templates_kept_their_history_of_versions(card):
     ]
     # Added at version 1; card version 5 gave every template a new version when the card moved
     # to generator 2. Revised besides: card version 4 (its Chinese key was the only choice with
-    # a semicolon, which a guesser could see without reading).
-    revised = {"p5-when-offload-pays": 1}
+    # a semicolon, which a guesser could see without reading). Revised again for the card's
+    # next version: stems that state the conventions their keys depend on (decimal units, the
+    # ring's (N_d - 1)/N_d), held-out giveaway fixes, sources, text.
+    revised = {
+        "p5-when-offload-pays": 1,
+        "p3-exact-ring-bytes": 1,
+        "p5-zero2-offload-gpu-memory": 1,
+    }
     for template_id in new:
         template = card.template(template_id)
         assert template is not None, template_id

@@ -96,6 +96,7 @@ def validate_template(
     ``giveaways`` is off)."""
     if template.kind == "statement":
         _check_statement_lengths(card, template)
+    _check_stated_conventions(card, template)
     own_value_somewhere: set[str] = set()
     answers_shown: set[str] = set()
     evaluated: list[tuple[Candidate, list[Candidate]]] = []
@@ -158,6 +159,7 @@ def validate_template(
             if not any(clash(candidate, other) for other in pitfalls if other is not candidate):
                 own_value_somewhere.add(candidate.pitfall.id)
         _check_sides(where, template, answer, pitfalls)
+    _check_unit_system_pitfalls(card, template, evaluated)
     never = [p.id for p in template.pitfalls if p.id not in own_value_somewhere]
     if never:
         raise CardError(
@@ -212,6 +214,61 @@ def _check_giveaways(
             )
         )
     return measured
+
+
+def _check_stated_conventions(card: Card, template: Template) -> None:
+    """Each convention a pitfall would be the key under is stated by the stem, in every
+    language (see :mod:`app.domain.conventions`)."""
+    from .conventions import stated
+
+    needed = {p.convention for p in template.pitfalls if p.convention is not None}
+    for name in sorted(needed):
+        value = template.conventions[name]  # declared: checked when the card was read
+        for lang in LANGS:
+            if not stated(name, value, template.stem.source.get(lang), lang):
+                raise CardError(
+                    Message(
+                        "card %(card)s, template %(template)s: a pitfall is the key under "
+                        "another %(name)s convention, but the stem (%(lang)s) does not say the "
+                        "question counts %(value)s",
+                        card=repr(card.id),
+                        template=repr(template.id),
+                        name=repr(name),
+                        lang=lang,
+                        value=repr(value),
+                    )
+                )
+
+
+# A binary figure shown under a decimal label, or the reverse: the same bytes in GiB (2**30).
+_UNIT_SYSTEM_RATIOS = (Fraction(10**9, 2**30), Fraction(2**30, 10**9))
+
+
+def _check_unit_system_pitfalls(
+    card: Card, template: Template, evaluated: Sequence[tuple[Candidate, Sequence[Candidate]]]
+) -> None:
+    """A pitfall that is the key read in the other unit system (GiB for GB) everywhere is the
+    key under another 'units' convention: it must say so (and the stem must state the units)."""
+    if template.kind != "numeric" or not evaluated:
+        return
+    for i, pitfall in enumerate(template.pitfalls):
+        if pitfall.convention == "units":
+            continue
+        pairs = [(answer.value, pitfalls[i].value) for answer, pitfalls in evaluated]
+        values = [(a, v) for a, v in pairs if a is not None and v is not None and a != 0]
+        if len(values) == len(pairs) and any(
+            all(v == a * ratio for a, v in values) for ratio in _UNIT_SYSTEM_RATIOS
+        ):
+            raise CardError(
+                Message(
+                    "card %(card)s, template %(template)s, pitfall %(pitfall)s: it is the key "
+                    "in the other unit system (GB and GiB); mark it 'convention: units' and "
+                    "declare the template's units",
+                    card=repr(card.id),
+                    template=repr(template.id),
+                    pitfall=repr(pitfall.id),
+                )
+            )
 
 
 def _check_sides(
