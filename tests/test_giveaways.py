@@ -340,3 +340,19 @@ def test_validation_refuses_a_template_an_enforced_family_sees_through():
     marked = parse_card(_statement_card("The optimizer states (fp32)", shorter + longer))
     with pytest.raises(CardError, match="form family"):
         validate_card(marked)
+
+
+def test_validation_refuses_a_key_alone_without_absolute_words():
+    from app.domain.cards import CardError, parse_card
+    from app.domain.validation import validate_card
+
+    shorter = ["Only the gradients", "Only the fp16 weights", "Always activations"]
+    longer = [
+        "Only the weights and the gradients",
+        "Always the activations and gradients",
+        "Every kind of model state, always",
+    ]
+    # the key alone has no absolute word: 'without absolute words' finds it every time
+    card = parse_card(_statement_card("The optimizer states alone", shorter + longer))
+    with pytest.raises(CardError, match="register family"):
+        validate_card(card)

@@ -104,7 +104,9 @@ FAMILIES = (
 
 # The families validation refuses a template for; the others are measured and reported (see
 # ``check-cards --report``) until every template of the cards passes them too.
-ENFORCED_FAMILIES = frozenset({"length", "rank", "unit", "form", "magnitude"})
+ENFORCED_FAMILIES = frozenset(
+    {"length", "rank", "unit", "form", "richness", "register", "magnitude"}
+)
 
 # Ratios a learner reads as "simple multiples" of one another (both ways round).
 _SIMPLE_RATIOS = (Fraction(3, 2), Fraction(4, 3), 2, Fraction(5, 2), 3, 4, 5, 6, 8, 10, 12, 16)
