@@ -238,3 +238,16 @@ def test_units_are_not_italic_variables_inside_formulas(card):
             for lang in ("en", "zh"):
                 for formula in math.findall(text.get(lang)):
                     assert not unit.search(formula), (template.id, formula)
+
+
+def test_every_template_names_where_its_facts_can_be_checked(card):
+    """A paper (with its arXiv number) or a project's file or documentation, per template."""
+    import re
+
+    checkable = re.compile(
+        r"arXiv:\d{4}\.\d{4,5}|deepspeed/\S+\.py|PyTorch documentation|DeepSpeed (PR|issue) #\d+|IEC \d+|Patarasuk"
+    )
+    for template in card.templates():
+        assert template.sources, template.id
+        for source in template.sources:
+            assert checkable.search(source), (template.id, source)
