@@ -184,6 +184,7 @@ def test_a_retry_shows_a_key_that_never_changes():
     again = [says("D", "D"), says("K", "K", True), says("A", "A"), says("E", "E")]
     wins = variant_wins(again, "en", first)
     assert wins["shown before"] == pytest.approx(1 / 2)  # K and A were shown before
+    assert wins["not shown before"] == 0.0  # D and E are new
     assert variant_wins(again, "en")["shown before"] == pytest.approx(1 / 4)
 
 

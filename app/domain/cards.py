@@ -78,6 +78,8 @@ class _PitfallIn(_Strict):
     statement: _TextIn | None = None
     # The convention (app.domain.conventions) under which this wrong choice would be the key.
     convention: str | None = None
+    # Other wordings of the statement, of the same structure; a question shows one at random.
+    phrasings: Annotated[list[_TextIn], Field(max_length=8)] = Field(default_factory=list)
 
 
 class _TemplateIn(_Strict):
@@ -92,6 +94,8 @@ class _TemplateIn(_Strict):
     choices: Annotated[int, Field(ge=2, le=8)] = 4
     solution: Annotated[list[_TextIn], Field(min_length=1)]
     pitfalls: Annotated[list[_PitfallIn], Field(min_length=3)]
+    # Other wordings of a statement template's answer; a question shows one at random.
+    answer_phrasings: Annotated[list[_TextIn], Field(max_length=8)] = Field(default_factory=list)
     # The conventions the key depends on (app.domain.conventions): name -> value.
     conventions: Annotated[dict[str, str], Field(max_length=10)] = Field(default_factory=dict)
     # Where its facts can be checked: paper and section, or project, file and version.
@@ -180,6 +184,7 @@ class Pitfall:
     formula: Formula | None = None
     statement: Text | None = None
     convention: str | None = None  # the convention under which it would be the key
+    phrasings: tuple[Text, ...] = ()  # other wordings of the statement
 
 
 @dataclass(frozen=True, eq=False)
@@ -200,6 +205,12 @@ class Template:
     generator: int = 1  # the card's: app.domain.generation.seeded
     conventions: Mapping[str, str] = field(default_factory=dict)  # app.domain.conventions
     sources: tuple[str, ...] = ()
+    answer_phrasings: tuple[Text, ...] = ()  # other wordings of a statement answer
+
+    @property
+    def phrased(self) -> bool:
+        """Whether some statement of the template has other wordings."""
+        return bool(self.answer_phrasings) or any(p.phrasings for p in self.pitfalls)
 
     def domain_size(self) -> int:
         size = 1
@@ -632,9 +643,14 @@ def _compile_template(
                 else None,
                 statement=_text(item.statement) if item.statement is not None else None,
                 convention=item.convention,
+                phrasings=tuple(_text(t) for t in item.phrasings),
             )
         )
     _check_conventions(raw, where)
+    if raw.kind == "numeric" and (raw.answer_phrasings or any(p.phrasings for p in raw.pitfalls)):
+        raise CardError(
+            Message("%(where)s: only a statement template's choices have phrasings", where=where)
+        )
 
     return Template(
         id=raw.id,
@@ -656,6 +672,7 @@ def _compile_template(
         generator=generator,
         conventions=dict(raw.conventions),
         sources=tuple(raw.sources),
+        answer_phrasings=tuple(_text(t) for t in raw.answer_phrasings),
     )
 
 

@@ -16,7 +16,7 @@ families (:data:`FAMILIES`), the classic item-writing flaws:
 - **ratio hub**: the value most of the others are simple multiples of (×2, ×4, ×1.5 ...);
 - **magnitude**: the values not implausibly far (5× or 10×) from the others' median;
 - **retry**: asked again, the choices that were shown the time before (a key shown every time
-  stands out).
+  stands out), or the ones that were not (a key whose wording alone changes).
 
 A well-made question gives every strategy about ``1/choices``. Because a guesser that tries
 many strategies and keeps the best one flatters itself, the figures are *held out*: the shown
@@ -178,6 +178,7 @@ def family(strategy: str) -> str:
         ("ratio hub", "ratio hub"),
         ("within ", "magnitude"),
         ("shown before", "retry"),
+        ("not shown before", "retry"),
     ):
         if strategy.startswith(prefix):
             return name
@@ -282,9 +283,11 @@ def variant_wins(
         wins["most shared words"], wins["fewest shared words"] = _extremes(shared, key, n)
     if before:
         earlier = {c.text.get(lang) for c in before}
-        wins["shown before"] = _pick([i for i in range(n) if texts[i] in earlier], key, n)
+        again = [i for i in range(n) if texts[i] in earlier]
+        wins["shown before"] = _pick(again, key, n)
+        wins["not shown before"] = _pick([i for i in range(n) if i not in again], key, n)
     else:
-        wins["shown before"] = 1 / n
+        wins["shown before"] = wins["not shown before"] = 1 / n
     return wins
 
 

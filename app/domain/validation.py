@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .cards import Card, CardError, Template
+from .cards import Card, CardError, Pitfall, Template
 from .formulas import FormulaError
 from .generation import (
     Candidate,
@@ -309,28 +309,74 @@ def _check_sides(
 
 
 def _check_statement_lengths(card: Card, template: Template) -> None:
-    """Every wrong statement is of comparable length to the correct one, in every language."""
+    """Every wrong statement is of comparable length to the correct one, in every language and
+    every wording; every wording of a pitfall sorts on the same side of every wording of the
+    answer (so the rank drawn by length holds whichever wording is shown); no two wordings of
+    the template are the same text."""
     assert template.answer_statement is not None
-    for lang in LANGS:
-        answer = len(template.answer_statement.get(lang))
-        for pitfall in template.pitfalls:
-            assert pitfall.statement is not None
-            length = len(pitfall.statement.get(lang))
-            if not answer / STATEMENT_LENGTH_RATIO <= length <= answer * STATEMENT_LENGTH_RATIO:
+    answers = (template.answer_statement, *template.answer_phrasings)
+    seen: set[tuple[str, str]] = set()
+    for text in (*answers, *(w for p in template.pitfalls for w in _wordings(p))):
+        for lang in LANGS:
+            shown = text.get(lang)
+            if (lang, shown) in seen:
                 raise CardError(
                     Message(
-                        "card %(card)s, template %(template)s: pitfall %(pitfall)s is %(length)s "
-                        "characters long (%(lang)s) against %(answer)s for the correct statement; "
-                        "keep every choice within %(ratio)sx of the correct statement's length",
+                        "card %(card)s, template %(template)s: the wording %(text)s appears "
+                        "twice among its choices",
                         card=repr(card.id),
                         template=repr(template.id),
-                        pitfall=repr(pitfall.id),
-                        length=length,
-                        lang=lang,
-                        answer=answer,
-                        ratio=float(STATEMENT_LENGTH_RATIO),
+                        text=repr(shown),
                     )
                 )
+            seen.add((lang, shown))
+    for pitfall in template.pitfalls:
+        first = side(
+            Candidate(None, answers[0], None), Candidate(pitfall, _wordings(pitfall)[0], None)
+        )
+        for answer_text in answers:
+            key = Candidate(None, answer_text, None)
+            for wording in _wordings(pitfall):
+                for lang in LANGS:
+                    answer = len(answer_text.get(lang))
+                    length = len(wording.get(lang))
+                    if (
+                        not answer / STATEMENT_LENGTH_RATIO
+                        <= length
+                        <= answer * STATEMENT_LENGTH_RATIO
+                    ):
+                        raise CardError(
+                            Message(
+                                "card %(card)s, template %(template)s: pitfall %(pitfall)s is "
+                                "%(length)s characters long (%(lang)s) against %(answer)s for the "
+                                "correct statement; keep every choice within %(ratio)sx of the "
+                                "correct statement's length",
+                                card=repr(card.id),
+                                template=repr(template.id),
+                                pitfall=repr(pitfall.id),
+                                length=length,
+                                lang=lang,
+                                answer=answer,
+                                ratio=float(STATEMENT_LENGTH_RATIO),
+                            )
+                        )
+                if side(key, Candidate(pitfall, wording, None)) != first:
+                    raise CardError(
+                        Message(
+                            "card %(card)s, template %(template)s: a wording of pitfall "
+                            "%(pitfall)s is not on the same side (shorter or longer, in every "
+                            "language) of every wording of the correct statement as its first "
+                            "wording",
+                            card=repr(card.id),
+                            template=repr(template.id),
+                            pitfall=repr(pitfall.id),
+                        )
+                    )
+
+
+def _wordings(pitfall: Pitfall) -> tuple[Text, ...]:
+    assert pitfall.statement is not None
+    return (pitfall.statement, *pitfall.phrasings)
 
 
 def _render_texts(content: Combination) -> list[tuple[Text, str, Text]]:
