@@ -282,7 +282,7 @@ def test_the_numeric_key_is_at_each_sorted_rank_equally_often(reports):
             assert all(abs(share - 1 / report.choices) < 0.04 for share in ranks), report
 
 
-def _statement_card(answer, pitfalls):
+def _statement_card(answer, pitfalls, other_wording=None):
     def t(text):
         return {"en": text, "zh": text + "（中文）"}
 
@@ -308,6 +308,13 @@ def _statement_card(answer, pitfalls):
                         "kind": "statement",
                         "stem": t("What does ZeRO-1 shard?"),
                         "answer": {"en": answer, "zh": answer},
+                        # a second wording of the key: a retry must not show it by its text
+                        "answer_phrasings": [
+                            {
+                                "en": other_wording or answer + ".",
+                                "zh": other_wording or answer + "。",
+                            }
+                        ],
                         "solution": [t("ZeRO-1 partitions the optimizer states.")],
                         "pitfalls": [
                             {
@@ -357,3 +364,21 @@ def test_validation_refuses_a_key_alone_without_absolute_words():
     card = parse_card(_statement_card("The optimizer states alone", shorter + longer))
     with pytest.raises(CardError, match="register family"):
         validate_card(card)
+
+
+def test_validation_refuses_a_key_whose_text_never_changes():
+    """Asked again, a learner sees the key's unchanged text among new distractors: with one
+    wording a guesser picking what it saw before beats chance + 20 (see test_phrasings)."""
+    from app.domain.cards import CardError, parse_card
+    from app.domain.validation import validate_card
+
+    shorter = ["The gradients alone", "The fp16 weights alone", "The activations alone"]
+    longer = [
+        "The weights and the gradients both",
+        "The activations and the gradients",
+        "All three kinds of model state here",
+    ]
+    data = _statement_card("The optimizer states alone", shorter + longer)
+    del data["points"][0]["templates"][0]["answer_phrasings"]
+    with pytest.raises(CardError, match="retry family"):
+        validate_card(parse_card(data))

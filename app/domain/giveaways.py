@@ -105,7 +105,7 @@ FAMILIES = (
 # The families validation refuses a template for; the others are measured and reported (see
 # ``check-cards --report``) until every template of the cards passes them too.
 ENFORCED_FAMILIES = frozenset(
-    {"length", "rank", "unit", "form", "richness", "register", "magnitude"}
+    {"length", "rank", "unit", "form", "richness", "register", "magnitude", "retry"}
 )
 
 # Ratios a learner reads as "simple multiples" of one another (both ways round).
