@@ -145,3 +145,109 @@ def test_near_identical_choices_are_gone(card):
             values = sorted(c.value for c in variant.choices)
             for low, high in zip(values, values[1:], strict=False):
                 assert (high - low) / high >= 0.049, (template_id, values)
+
+
+def _pitfall(card, template_id, pitfall_id):
+    return next(p for p in card.template(template_id).pitfalls if p.id == pitfall_id)
+
+
+def test_deepspeed_offload_is_neither_blocking_nor_all_or_nothing_any_more(card):
+    # ZenFlow (2025, overlap_step) and SuperOffload (0.18) overlap the CPU update; the
+    # optimizer can be offloaded in part (offload_optimizer.ratio)
+    explanation = _pitfall(card, "p5-what-offload-moves", "delayed-update-hides-cpu").explanation
+    for text in (explanation.en, explanation.zh):
+        assert "ZenFlow" in text and "SuperOffload" in text
+    pays = card.template("p5-when-offload-pays")
+    solution = " ".join(step.source.en for step in pays.solution)
+    assert "offload_optimizer.ratio" in solution
+    assert "all or part" in pays.answer_statement.en
+
+
+def test_zero_infinity_adds_more_than_an_nvme_tier(card):
+    explanation = _pitfall(card, "p5-zero-infinity", "remote-gpu-memory").explanation.en
+    assert "addition is the NVMe tier" not in explanation
+    assert "bandwidth-centric" in explanation and "parameters offloaded" in explanation
+
+
+def test_the_pcie_figure_says_which_system_it_describes(card):
+    template = card.template("p5-pcie-time")
+    assert "as the ZeRO-Offload paper does" in template.stem.source.en
+    solution = " ".join(step.source.en for step in template.solution)
+    assert "casts the gradient partition to fp32" in solution  # DeepSpeed ZeRO-3: 4 bytes
+
+
+def test_deepspeed_estimators_are_cited_as_their_code_prints_them(card):
+    template = card.template("p2-deepspeed-zero3-estimate")
+    assert 'GiB values under a "GB" label' in template.stem.source.en
+    assert {p.id for p in template.pitfalls} >= {"gib-for-gb", "weights-replicated"}
+    assert "nothing-partitioned" not in {p.id for p in template.pitfalls}  # 18Ψ, 24-276x the key
+    zero2 = _pitfall(card, "p2-deepspeed-zero3-estimate", "weights-replicated").explanation.en
+    assert "stage_1_and_2.py" in zero2 and "memory.rst" in zero2
+    # 18Ψ is the ZeRO-3 estimator's count, not "DeepSpeed's budget" for every stage
+    for template_id in ("p1-total-16psi", "p1-ddp-cluster-total", "p4-min-gpus-zero3"):
+        explanation = _pitfall(card, template_id, "fp32-gradient-copy").explanation.en
+        assert "ZeRO-3" in explanation and "estimator" in explanation, template_id
+
+
+def _texts(node, lang):
+    """Every string of the card document in one language (``{en, zh}`` pairs)."""
+    if isinstance(node, dict):
+        if set(node) == {"en", "zh"} and all(isinstance(v, str) for v in node.values()):
+            yield node[lang]
+            return
+        for value in node.values():
+            yield from _texts(value, lang)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _texts(value, lang)
+
+
+def test_chinese_terminology(card):
+    import re
+
+    texts = list(_texts(card.document, "zh"))
+    assert len(texts) > 500
+    for text in texts:
+        assert "规约" not in text, text  # 归约 (reduce)
+        assert "聚合" not in text, text  # All-Gather / 全收集
+        assert "CPU 内存" not in text, text  # 主机内存 (host memory)
+        assert not re.search(r"\d 位(?![置于数])", text), text  # 比特
+        assert "少 4 倍" not in text, text  # 降到 1/4
+
+
+def test_no_typos_the_review_found(card):
+    for text in _texts(card.document, "en"):
+        for typo in ("Adams ", "DDPs", "ZeRO++s"):
+            assert typo not in text, (typo, text)
+
+
+def test_units_are_not_italic_variables_inside_formulas(card):
+    """A unit inside $...$ renders as italic letters (µ·s): values with units stay outside."""
+    import re
+
+    from app.domain.generation import combination
+    from app.domain.sampling import parameter_combinations
+
+    math = re.compile(r"\$[^$]+\$")  # formulas, paired from the start of the text
+    unit = re.compile(r"\d\s*(µs|ms|GB|MB|GiB)")
+    for template in card.templates():
+        values = next(iter(parameter_combinations(template)))
+        content = combination(template, values)
+        texts = [content.stem(content.answer), *content.solution(content.answer)]
+        for text in texts:
+            for lang in ("en", "zh"):
+                for formula in math.findall(text.get(lang)):
+                    assert not unit.search(formula), (template.id, formula)
+
+
+def test_every_template_names_where_its_facts_can_be_checked(card):
+    """A paper (with its arXiv number) or a project's file or documentation, per template."""
+    import re
+
+    checkable = re.compile(
+        r"arXiv:\d{4}\.\d{4,5}|deepspeed/\S+\.py|PyTorch documentation|DeepSpeed (PR|issue) #\d+|IEC \d+|Patarasuk"
+    )
+    for template in card.templates():
+        assert template.sources, template.id
+        for source in template.sources:
+            assert checkable.search(source), (template.id, source)

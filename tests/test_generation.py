@@ -81,6 +81,8 @@ CARD = {
                     "kind": "statement",
                     "stem": t("What does ZeRO-1 shard?"),
                     "answer": t("Only the optimizer states."),
+                    # a second wording, so that a retry does not show the key by its text
+                    "answer_phrasings": [t("Just the optimizer states.")],
                     "solution": [t("ZeRO-1 partitions the 12Ψ optimizer states.")],
                     # three shorter and three longer than the answer, in both languages
                     "pitfalls": [

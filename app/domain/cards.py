@@ -76,6 +76,10 @@ class _PitfallIn(_Strict):
     explanation: _TextIn
     formula: str | None = None
     statement: _TextIn | None = None
+    # The convention (app.domain.conventions) under which this wrong choice would be the key.
+    convention: str | None = None
+    # Other wordings of the statement, of the same structure; a question shows one at random.
+    phrasings: Annotated[list[_TextIn], Field(max_length=8)] = Field(default_factory=list)
 
 
 class _TemplateIn(_Strict):
@@ -90,6 +94,15 @@ class _TemplateIn(_Strict):
     choices: Annotated[int, Field(ge=2, le=8)] = 4
     solution: Annotated[list[_TextIn], Field(min_length=1)]
     pitfalls: Annotated[list[_PitfallIn], Field(min_length=3)]
+    # Other wordings of a statement template's answer; a question shows one at random.
+    answer_phrasings: Annotated[list[_TextIn], Field(max_length=8)] = Field(default_factory=list)
+    # The conventions the key depends on (app.domain.conventions): name -> value.
+    conventions: Annotated[dict[str, str], Field(max_length=10)] = Field(default_factory=dict)
+    # Where its facts can be checked: paper and section, or project, file and version.
+    sources: Annotated[
+        list[Annotated[str, StringConstraints(min_length=3, max_length=300)]],
+        Field(max_length=10),
+    ] = Field(default_factory=list)
 
 
 class _PointIn(_Strict):
@@ -170,6 +183,8 @@ class Pitfall:
     explanation_template: TextTemplate
     formula: Formula | None = None
     statement: Text | None = None
+    convention: str | None = None  # the convention under which it would be the key
+    phrasings: tuple[Text, ...] = ()  # other wordings of the statement
 
 
 @dataclass(frozen=True, eq=False)
@@ -188,6 +203,14 @@ class Template:
     unit: str | None = None
     precision: int = 2
     generator: int = 1  # the card's: app.domain.generation.seeded
+    conventions: Mapping[str, str] = field(default_factory=dict)  # app.domain.conventions
+    sources: tuple[str, ...] = ()
+    answer_phrasings: tuple[Text, ...] = ()  # other wordings of a statement answer
+
+    @property
+    def phrased(self) -> bool:
+        """Whether some statement of the template has other wordings."""
+        return bool(self.answer_phrasings) or any(p.phrasings for p in self.pitfalls)
 
     def domain_size(self) -> int:
         size = 1
@@ -619,7 +642,14 @@ def _compile_template(
                 if item.formula is not None
                 else None,
                 statement=_text(item.statement) if item.statement is not None else None,
+                convention=item.convention,
+                phrasings=tuple(_text(t) for t in item.phrasings),
             )
+        )
+    _check_conventions(raw, where)
+    if raw.kind == "numeric" and (raw.answer_phrasings or any(p.phrasings for p in raw.pitfalls)):
+        raise CardError(
+            Message("%(where)s: only a statement template's choices have phrasings", where=where)
         )
 
     return Template(
@@ -640,7 +670,38 @@ def _compile_template(
         unit=raw.unit,
         precision=raw.precision if raw.precision is not None else 2,
         generator=generator,
+        conventions=dict(raw.conventions),
+        sources=tuple(raw.sources),
+        answer_phrasings=tuple(_text(t) for t in raw.answer_phrasings),
     )
+
+
+def _check_conventions(raw: _TemplateIn, where: Text) -> None:
+    """Known conventions and values; a pitfall's convention is one the template declares."""
+    from .conventions import PHRASES, known
+
+    for name, value in raw.conventions.items():
+        if not known(name, value):
+            raise CardError(
+                Message(
+                    "%(where)s: unknown convention %(name)s: %(value)s (known: %(known)s)",
+                    where=where,
+                    name=repr(name),
+                    value=repr(value),
+                    known=", ".join(f"{n}: {'/'.join(v)}" for n, v in PHRASES.items()),
+                )
+            )
+    for item in raw.pitfalls:
+        if item.convention is not None and item.convention not in raw.conventions:
+            raise CardError(
+                Message(
+                    "%(where)s, pitfall %(pitfall)s: it is the key under another %(name)s "
+                    "convention, so the template must declare its own under 'conventions'",
+                    where=where,
+                    pitfall=repr(item.id),
+                    name=repr(item.convention),
+                )
+            )
 
 
 def _check_unit(unit: str, where: Text) -> None:

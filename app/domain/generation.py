@@ -12,7 +12,10 @@ point, template id and version, seed). A private stream seeded with that string
 3. the pitfalls are shuffled, then kept in that order while their side of the answer still needs
    one and they do not *clash* with the answer or with a pitfall already kept, until ``rank``
    pitfalls below and ``choices - 1 - rank`` above are kept;
-4. the kept choices (answer included) are shuffled and labelled ``a, b, c ...``.
+4. the kept choices (answer included) are shuffled and labelled ``a, b, c ...``;
+5. a statement with other wordings (``answer_phrasings``, a pitfall's ``phrasings``) is shown
+   in one of them, drawn choice by choice in display order (nothing is drawn for a statement
+   with one wording).
 
 So neither the size of a number nor the length of a statement says which choice is right: the
 answer is the smallest, the second smallest ... or the largest equally often. Two numeric choices
@@ -395,6 +398,7 @@ class Memo:
         self.forms: dict[int, tuple[Candidate, tuple[str, int]]] = {}
         self.rounded: dict[tuple[int, str, int], object] = {}
         self.shown: dict[tuple[int, int], Candidate] = {}
+        self.phrased: dict[tuple[int, int], Candidate] = {}
 
     def clash(self, a: Candidate, b: Candidate) -> bool:
         key = (id(a), id(b))
@@ -500,7 +504,28 @@ def arrange(
     kept = select_pitfalls(answer, pitfalls, rank, template.choices - 1 - rank, rng, memo)
     shown = [answer, *kept]
     rng.shuffle(shown)
+    if template.phrased:
+        memo = memo if memo is not None else Memo()
+        shown = [phrased(template, c, rng, memo) for c in shown]
     return aligned(template, shown, memo)
+
+
+def phrased(template: Template, c: Candidate, rng: Draws, memo: Memo) -> Candidate:
+    """``c`` in one of its statement's wordings, drawn in display order (nothing is drawn for a
+    statement with one wording, so templates without phrasings draw as they always did).
+    Validation keeps every wording on the same side of every wording of the answer, so the
+    drawn rank by length holds whichever is shown."""
+    others = template.answer_phrasings if c.pitfall is None else c.pitfall.phrasings
+    if not others:
+        return c
+    index = rng.below(len(others) + 1)
+    if index == 0:
+        return c
+    key = (id(c), index)
+    found = memo.phrased.get(key)
+    if found is None or found.pitfall is not c.pitfall:
+        found = memo.phrased[key] = Candidate(c.pitfall, others[index - 1], None)
+    return found
 
 
 def aligned(

@@ -1,20 +1,36 @@
 """How often a guesser that never reads the content would be right.
 
-A content-blind strategy looks only at the form of the choices: pick the longest (or shortest)
-text, pick the k-th smallest number, pick the one choice whose register differs from the others
-(hedged among absolute statements, or the reverse), pick among the choices that have (or lack) a
-mark of form: a formula, an aside in parentheses, clauses joined by a semicolon, a number
-(:data:`FORMS`). A well-made question gives every such strategy about ``1/choices``; a strategy
-that wins clearly more often is a giveaway.
+A content-blind strategy looks only at the form of the choices. The strategies come in
+families (:data:`FAMILIES`), the classic item-writing flaws:
 
-:func:`variant_wins` scores one shown question; :func:`template_giveaways` measures a template
-over its whole parameter domain and many seeded arrangements of the choices (the same
-arrangement code that :func:`app.domain.generation.generate` uses), and
-:func:`card_giveaways` does it for every template of a card.
+- **length**: the longest, the shortest, the k-th by length;
+- **rank**: the k-th smallest number;
+- **unit**: the one number shown in a unit of its own, or the ones in the common unit;
+- **form**: the choices with (or without) an aside in parentheses or a semicolon;
+- **richness**: the choices with (or without) a formula or a number, the one with the most
+  formulas and numbers, the one with the fewest;
+- **register**: the odd register out (hedged among absolute statements, or the reverse), the
+  choices with (or without) an absolute word (*only, any, every, always ...*);
+- **convergence**: the choice sharing the most words with the others (each distractor changed
+  one slot of the key), or the fewest;
+- **ratio hub**: the value most of the others are simple multiples of (×2, ×4, ×1.5 ...);
+- **magnitude**: the values not implausibly far (5× or 10×) from the others' median;
+- **retry**: asked again, the choices that were shown the time before (a key shown every time
+  stands out), or the ones that were not (a key whose wording alone changes).
+
+A well-made question gives every strategy about ``1/choices``. Because a guesser that tries
+many strategies and keeps the best one flatters itself, the figures are *held out*: the shown
+questions are split in two halves (even and odd draws), each family's best strategy is chosen on
+one half and scored on the other, per template and per language. :func:`template_giveaways`
+measures a template over its whole parameter domain and many seeded arrangements of the
+choices (the same arrangement code that :func:`app.domain.generation.generate` uses);
+:func:`card_giveaways` does it for every template of a card, and :func:`card_best_guess` gives
+the held-out score of a guesser that picks, per template and language, its best strategy of all.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,8 +42,12 @@ from .generation import Candidate, Memo
 from .languages import LANGS
 from .texts import Text
 
-# A content-blind strategy may win at most this much more often than a blind pick (1/choices).
+# No family of content-blind strategies may win more often than a blind pick (1/choices) plus
+# this, held out, per template and language.
 GIVEAWAY_MARGIN = Fraction(1, 5)
+# Over the whole card, a guesser using each template's and language's best strategy (held out)
+# wins at most this much more often than a blind pick.
+CARD_MARGIN = Fraction(2, 25)
 # Arrangements measured per template when a card is validated at load (the report uses more).
 LOAD_SAMPLES = 300
 REPORT_SAMPLES = 4000
@@ -44,10 +64,13 @@ _HEDGES = {
 }
 _ABSOLUTES = {
     "en": re.compile(
-        r"\b(always|never|rarely|exactly|whatever|no matter|regardless|at any scale)\b",
+        r"\b(always|never|rarely|exactly|whatever|no matter|regardless|at any scale|only|any|"
+        r"every|whenever|all|none|nothing|entirely|completely|must)\b",
         re.IGNORECASE,
     ),
-    "zh": re.compile(r"总是|永远|从不|绝不|很少|无论|任何情况|完全"),
+    "zh": re.compile(
+        r"总是|永远|从不|绝不|很少|无论|任何|完全|只有|只要|仅仅|所有|一切|根本|绝对|必然|必须|不管"
+    ),
 }
 
 
@@ -63,12 +86,67 @@ FORMS: dict[str, Callable[[str], bool]] = {
     "semicolon": lambda text: ";" in text or "；" in text,
     "number": lambda text: _NUMBER.search(_MATH.sub("", text)) is not None,
 }
+# The family each mark of form belongs to.
+_FORM_FAMILY = {"formula": "richness", "aside": "form", "semicolon": "form", "number": "richness"}
+
+FAMILIES = (
+    "length",
+    "rank",
+    "unit",
+    "form",
+    "richness",
+    "register",
+    "convergence",
+    "ratio hub",
+    "magnitude",
+    "retry",
+)
+
+# The families validation refuses a template for; the others are measured and reported (see
+# ``check-cards --report``) until every template of the cards passes them too.
+ENFORCED_FAMILIES = frozenset(
+    {"length", "rank", "unit", "form", "richness", "register", "magnitude", "retry"}
+)
+
+# Ratios a learner reads as "simple multiples" of one another (both ways round).
+_SIMPLE_RATIOS = (Fraction(3, 2), Fraction(4, 3), 2, Fraction(5, 2), 3, 4, 5, 6, 8, 10, 12, 16)
+_RATIO_TOLERANCE = 0.01
+# Values this many times away from the median of the shown values look implausible.
+_MAGNITUDE_LIMITS = (5, 10)
 
 
 @lru_cache(maxsize=8192)
 def forms(text: str) -> tuple[bool, ...]:
     """Which of :data:`FORMS` ``text`` has, in their order."""
     return tuple(has(text) for has in FORMS.values())
+
+
+@lru_cache(maxsize=8192)
+def richness(text: str) -> int:
+    """How many formulas and stated numbers ``text`` carries."""
+    return len(_MATH.findall(text)) + len(_NUMBER.findall(_MATH.sub("", text)))
+
+
+_CJK = re.compile(r"[\u4e00-\u9fff]+")
+_LATIN = re.compile(r"[A-Za-z0-9]+")
+
+
+@lru_cache(maxsize=8192)
+def words(text: str, lang: str) -> frozenset[str]:
+    """The words of ``text`` a guesser can compare across choices: Latin words and numbers
+    (lower case), and in Chinese every pair of neighbouring characters."""
+    found = {w.lower() for w in _LATIN.findall(text)}
+    if lang == "zh":
+        for run in _CJK.findall(text):
+            found.update(run[i : i + 2] for i in range(len(run) - 1))
+            if len(run) == 1:
+                found.add(run)
+    return frozenset(found)
+
+
+def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    union = len(a | b)
+    return len(a & b) / union if union else 1.0
 
 
 @dataclass(frozen=True)
@@ -78,37 +156,36 @@ class ShownChoice:
     text: Text
     value: Fraction | float | None  # numeric choices: the value (exact or float); statements: None
     correct: bool
+    unit: str | None = None  # numeric choices: the unit it is shown in
 
 
-@dataclass(frozen=True)
-class TemplateGiveaways:
-    template_id: str
-    choices: int
-    samples: int
-    shares: Mapping[str, float]  # strategy -> share of variants it answers right
-
-    @property
-    def chance(self) -> float:
-        return 1 / self.choices
-
-    @property
-    def limit(self) -> float:
-        return float(Fraction(1, self.choices) + GIVEAWAY_MARGIN)
-
-    @property
-    def worst(self) -> tuple[str, float]:
-        strategy = max(self.shares, key=lambda name: (self.shares[name], name))
-        return strategy, self.shares[strategy]
-
-    def line(self) -> str:
-        """One report line: the worst strategy first, then every share."""
-        name, share = self.worst
-        cells = ", ".join(f"{k} {v:.0%}" for k, v in self.shares.items())
-        flag = "  GIVEAWAY" if share > self.limit else ""
-        return (
-            f"{self.template_id}: worst {name} {share:.0%} (chance {self.chance:.0%}, "
-            f"limit {self.limit:.0%}){flag} | {cells}"
-        )
+def family(strategy: str) -> str:
+    """The family (:data:`FAMILIES`) of a strategy named by :func:`variant_wins`."""
+    for prefix, name in (
+        ("longest", "length"),
+        ("shortest", "length"),
+        ("length rank", "length"),
+        ("value rank", "rank"),
+        ("odd unit", "unit"),
+        ("common unit", "unit"),
+        ("odd register", "register"),
+        ("with absolute", "register"),
+        ("without absolute", "register"),
+        ("richest", "richness"),
+        ("plainest", "richness"),
+        ("most shared", "convergence"),
+        ("fewest shared", "convergence"),
+        ("ratio hub", "ratio hub"),
+        ("within ", "magnitude"),
+        ("shown before", "retry"),
+        ("not shown before", "retry"),
+    ):
+        if strategy.startswith(prefix):
+            return name
+    for mark, name in _FORM_FAMILY.items():
+        if strategy in (f"with {mark}", f"without {mark}"):
+            return name
+    raise KeyError(strategy)
 
 
 @lru_cache(maxsize=4096)
@@ -123,50 +200,105 @@ def register(text: str, lang: str) -> str:
     return "plain"
 
 
-def _pick(group: Sequence[int], key: int) -> float:
-    """A guesser choosing uniformly inside ``group``: its chance to hit ``key``."""
+@lru_cache(maxsize=8192)
+def absolute(text: str, lang: str) -> bool:
+    return _ABSOLUTES[lang].search(_MATH.sub("", text)) is not None
+
+
+def _pick(group: Sequence[int], key: int, n: int) -> float:
+    """A guesser choosing uniformly inside ``group`` (a blind pick when it is empty or holds
+    every choice): its chance to hit ``key``."""
+    if not group or len(group) == n:
+        return 1 / n
     return 1 / len(group) if key in group else 0.0
 
 
-def variant_wins(choices: Sequence[ShownChoice]) -> dict[str, float]:
-    """For one shown question, each strategy's chance of picking the key (ties split evenly)."""
+def _extremes(scores: Sequence[float], key: int, n: int) -> tuple[float, float]:
+    """The chance to hit ``key`` picking (ties at random) the highest score, and the lowest."""
+    top = [i for i, s in enumerate(scores) if s == max(scores)]
+    bottom = [i for i, s in enumerate(scores) if s == min(scores)]
+    return _pick(top, key, n), _pick(bottom, key, n)
+
+
+def variant_wins(
+    choices: Sequence[ShownChoice], lang: str = "en", before: Sequence[ShownChoice] = ()
+) -> dict[str, float]:
+    """For one shown question read in ``lang``, each strategy's chance of picking the key (ties
+    split evenly; a strategy that cannot tell the choices apart is a blind pick). ``before``:
+    the choices of the question shown just before it from the same template (a retry)."""
     n = len(choices)
     key = next(i for i, c in enumerate(choices) if c.correct)
-    wins: dict[str, float] = {}
+    texts = [c.text.get(lang) for c in choices]
     numeric = all(c.value is not None for c in choices)
-    langs = ("en",) if numeric else LANGS
-    for lang in langs:
-        suffix = "" if numeric else f" ({lang})"
-        lengths = [len(c.text.get(lang)) for c in choices]
-        longest = [i for i, v in enumerate(lengths) if v == max(lengths)]
-        shortest = [i for i, v in enumerate(lengths) if v == min(lengths)]
-        wins[f"longest{suffix}"] = _pick(longest, key)
-        wins[f"shortest{suffix}"] = _pick(shortest, key)
-        if not numeric:
-            # k-th by length, ties broken at random: the share of orders putting the key k-th
-            for k in range(2, n):
-                wins[f"length rank {k}{suffix}"] = _rank_share(lengths, key, k)
-            registers = [register(c.text.get(lang), lang) for c in choices]
-            odd = [
-                i
-                for i, r in enumerate(registers)
-                if registers.count(r) == 1 and n - 1 >= 2 and len(set(registers)) == 2
-            ]
-            wins[f"odd register{suffix}"] = _pick(odd, key) if odd else 1 / n
-            marks = [forms(c.text.get(lang)) for c in choices]
-            for f, name in enumerate(FORMS):
-                having = [i for i in range(n) if marks[i][f]]
-                lacking = [i for i in range(n) if not marks[i][f]]
-                wins[f"with {name}{suffix}"] = _pick(having, key) if having else 1 / n
-                wins[f"without {name}{suffix}"] = _pick(lacking, key) if lacking else 1 / n
+    wins: dict[str, float] = {}
+    lengths = [len(t) for t in texts]
+    wins["longest"], wins["shortest"] = _extremes(lengths, key, n)
     if numeric:
-        values = [c.value for c in choices if c.value is not None]  # all of them: numeric
+        values = [float(c.value) for c in choices if c.value is not None]
         for k in range(1, n + 1):
             wins[f"value rank {k}"] = _rank_share(values, key, k)
+        units = [c.unit for c in choices]
+        odd = [i for i, u in enumerate(units) if units.count(u) == 1]
+        common = [i for i, u in enumerate(units) if units.count(u) == max(map(units.count, units))]
+        wins["odd unit"] = _pick(odd, key, n) if len(set(units)) > 1 else 1 / n
+        wins["common unit"] = _pick(common, key, n) if len(set(units)) > 1 else 1 / n
+        hubs = [
+            sum(1 for j in range(n) if j != i and _simple_multiple(values[i], values[j]))
+            for i in range(n)
+        ]
+        wins["ratio hub"] = _extremes(hubs, key, n)[0]
+        logs = [math.log10(v) if v > 0 else None for v in values]
+        known = sorted(x for x in logs if x is not None)
+        if known:
+            middle = len(known) // 2
+            median = known[middle] if len(known) % 2 else (known[middle - 1] + known[middle]) / 2
+            for limit in _MAGNITUDE_LIMITS:
+                near = [
+                    i
+                    for i, x in enumerate(logs)
+                    if x is not None and abs(x - median) <= math.log10(limit)
+                ]
+                wins[f"within {limit}x of the median"] = _pick(near, key, n)
+    else:
+        # k-th by length, ties broken at random: the share of orders putting the key k-th
+        for k in range(2, n):
+            wins[f"length rank {k}"] = _rank_share(lengths, key, k)
+        registers = [register(t, lang) for t in texts]
+        odd = [
+            i
+            for i, r in enumerate(registers)
+            if registers.count(r) == 1 and n - 1 >= 2 and len(set(registers)) == 2
+        ]
+        wins["odd register"] = _pick(odd, key, n)
+        absolutes = [absolute(t, lang) for t in texts]
+        wins["with absolute words"] = _pick([i for i in range(n) if absolutes[i]], key, n)
+        wins["without absolute words"] = _pick([i for i in range(n) if not absolutes[i]], key, n)
+        marks = [forms(t) for t in texts]
+        for f, name in enumerate(FORMS):
+            wins[f"with {name}"] = _pick([i for i in range(n) if marks[i][f]], key, n)
+            wins[f"without {name}"] = _pick([i for i in range(n) if not marks[i][f]], key, n)
+        wins["richest"], wins["plainest"] = _extremes([richness(t) for t in texts], key, n)
+        sets = [words(t, lang) for t in texts]
+        shared = [sum(_overlap(sets[i], sets[j]) for j in range(n) if j != i) for i in range(n)]
+        wins["most shared words"], wins["fewest shared words"] = _extremes(shared, key, n)
+    if before:
+        earlier = {c.text.get(lang) for c in before}
+        again = [i for i in range(n) if texts[i] in earlier]
+        wins["shown before"] = _pick(again, key, n)
+        wins["not shown before"] = _pick([i for i in range(n) if i not in again], key, n)
+    else:
+        wins["shown before"] = wins["not shown before"] = 1 / n
     return wins
 
 
-def _rank_share(measures: Sequence[Fraction | float], key: int, k: int) -> float:
+def _simple_multiple(a: float, b: float) -> bool:
+    if a <= 0 or b <= 0:
+        return False
+    ratio = max(a, b) / min(a, b)
+    return any(abs(ratio - float(s)) <= _RATIO_TOLERANCE * float(s) for s in _SIMPLE_RATIOS)
+
+
+def _rank_share(measures: Sequence[Fraction | float | int], key: int, k: int) -> float:
     """Chance that the key is k-th (1 = smallest) when ties are ordered at random."""
     below = sum(1 for m in measures if m < measures[key])
     tied = sum(1 for m in measures if m == measures[key])
@@ -175,19 +307,124 @@ def _rank_share(measures: Sequence[Fraction | float], key: int, k: int) -> float
     return 0.0
 
 
+@dataclass(frozen=True)
+class LanguageGiveaways:
+    """One template read in one language: every strategy's share on each half of the shown
+    questions, and each family's held-out figure."""
+
+    lang: str
+    halves: tuple[Mapping[str, float], Mapping[str, float]]  # strategy -> share, per half
+
+    @property
+    def shares(self) -> dict[str, float]:
+        """Every strategy's share over both halves (in sample)."""
+        first, second = self.halves
+        return {k: (first[k] + second.get(k, first[k])) / 2 for k in first}
+
+    def held_out(self, strategies: Iterable[str]) -> tuple[str, float]:
+        """The strategy among ``strategies`` with the best share on each half, scored on the
+        other half: (the strategy chosen on the first half, the mean of both held-out scores)."""
+        names = sorted(strategies)
+        scores = []
+        chosen = []
+        for train, test in (self.halves, self.halves[::-1]):
+            best = max(names, key=lambda name: (train.get(name, 0.0), name))
+            chosen.append(best)
+            scores.append(test.get(best, 0.0))
+        return chosen[0], sum(scores) / len(scores)
+
+    @property
+    def families(self) -> dict[str, tuple[str, float]]:
+        """Each measured family's held-out (strategy, share)."""
+        grouped: dict[str, list[str]] = {}
+        for name in self.halves[0]:
+            grouped.setdefault(family(name), []).append(name)
+        return {f: self.held_out(grouped[f]) for f in FAMILIES if f in grouped}
+
+    @property
+    def best(self) -> tuple[str, float]:
+        """The best strategy of all, held out."""
+        return self.held_out(self.halves[0])
+
+
+@dataclass(frozen=True)
+class TemplateGiveaways:
+    template_id: str
+    choices: int
+    samples: int
+    languages: Mapping[str, LanguageGiveaways]
+
+    @property
+    def chance(self) -> float:
+        return 1 / self.choices
+
+    @property
+    def limit(self) -> float:
+        return float(Fraction(1, self.choices) + GIVEAWAY_MARGIN)
+
+    def worst(self, families: Iterable[str] = FAMILIES) -> tuple[str, str, str, float]:
+        """Among ``families``, the one with the highest held-out share in any language:
+        (family, language, strategy, share)."""
+        wanted = set(families)
+        cells = [
+            (f, lang, strategy, share)
+            for lang, measured in self.languages.items()
+            for f, (strategy, share) in measured.families.items()
+            if f in wanted
+        ]
+        return max(cells, key=lambda cell: (cell[3], cell[0], cell[1]))
+
+    def line(self) -> str:
+        """One report line per language: every family's held-out share, the best guesser's."""
+        out = []
+        for lang, measured in self.languages.items():
+            cells = ", ".join(
+                f"{f} {share:.0%}" + ("!" if share > self.limit else "")
+                for f, (_strategy, share) in measured.families.items()
+            )
+            strategy, best = measured.best
+            flag = (
+                "  GIVEAWAY"
+                if any(share > self.limit for _s, share in measured.families.values())
+                else ""
+            )
+            out.append(
+                f"{self.template_id} ({lang}): best {strategy} {best:.0%} (chance "
+                f"{self.chance:.0%}, limit {self.limit:.0%}){flag} | {cells}"
+            )
+        return "\n  ".join(out)
+
+
+Shown = Sequence[ShownChoice]
+
+
 def measure(
-    template_id: str, choices: int, variants: Iterable[Sequence[ShownChoice]]
+    template_id: str, choices: int, variants: Iterable[tuple[Shown, Shown]]
 ) -> TemplateGiveaways:
-    """Average :func:`variant_wins` over ``variants``."""
-    totals: dict[str, float] = {}
-    count = 0
-    for shown in variants:
-        count += 1
-        for name, value in variant_wins(shown).items():
-            totals[name] = totals.get(name, 0.0) + value
-    return TemplateGiveaways(
-        template_id, choices, count, {k: v / count for k, v in totals.items()} if count else {}
-    )
+    """Sum :func:`variant_wins` over ``variants`` (each shown question with the one shown before
+    it, or ``()``) in each language, even and odd draws apart."""
+    totals: dict[str, tuple[dict[str, float], dict[str, float]]] = {
+        lang: ({}, {}) for lang in LANGS
+    }
+    counts = [0, 0]
+    for index, (shown, before) in enumerate(variants):
+        half = index % 2
+        counts[half] += 1
+        for lang in LANGS:
+            into = totals[lang][half]
+            for name, value in variant_wins(shown, lang, before).items():
+                into[name] = into.get(name, 0.0) + value
+    languages = {
+        lang: LanguageGiveaways(
+            lang,
+            (
+                {k: v / counts[0] for k, v in halves[0].items()} if counts[0] else {},
+                {k: v / counts[1] for k, v in halves[1].items()} if counts[1] else {},
+            ),
+        )
+        for lang, halves in totals.items()
+    }
+    return TemplateGiveaways(template_id, choices, sum(counts), languages)
 
 
 Evaluated = Sequence[tuple[Candidate, Sequence[Candidate]]]
@@ -203,20 +440,41 @@ def evaluate_domain(template: Template) -> list[tuple[Candidate, list[Candidate]
 
 def _arrangements(
     template: Template, samples: int, evaluated: Evaluated, memos: Sequence[Memo] | None = None
-) -> Iterator[list[ShownChoice]]:
+) -> Iterator[tuple[Shown, Shown]]:
+    """Seeded arrangements of every combination's choices, each with the question a learner
+    asking again would have seen just before: one of another parameter combination, drawn at
+    random, when the template has several (a new seed draws new numbers), else the previous
+    arrangement."""
     from .generation import arrange, seeded
 
-    per_combo = max(1, -(-samples // len(evaluated)))
+    per_combo = max(2, -(-samples // len(evaluated)))
+    blocks: list[list[Shown]] = []
     for index, (answer, pitfalls) in enumerate(evaluated):
         memo = memos[index] if memos is not None else Memo()
         rng = seeded(f"giveaways:{template.id}:{index}", template.generator)
+        block: list[Shown] = []
         for _ in range(per_combo):
-            shown = arrange(template, answer, pitfalls, rng, memo)
+            arranged = arrange(template, answer, pitfalls, rng, memo)
             # floats order the values exactly as Fractions here: shown values are >= 5% apart
-            yield [
-                ShownChoice(c.text, None if c.value is None else c.approx, c.pitfall is None)
-                for c in shown
-            ]
+            block.append(
+                [
+                    ShownChoice(
+                        c.text, None if c.value is None else c.approx, c.pitfall is None, c.unit
+                    )
+                    for c in arranged
+                ]
+            )
+        blocks.append(block)
+    retries = seeded(f"giveaways:{template.id}:retries", template.generator)
+    for index, block in enumerate(blocks):
+        for j, shown in enumerate(block):
+            if len(blocks) == 1:
+                before: Shown = block[j - 1] if j else ()
+            else:
+                other = retries.below(len(blocks) - 1)
+                other += other >= index  # any combination but this one
+                before = blocks[other][j]
+            yield shown, before
 
 
 def template_giveaways(
@@ -238,38 +496,54 @@ def card_giveaways(card: Card, samples: int = REPORT_SAMPLES) -> list[TemplateGi
     return [template_giveaways(t, samples) for t in card.templates()]
 
 
-def overall_best_guess(reports: Sequence[TemplateGiveaways]) -> tuple[float, float]:
-    """A guesser that knows, per template, its best content-blind strategy: its mean score over
-    templates, and the mean chance score, as ``(score, chance)``."""
-    if not reports:
+def card_best_guess(reports: Sequence[TemplateGiveaways]) -> tuple[float, float]:
+    """A guesser that picks, per template and language, its best content-blind strategy on one
+    half of the questions: its mean held-out score over templates and languages, and the mean
+    chance score, as ``(score, chance)``."""
+    cells = [(m.best[1], r.chance) for r in reports for m in r.languages.values()]
+    if not cells:
         return 0.0, 0.0
-    score = sum(r.worst[1] for r in reports) / len(reports)
-    chance = sum(r.chance for r in reports) / len(reports)
-    return score, chance
+    return sum(s for s, _ in cells) / len(cells), sum(c for _, c in cells) / len(cells)
+
+
+def card_limit(chance: float) -> float:
+    return chance + float(CARD_MARGIN)
 
 
 def report_lines(card: Card, samples: int = REPORT_SAMPLES) -> list[str]:
     reports = card_giveaways(card, samples)
     lines = [
-        f"{card.id} v{card.version}: content-blind guessers, {samples} arrangements a template"
+        f"{card.id} v{card.version}: content-blind guessers, {samples} arrangements a template, "
+        "each family's best strategy chosen on half of them and scored on the other half"
     ]
     lines += ["  " + r.line() for r in reports]
-    score, chance = overall_best_guess(reports)
-    lines.append(f"  best strategy per template, averaged: {score:.1%} (chance {chance:.1%})")
+    score, chance = card_best_guess(reports)
+    flag = "  GIVEAWAY" if score > card_limit(chance) else ""
+    lines.append(
+        f"  best held-out guesser over the card: {score:.1%} (chance {chance:.1%}, limit "
+        f"{card_limit(chance):.1%}){flag}"
+    )
     return lines
 
 
 __all__ = [
+    "CARD_MARGIN",
+    "ENFORCED_FAMILIES",
+    "FAMILIES",
     "GIVEAWAY_MARGIN",
     "LOAD_SAMPLES",
     "REPORT_SAMPLES",
+    "LanguageGiveaways",
     "ShownChoice",
     "TemplateGiveaways",
+    "card_best_guess",
     "card_giveaways",
+    "card_limit",
+    "family",
     "measure",
-    "overall_best_guess",
     "register",
     "report_lines",
     "template_giveaways",
     "variant_wins",
+    "words",
 ]

@@ -15,10 +15,13 @@ than that) the answer, every pitfall and every text are evaluated, and the card 
 - a numeric answer shows the same value over the whole domain (the parameters are decoration,
   and the learner can memorise the key);
 - a statement is not of comparable length to the correct one (see :data:`STATEMENT_LENGTH_RATIO`);
-- a content-blind guesser (longest, shortest, k-th smallest, the odd register out, the ones
-  with a formula or an aside ...) wins more than ``1/choices`` +
-  :data:`~app.domain.giveaways.GIVEAWAY_MARGIN` of the variants, measured over the domain and
-  :data:`~app.domain.giveaways.LOAD_SAMPLES` seeded arrangements;
+- a family of content-blind guessers (:mod:`app.domain.giveaways`: length, rank, unit, form
+  ... of :data:`~app.domain.giveaways.ENFORCED_FAMILIES`) wins more than ``1/choices`` +
+  :data:`~app.domain.giveaways.GIVEAWAY_MARGIN` of the variants in some language, held out
+  (its best strategy chosen on one half of the variants and scored on the other), measured over
+  the domain and :data:`~app.domain.giveaways.LOAD_SAMPLES` seeded arrangements; and once every
+  family is enforced, a guesser using each template's best strategy wins more than chance +
+  :data:`~app.domain.giveaways.CARD_MARGIN` over the card;
 - a rendered text (stem, worked solution, pitfall explanation) shows arithmetic whose displayed
   numbers do not give its displayed result (``0.041 GB + 0.041 GB = 0.081 GB``), see
   :func:`check_arithmetic`;
@@ -33,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .cards import Card, CardError, Template
+from .cards import Card, CardError, Pitfall, Template
 from .formulas import FormulaError
 from .generation import (
     Candidate,
@@ -44,6 +47,7 @@ from .generation import (
     named_values,
     side,
 )
+from .giveaways import TemplateGiveaways
 from .languages import LANGS
 from .messages import Message
 from .sampling import parameter_combinations
@@ -58,13 +62,41 @@ EXACT_ORDER_CHECK_LIMIT = 12
 
 
 def validate_card(card: Card) -> None:
-    for template in card.templates():
-        validate_template(card, template)
+    measured = [validate_template(card, template) for template in card.templates()]
+    check_card_guesser(card, [m for m in measured if m is not None])
 
 
-def validate_template(card: Card, template: Template, *, giveaways: bool = True) -> None:
+def check_card_guesser(card: Card, measured: Sequence[TemplateGiveaways]) -> None:
+    """Refuse a card on which a guesser using each template's and language's best
+    content-blind strategy (held out) beats a blind pick by more than
+    :data:`~app.domain.giveaways.CARD_MARGIN`."""
+    from .giveaways import ENFORCED_FAMILIES, FAMILIES, card_best_guess, card_limit
+
+    if ENFORCED_FAMILIES != set(FAMILIES):
+        return  # measured and reported until every family is enforced
+    score, chance = card_best_guess(measured)
+    if score > card_limit(chance):
+        raise CardError(
+            Message(
+                "card %(card)s: a guesser using each template's best content-blind strategy is "
+                "right in %(share)s of the questions, held out (chance %(chance)s, at most "
+                "%(limit)s allowed)",
+                card=repr(card.id),
+                share=f"{score:.1%}",
+                chance=f"{chance:.1%}",
+                limit=f"{card_limit(chance):.1%}",
+            )
+        )
+
+
+def validate_template(
+    card: Card, template: Template, *, giveaways: bool = True
+) -> TemplateGiveaways | None:
+    """Refuse the template (CardError) or return its content-blind measurement (None when
+    ``giveaways`` is off)."""
     if template.kind == "statement":
         _check_statement_lengths(card, template)
+    _check_stated_conventions(card, template)
     own_value_somewhere: set[str] = set()
     answers_shown: set[str] = set()
     evaluated: list[tuple[Candidate, list[Candidate]]] = []
@@ -127,6 +159,7 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
             if not any(clash(candidate, other) for other in pitfalls if other is not candidate):
                 own_value_somewhere.add(candidate.pitfall.id)
         _check_sides(where, template, answer, pitfalls)
+    _check_unit_system_pitfalls(card, template, evaluated)
     never = [p.id for p in template.pitfalls if p.id not in own_value_somewhere]
     if never:
         raise CardError(
@@ -149,7 +182,8 @@ def validate_template(card: Card, template: Template, *, giveaways: bool = True)
             )
         )
     if giveaways:
-        _check_giveaways(card, template, evaluated, memos)
+        return _check_giveaways(card, template, evaluated, memos)
+    return None
 
 
 def _check_giveaways(
@@ -157,26 +191,84 @@ def _check_giveaways(
     template: Template,
     evaluated: Sequence[tuple[Candidate, list[Candidate]]],
     memos: Sequence[Memo],
-) -> None:
-    from .giveaways import LOAD_SAMPLES, template_giveaways
+) -> TemplateGiveaways:
+    from .giveaways import ENFORCED_FAMILIES, LOAD_SAMPLES, template_giveaways
 
     measured = template_giveaways(template, LOAD_SAMPLES, evaluated, memos)
-    strategy, share = measured.worst
+    family, lang, strategy, share = measured.worst(ENFORCED_FAMILIES)
     if share > measured.limit:
         raise CardError(
             Message(
-                "card %(card)s, template %(template)s: a content-blind guesser picking "
-                "'%(strategy)s' is right in %(share)s of %(samples)s variants (chance %(chance)s, "
-                "at most %(limit)s allowed)",
+                "card %(card)s, template %(template)s: a content-blind guesser of the "
+                "%(family)s family ('%(strategy)s', read in %(lang)s) is right in %(share)s of "
+                "%(samples)s variants, held out (chance %(chance)s, at most %(limit)s allowed)",
                 card=repr(card.id),
                 template=repr(template.id),
+                family=family,
                 strategy=strategy,
+                lang=lang,
                 share=f"{share:.0%}",
                 samples=measured.samples,
                 chance=f"{measured.chance:.0%}",
                 limit=f"{measured.limit:.0%}",
             )
         )
+    return measured
+
+
+def _check_stated_conventions(card: Card, template: Template) -> None:
+    """Each convention a pitfall would be the key under is stated by the stem, in every
+    language (see :mod:`app.domain.conventions`)."""
+    from .conventions import stated
+
+    needed = {p.convention for p in template.pitfalls if p.convention is not None}
+    for name in sorted(needed):
+        value = template.conventions[name]  # declared: checked when the card was read
+        for lang in LANGS:
+            if not stated(name, value, template.stem.source.get(lang), lang):
+                raise CardError(
+                    Message(
+                        "card %(card)s, template %(template)s: a pitfall is the key under "
+                        "another %(name)s convention, but the stem (%(lang)s) does not say the "
+                        "question counts %(value)s",
+                        card=repr(card.id),
+                        template=repr(template.id),
+                        name=repr(name),
+                        lang=lang,
+                        value=repr(value),
+                    )
+                )
+
+
+# A binary figure shown under a decimal label, or the reverse: the same bytes in GiB (2**30).
+_UNIT_SYSTEM_RATIOS = (Fraction(10**9, 2**30), Fraction(2**30, 10**9))
+
+
+def _check_unit_system_pitfalls(
+    card: Card, template: Template, evaluated: Sequence[tuple[Candidate, Sequence[Candidate]]]
+) -> None:
+    """A pitfall that is the key read in the other unit system (GiB for GB) everywhere is the
+    key under another 'units' convention: it must say so (and the stem must state the units)."""
+    if template.kind != "numeric" or not evaluated:
+        return
+    for i, pitfall in enumerate(template.pitfalls):
+        if pitfall.convention == "units":
+            continue
+        pairs = [(answer.value, pitfalls[i].value) for answer, pitfalls in evaluated]
+        values = [(a, v) for a, v in pairs if a is not None and v is not None and a != 0]
+        if len(values) == len(pairs) and any(
+            all(v == a * ratio for a, v in values) for ratio in _UNIT_SYSTEM_RATIOS
+        ):
+            raise CardError(
+                Message(
+                    "card %(card)s, template %(template)s, pitfall %(pitfall)s: it is the key "
+                    "in the other unit system (GB and GiB); mark it 'convention: units' and "
+                    "declare the template's units",
+                    card=repr(card.id),
+                    template=repr(template.id),
+                    pitfall=repr(pitfall.id),
+                )
+            )
 
 
 def _check_sides(
@@ -217,28 +309,74 @@ def _check_sides(
 
 
 def _check_statement_lengths(card: Card, template: Template) -> None:
-    """Every wrong statement is of comparable length to the correct one, in every language."""
+    """Every wrong statement is of comparable length to the correct one, in every language and
+    every wording; every wording of a pitfall sorts on the same side of every wording of the
+    answer (so the rank drawn by length holds whichever wording is shown); no two wordings of
+    the template are the same text."""
     assert template.answer_statement is not None
-    for lang in LANGS:
-        answer = len(template.answer_statement.get(lang))
-        for pitfall in template.pitfalls:
-            assert pitfall.statement is not None
-            length = len(pitfall.statement.get(lang))
-            if not answer / STATEMENT_LENGTH_RATIO <= length <= answer * STATEMENT_LENGTH_RATIO:
+    answers = (template.answer_statement, *template.answer_phrasings)
+    seen: set[tuple[str, str]] = set()
+    for text in (*answers, *(w for p in template.pitfalls for w in _wordings(p))):
+        for lang in LANGS:
+            shown = text.get(lang)
+            if (lang, shown) in seen:
                 raise CardError(
                     Message(
-                        "card %(card)s, template %(template)s: pitfall %(pitfall)s is %(length)s "
-                        "characters long (%(lang)s) against %(answer)s for the correct statement; "
-                        "keep every choice within %(ratio)sx of the correct statement's length",
+                        "card %(card)s, template %(template)s: the wording %(text)s appears "
+                        "twice among its choices",
                         card=repr(card.id),
                         template=repr(template.id),
-                        pitfall=repr(pitfall.id),
-                        length=length,
-                        lang=lang,
-                        answer=answer,
-                        ratio=float(STATEMENT_LENGTH_RATIO),
+                        text=repr(shown),
                     )
                 )
+            seen.add((lang, shown))
+    for pitfall in template.pitfalls:
+        first = side(
+            Candidate(None, answers[0], None), Candidate(pitfall, _wordings(pitfall)[0], None)
+        )
+        for answer_text in answers:
+            key = Candidate(None, answer_text, None)
+            for wording in _wordings(pitfall):
+                for lang in LANGS:
+                    answer = len(answer_text.get(lang))
+                    length = len(wording.get(lang))
+                    if (
+                        not answer / STATEMENT_LENGTH_RATIO
+                        <= length
+                        <= answer * STATEMENT_LENGTH_RATIO
+                    ):
+                        raise CardError(
+                            Message(
+                                "card %(card)s, template %(template)s: pitfall %(pitfall)s is "
+                                "%(length)s characters long (%(lang)s) against %(answer)s for the "
+                                "correct statement; keep every choice within %(ratio)sx of the "
+                                "correct statement's length",
+                                card=repr(card.id),
+                                template=repr(template.id),
+                                pitfall=repr(pitfall.id),
+                                length=length,
+                                lang=lang,
+                                answer=answer,
+                                ratio=float(STATEMENT_LENGTH_RATIO),
+                            )
+                        )
+                if side(key, Candidate(pitfall, wording, None)) != first:
+                    raise CardError(
+                        Message(
+                            "card %(card)s, template %(template)s: a wording of pitfall "
+                            "%(pitfall)s is not on the same side (shorter or longer, in every "
+                            "language) of every wording of the correct statement as its first "
+                            "wording",
+                            card=repr(card.id),
+                            template=repr(template.id),
+                            pitfall=repr(pitfall.id),
+                        )
+                    )
+
+
+def _wordings(pitfall: Pitfall) -> tuple[Text, ...]:
+    assert pitfall.statement is not None
+    return (pitfall.statement, *pitfall.phrasings)
 
 
 def _render_texts(content: Combination) -> list[tuple[Text, str, Text]]:

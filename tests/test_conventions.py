@@ -1,0 +1,144 @@
+"""A key that depends on a convention (decimal GB or binary GiB, fp16 or fp32 gradients, the
+master-copy or the autocast layout, the ring's (N-1)/N, activations) is defensible only when
+the stem states the convention: validation refuses a template whose pitfall is the key under
+another convention unless the template declares its own and the stem says it in both
+languages."""
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from app.domain.cards import CardError, parse_card, read_card
+from app.domain.conventions import stated
+from app.domain.validation import validate_card
+
+
+def t(text, zh=None):
+    return {"en": text, "zh": zh if zh is not None else text + "（中文）"}
+
+
+def pitfall(pid, formula, **extra):
+    return {"id": pid, "title": t(pid), "formula": formula, "explanation": t("{value}"), **extra}
+
+
+TEMPLATE = {
+    "id": "zero1-per-rank",
+    "version": 1,
+    "kind": "numeric",
+    "params": {
+        "psi": {"values": ["7e9", "70e9"], "format": "count"},
+        "n_d": {"values": [8, 16]},
+    },
+    "stem": t("ZeRO-1, {psi} parameters, {n_d} ranks: memory per rank?"),
+    "answer": "2*psi + 2*psi + 12*psi/n_d",
+    "unit": "GB",
+    "precision": 3,
+    "solution": [t("{answer}")],
+    "pitfalls": [
+        # 1 GB = 10**9 bytes; the same bytes are 10**9/2**30 = 0.931 as many GiB: 7% below
+        pitfall("gib-for-gb", "(2*psi + 2*psi + 12*psi/n_d)*10**9/2**30"),
+        pitfall("optimizer-shard-only", "12*psi/n_d"),
+        pitfall("shards-everything", "16*psi/n_d"),
+        pitfall("ddp", "16*psi"),
+        pitfall("cluster", "(2*psi + 2*psi + 12*psi/n_d)*n_d"),
+        pitfall("twice", "(2*psi + 2*psi + 12*psi/n_d)*2"),
+    ],
+}
+
+CARD = {
+    "id": "mini",
+    "version": 1,
+    "params": ["psi", "n_d"],
+    "title": t("Mini"),
+    "definition": t("d"),
+    "use_cases": t("u"),
+    "problems_solved": t("p"),
+    "points": [
+        {
+            "number": 1,
+            "slug": "the-point",
+            "title": t("Point"),
+            "explanation": t("e"),
+            "templates": [TEMPLATE],
+        }
+    ],
+}
+
+
+def card_with(**changes):
+    data = copy.deepcopy(CARD)
+    template = data["points"][0]["templates"][0]
+    pitfalls = changes.pop("pitfalls", None)
+    template.update(changes)
+    if pitfalls:
+        for item in template["pitfalls"]:
+            item.update(pitfalls.get(item["id"], {}))
+    return parse_card(data)
+
+
+DECIMAL_STEM = t(
+    "ZeRO-1, {psi} parameters, {n_d} ranks: memory per rank, in decimal units "
+    "(1 GB = $10^9$ bytes)?",
+    "ZeRO-1，{psi} 参数，{n_d} 个 rank：每 rank 多少内存（十进制单位，1 GB = $10^9$ 字节）？",
+)
+
+
+def test_a_gib_figure_under_a_gb_label_must_be_marked_as_a_units_pitfall():
+    with pytest.raises(CardError, match="other unit system"):
+        validate_card(card_with())
+
+
+def test_a_pitfall_convention_needs_the_template_to_declare_its_own():
+    with pytest.raises(CardError, match="must declare its own"):
+        card_with(pitfalls={"gib-for-gb": {"convention": "units"}})
+    with pytest.raises(CardError, match="unknown convention"):
+        card_with(conventions={"units": "metric"})
+
+
+def test_the_stem_must_state_the_convention_in_every_language():
+    marked = {"gib-for-gb": {"convention": "units"}}
+    with pytest.raises(CardError, match=r"stem \(en\)"):
+        validate_card(card_with(conventions={"units": "decimal"}, pitfalls=marked))
+    english_only = t(DECIMAL_STEM["en"], "ZeRO-1，{psi} 参数，{n_d} 个 rank：每 rank 多少内存？")
+    with pytest.raises(CardError, match=r"stem \(zh\)"):
+        validate_card(
+            card_with(conventions={"units": "decimal"}, pitfalls=marked, stem=english_only)
+        )
+    validate_card(card_with(conventions={"units": "decimal"}, pitfalls=marked, stem=DECIMAL_STEM))
+
+
+def test_phrases_that_state_a_convention():
+    assert stated("units", "decimal", "in decimal units (1 GB = $10^9$ bytes)", "en")
+    assert not stated("units", "decimal", "How much memory, in GB?", "en")
+    assert stated("gradients", "fp16", "按 ZeRO 论文的口径梯度为 fp16", "zh")
+    assert stated("layout", "master-copy", "keeps an fp32 master copy of the weights", "en")
+    assert not stated("layout", "master-copy", "Mixed-precision Adam training", "en")
+
+
+CARD_PATH = Path(__file__).resolve().parents[1] / "cards" / "zero-memory-offload.yaml"
+
+
+def test_the_zero_card_fixes_every_convention_its_keys_depend_on():
+    """The questions a second convention would answer differently: each says which it uses."""
+    card = read_card(CARD_PATH)
+    templates = {template.id: template for template in card.templates()}
+    expected = {
+        "p1-name-the-terms": {"layout": "master-copy"},  # autocast/FSDP2: fp32 params, no master
+        "p4-min-gpus-zero3": {"gradients": "fp16"},  # DeepSpeed's count: fp32 gradients, 18Ψ
+        "p1-ddp-cluster-total": {"gradients": "fp16"},
+        "p3-zero2-saving": {"units": "decimal"},  # 97.8 GB vs 105 "GB" (GiB)
+        "p3-gradient-shard-after-rs": {"units": "decimal"},
+        "p3-exact-ring-bytes": {"units": "decimal", "ring": "counted"},
+        "p5-offload-gpu-memory": {"units": "decimal"},
+    }
+    for template_id, conventions in expected.items():
+        template = templates[template_id]
+        for name, value in conventions.items():
+            assert template.conventions.get(name) == value, (template_id, name)
+            for lang in ("en", "zh"):
+                assert stated(name, value, template.stem.source.get(lang), lang), (
+                    template_id,
+                    name,
+                    lang,
+                )
