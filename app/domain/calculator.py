@@ -349,13 +349,25 @@ LABELS: dict[str, Text] = {
     "heads": Message("Attention heads"),
     "checkpointing": Message("Activation checkpointing"),
 }
-# The four shape fields as a message lists the missing ones (in lower case in English).
-MISSING_LABELS: dict[str, Text] = {
-    "layers": contextual_message("missing field", "layers"),
-    "hidden": contextual_message("missing field", "hidden size"),
-    "seq_len": contextual_message("missing field", "sequence length"),
-    "micro_batch": contextual_message("missing field", "micro-batch"),
-}
+
+
+class _LowerCase(Text):
+    """A label as the middle of a sentence shows it: in lower case, where its language has case."""
+
+    def __init__(self, label: Text) -> None:
+        object.__setattr__(self, "label", label)
+
+    @property
+    def en(self) -> str:
+        return self.get("en")
+
+    @property
+    def zh(self) -> str:
+        return self.get("zh")
+
+    def get(self, lang: str) -> str:
+        label: Text = self.__dict__["label"]
+        return label.get(lang).lower()
 
 
 def parse_inputs(values: Mapping[str, str]) -> Inputs:
@@ -460,7 +472,7 @@ def _read_activations(read: _Reader) -> Activations | None:
             Message(
                 "Activations need the layers, hidden size, sequence length and micro-batch: "
                 "%(missing)s missing (or leave all four empty).",
-                missing=_listed([MISSING_LABELS[name] for name in missing]),
+                missing=_listed([_LowerCase(LABELS[name]) for name in missing]),
             ),
         )
     layers = read.bounded("layers", LABELS["layers"], 1, MAX_LAYERS, required=False)
