@@ -93,7 +93,10 @@ def start_session(
     now = now or now_utc()
     if mode not in MODES:
         raise InvalidInput(
-            f"unknown mode {mode!r} (known: {', '.join(MODES)})", code="invalid_mode"
+            Message(
+                "unknown mode %(mode)s (known: %(known)s)", mode=repr(mode), known=", ".join(MODES)
+            ),
+            code="invalid_mode",
         )
     card = get_card(catalog, card_id)
     size = DEFAULT_SIZE[mode] if size is None else size
