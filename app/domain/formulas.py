@@ -150,7 +150,7 @@ class FormulaError(ValueError):
     def __init__(
         self, reason: str | Text, *, text: str | None = None, column: int | None = None
     ) -> None:
-        self.message = reason if isinstance(reason, Text) else Text(reason, reason)
+        self.message = reason if isinstance(reason, Text) else Text.verbatim(reason)
         self.reason = self.message.en
         self.column = column
         self.shown = text if text is not None and len(text) <= 80 else None
@@ -887,7 +887,7 @@ def _describe(node: ast.AST) -> Text:
     if isinstance(node, ast.BinOp | ast.UnaryOp):
         return Message("operator %(name)s", name=type(node.op).__name__)
     described = _DESCRIPTIONS.get(type(node))
-    return described if described is not None else Text(type(node).__name__, type(node).__name__)
+    return described if described is not None else Text.verbatim(type(node).__name__)
 
 
 def _not_allowed(node: ast.AST) -> Text:
@@ -1017,7 +1017,7 @@ class _Failure(Exception):
     """A formula error found while evaluating a node; the caller adds the formula's text."""
 
     def __init__(self, reason: str | Text, column: int | None) -> None:
-        self.message = reason if isinstance(reason, Text) else Text(reason, reason)
+        self.message = reason if isinstance(reason, Text) else Text.verbatim(reason)
         self.reason = self.message.en
         super().__init__(self.reason)
         self.column = column
