@@ -107,6 +107,8 @@ LimiterDep = Annotated[LoginLimiter, Depends(get_limiter)]
 
 # --- API: bearer tokens only ------------------------------------------------------------------
 
+_NOT_BEARER = Message("the Authorization header must be %(form)s", form="'Bearer <token>'")
+
 bearer_scheme = HTTPBearer(
     auto_error=False,
     scheme_name="LearnerToken",
@@ -165,7 +167,7 @@ async def _learner_of(request: Request, token: str) -> LearnerRef:
             finally:
                 _lookups.pop(key, None)
     if learner is None:
-        raise Unauthorized("unknown or revoked token", code="invalid_token")
+        raise Unauthorized(Message("unknown or revoked token"), code="invalid_token")
     return learner
 
 
@@ -176,10 +178,11 @@ async def get_api_learner(
     """The learner of the bearer token; 401 without one (cookies are not accepted here)."""
     if credentials is None:
         if request.headers.get("authorization"):
-            raise Unauthorized(
-                "the Authorization header must be 'Bearer <token>'", code="invalid_authorization"
-            )
-        raise Unauthorized("this needs 'Authorization: Bearer <token>'", code="token_required")
+            raise Unauthorized(_NOT_BEARER, code="invalid_authorization")
+        raise Unauthorized(
+            Message("this needs %(header)s", header="'Authorization: Bearer <token>'"),
+            code="token_required",
+        )
     return await _learner_of(request, credentials.credentials)
 
 
@@ -191,9 +194,7 @@ async def get_optional_api_learner(
     (401 for a malformed header or an unknown or revoked token, as on every API route)."""
     if credentials is None:
         if request.headers.get("authorization"):
-            raise Unauthorized(
-                "the Authorization header must be 'Bearer <token>'", code="invalid_authorization"
-            )
+            raise Unauthorized(_NOT_BEARER, code="invalid_authorization")
         return None
     return await _learner_of(request, credentials.credentials)
 

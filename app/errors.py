@@ -166,7 +166,7 @@ def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         return too_large_response(request, limit)
     message = PAGE_MESSAGES.get(exc.status_code)
     if message is None or request.url.path.startswith(API_PREFIX):
-        message = Text(str(exc.detail), str(exc.detail))
+        message = Text.verbatim(str(exc.detail))
     headers = dict(exc.headers or {})
     if exc.status_code == 405:
         allowed = allowed_methods(request.app, request.url.path)

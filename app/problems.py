@@ -18,7 +18,7 @@ class Problem(Exception):
     title = "Bad request"
 
     def __init__(self, message: str | Text, *, code: str | None = None) -> None:
-        text = message if isinstance(message, Text) else Text(message, message)
+        text = message if isinstance(message, Text) else Text.verbatim(message)
         super().__init__(text.en)
         self.text = text
         if code is not None:

@@ -645,3 +645,70 @@ def test_bad_json_input_is_a_problem_document(client, lang, detail):
     body = response.json()
     assert body["code"] == "invalid_calculator_input" and detail in body["detail"]
     assert client.get(API.replace(CARD_ID, "nope")).status_code == 404
+
+
+# --- the messages, from the catalogs ----------------------------------------------------------
+
+ALL_WRONG = {
+    "psi": "1.5",
+    "n_d": "0",
+    "gpu_gb": "",
+    "stage": "0",
+    "offload": "optimizer",
+    "layers": "80",
+    "heads": "x",
+}
+MESSAGES = {
+    "en": [
+        "Parameters Ψ: a whole number, please.",
+        "Data-parallel ranks N_d: from 1 to 1,048,576.",
+        "GPU memory: required.",
+        "Offload needs ZeRO (stage 1, 2 or 3): plain DDP has no offload.",
+        "Activations need the layers, hidden size, sequence length and micro-batch: hidden size, "
+        "sequence length, micro-batch missing (or leave all four empty).",
+        "Attention heads: 'x' is not a number.",
+    ],
+    "zh": [
+        "参数量 Ψ：请输入整数。",
+        "数据并行 rank 数 N_d：应在 1 到 1,048,576 之间。",
+        "GPU 显存：必填。",
+        "卸载需要 ZeRO（阶段 1、2 或 3）：朴素 DDP 没有卸载。",
+        "估算激活值需要层数、隐藏维度、序列长度和微批大小：缺少隐藏维度、序列长度、微批大小"
+        "（或四项都留空）。",
+        "注意力头数：'x' 不是数字。",
+    ],
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_message_reads_in_the_readers_language_on_the_page_and_in_the_json(client, lang):
+    page = client.get(PAGE, params={"lang": lang, **ALL_WRONG})
+    assert page.status_code == 400
+    words = text_of(page.text)
+    for message in MESSAGES[lang]:
+        assert message in words
+    body = client.get(API, params={"lang": lang, **ALL_WRONG}).json()
+    # The JSON's detail is every message, sentence after sentence (no space between in Chinese).
+    assert body["detail"] == (" " if lang == "en" else "").join(MESSAGES[lang])
+
+
+@pytest.mark.parametrize(
+    ("fields", "en", "zh"),
+    [
+        ({"psi": "9" * 41}, "Parameters Ψ: at most 40 characters.", "参数量 Ψ：最多 40 个字符。"),
+        ({"gpu_gb": "10001"}, "GPU memory: more than 0 and at most 10,000 GB.", "GPU 显存：应大于 0 且不超过 10,000 GB。"),
+        ({"stage": "4"}, "ZeRO stage: 0 (plain DDP), 1, 2 or 3.", "ZeRO 阶段：0（朴素 DDP）、1、2 或 3。"),
+        ({"offload": "nvme"}, "Offload: none, optimizer, or optimizer and parameters.", "卸载：不卸载、卸载优化器，或卸载优化器和参数。"),
+        ({"stage": "2", "offload": "optimizer_params"}, "Offloading the parameters needs ZeRO-3 (DeepSpeed's offload_param works with stage 3 only).", "卸载参数需要 ZeRO-3（DeepSpeed 的 offload_param 只能用于阶段 3）。"),
+        ({"gpus_per_node": "3"}, "GPUs per node: 3 does not divide N_d = 8.", "每节点 GPU 数：3 不能整除 N_d = 8。"),
+        ({"largest_layer": "71B"}, "Largest layer's parameters: at most Ψ.", "最大层的参数量：不能超过 Ψ。"),
+        ({"seq_len": "80"}, "Activations need the layers, hidden size, sequence length and micro-batch: layers, hidden size, micro-batch missing (or leave all four empty).", "估算激活值需要层数、隐藏维度、序列长度和微批大小：缺少层数、隐藏维度、微批大小（或四项都留空）。"),
+        ({"layers": "8", "hidden": "64", "seq_len": "4", "micro_batch": "1", "heads": "65"}, "Attention heads: at most the hidden size.", "注意力头数：不能超过隐藏维度。"),
+    ],
+)  # fmt: skip
+def test_each_refusal_in_both_languages(fields, en, zh):
+    with pytest.raises(calc.CalculatorError) as caught:
+        calc.parse_inputs({**calc.DEFAULTS, **fields})
+    [error] = caught.value.errors
+    assert (error.message.get("en"), error.message.get("zh")) == (en, zh)
+    assert str(caught.value).endswith(en)  # logs read the English text

@@ -245,14 +245,57 @@ def test_moodle_xml_keeps_cdata_safe_and_is_well_formed_for_every_variant_count(
         assert len(questions) == expected_count(card, variants)
 
 
+HEADINGS = {
+    "en": {
+        "answer": "Answer:",
+        "pitfalls": "Why the other choices are wrong",
+        "solution": "Worked solution",
+        "source": "Source:",
+        "correct": "Correct.",
+        "incorrect": "Not quite: see the worked solution.",
+    },
+    "zh": {
+        "answer": "答案:",
+        "pitfalls": "其他选项错在哪里",
+        "solution": "解答过程",
+        "source": "来源:",
+        "correct": "回答正确。",
+        "incorrect": "不对，请看解答过程。",
+    },
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_exports_headings_and_feedback_are_in_the_chosen_language(card, tmp_path, lang):
+    words, other = HEADINGS[lang], HEADINGS["zh" if lang == "en" else "en"]
+    _, questions = moodle_questions(export_card(card, "moodle", lang, 1).content)
+    for question in questions:
+        assert html_text(question.findtext("correctfeedback/text")) == words["correct"]
+        incorrect = html_text(question.findtext("incorrectfeedback/text"))
+        assert incorrect.startswith(f"{words['incorrect']} {words['solution']} ")
+        assert other["incorrect"] not in incorrect
+    connection = open_apkg(export_card(card, "apkg", lang, 1).content, tmp_path)
+    for note in notes(connection):
+        fields = {name: html_text(value) for name, value in note["fields"].items()}
+        assert fields["Answer"].startswith(words["answer"])
+        assert fields["Solution"].startswith(words["solution"])
+        assert fields["Source"].startswith(f"{words['source']} {card.id} / ")
+        if fields["Pitfalls"]:
+            assert fields["Pitfalls"].startswith(words["pitfalls"])
+        assert not any(
+            other[k] in fields[f] for k, f in [("pitfalls", "Pitfalls"), ("solution", "Solution")]
+        )
+
+
 def test_bad_format_and_variant_counts_are_refused(card):
     from app.domain.export_plan import ExportError
 
     with pytest.raises(ExportError, match="unknown export format"):
         export_card(card, "qti", "en", 2)
     for variants in (0, 21):
-        with pytest.raises(ExportError, match="1 to 20"):
+        with pytest.raises(ExportError, match="1 to 20") as refused:
             export_card(card, "moodle", "en", variants)
+        assert refused.value.text.get("zh") == f"变体数必须在 1 到 20 之间，收到的是 {variants}"
 
 
 # --- the API route ----------------------------------------------------------------------------

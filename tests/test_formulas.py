@@ -1,5 +1,6 @@
 """The safe formula parser: exact values, a strict whitelist, bounded work, clear errors."""
 
+import gc
 import time
 from fractions import Fraction
 
@@ -10,6 +11,16 @@ from app.domain import formulas
 from app.domain.formulas import FormulaError, parse_formula, parse_number
 
 NAMES = {"psi", "n_d"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _frozen_heap():
+    """What is alive before these tests (sympy, the catalogs) is frozen, as the server freezes it
+    at start-up, so that a full garbage collection does not land inside a timed parse."""
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()
 
 
 def value(text, **params):
@@ -214,6 +225,25 @@ def test_undefined_and_non_real_values_are_formula_errors():
     refused("psi**0.5", "not real", psi=-4)
     refused("0**-1", "division by zero", column=2)
     refused("1/(sqrt(2)*sqrt(2) - 2)", "cannot be told apart from zero", column=2)
+
+
+@pytest.mark.parametrize(
+    ("text", "params", "zh"),
+    [
+        ("min(sqrt(-1), 1)", {}, "负数（-1）的平方根不是实数"),
+        ("max(log(0), 1)", {}, "0 的对数没有定义（参数必须为正）"),
+        ("(-8)**(1/3)", {}, "负数（-8）的分数次幂不是实数"),
+        ("1/(sqrt(2)*sqrt(2) - 2)", {}, "除数无法与零区分开"),
+        ("ceil(sqrt(2)**2)", {}, "ceil() 无法判断：值与某个整数过于接近"),
+        ("1.000001**(10**7)", {}, "幂太大：其精确值约需 190000001 位（上限为 4096）"),
+        ("log(psi)", {"psi": True}, "psi 的值不是数字"),
+    ],
+)
+def test_a_value_that_cannot_be_computed_is_explained_in_chinese_too(text, params, zh):
+    with pytest.raises(FormulaError) as caught:
+        parse_formula(text, NAMES).evaluate({"psi": 1, "n_d": 1, **params})
+    assert caught.value.message.get("zh") == zh
+    assert caught.value.message.get("en") == caught.value.reason  # str() keeps the English
 
 
 def test_formulas_are_plain_ascii_and_numbers_do_not_run_into_names():

@@ -434,3 +434,25 @@ def test_the_chinese_dashboard_shows_validation_messages_in_chinese(client, app)
     assert any(
         re.search(r"[\u4e00-\u9fff]", p.to_json("zh")["message"]) for p in checked_doc.problems
     )
+
+
+def test_the_apis_refusals_of_a_token_and_a_cursor_speak_the_readers_language(client):
+    me = "/api/v1/me/attempts"
+    zh = {"Accept-Language": "zh-CN"}
+    refusals = [
+        ({}, "token_required", "需要请求头 'Authorization: Bearer <token>'"),
+        ({"Authorization": "Basic eDp5"}, "invalid_authorization", "Authorization 请求头必须是 'Bearer <token>' 的形式"),
+        ({"Authorization": "Bearer nope"}, "invalid_token", "令牌不存在或已被撤销"),
+    ]  # fmt: skip
+    for headers, code, detail in refusals:
+        body = client.get(me, headers={**zh, **headers}).json()
+        assert (body["code"], body["detail"]) == (code, detail)
+    english = client.get(me, params={"lang": "en"}).json()
+    assert english["detail"] == "this needs 'Authorization: Bearer <token>'"
+    token = client.post("/api/v1/learners").json()["token"]
+    learner = {"Authorization": f"Bearer {token}"}
+    body = client.get(me, params={"cursor": "x"}, headers={**zh, **learner}).json()
+    assert (body["code"], body["detail"]) == ("invalid_cursor", "无效的游标")
+    assert client.get(me, params={"cursor": "x"}, headers=learner).json()["detail"] == (
+        "invalid cursor"
+    )

@@ -52,7 +52,7 @@ def export_card_file(
     try:
         export = export_card(card, fmt, lang, variants)
     except ExportError as exc:
-        raise InvalidInput(str(exc), code="invalid_export") from None
+        raise InvalidInput(exc.text, code="invalid_export") from None
     return Response(
         content=export.content,
         media_type=export.media_type,

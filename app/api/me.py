@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path, Query
 from app.api import present
 from app.auth.service import LearnerRef
 from app.deps import ApiLang, ApiLearner, CatalogDep, ContextDep, SessionDep
+from app.domain.messages import Message
 from app.practice.choosing import practise_again, review_question
 from app.practice.mistakes import MAX_PAGE, list_attempts, mistake_book
 from app.practice.recent import recent_answers
@@ -41,7 +42,7 @@ def _cursor(value: str | None) -> int | None:
     if value is None:
         return None
     if not value.isdigit() or len(value) > 18:
-        raise InvalidInput("invalid cursor", code="invalid_cursor")
+        raise InvalidInput(Message("invalid cursor"), code="invalid_cursor")
     return int(value)
 
 

@@ -176,7 +176,7 @@ def attempt(view: AttemptView, lang: str) -> AttemptPublic:
     if row.pitfall_id is not None:
         pitfall = PitfallPublic(
             id=row.pitfall_id,
-            title=(title or Text(row.pitfall_id, row.pitfall_id)).get(lang),
+            title=(title or Text.verbatim(row.pitfall_id)).get(lang),
             explanation=explanation.get(lang) if explanation else None,
         )
     return AttemptPublic(

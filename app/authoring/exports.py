@@ -46,6 +46,7 @@ from app.domain.export_plan import (
     plan_export,
 )
 from app.domain.languages import Lang
+from app.domain.messages import Message
 
 ExportFormat = Literal["apkg", "moodle"]
 FORMATS: tuple[ExportFormat, ...] = ("apkg", "moodle")
@@ -84,7 +85,13 @@ def export_card(
 ) -> ExportFile:
     """One card's export in ``fmt`` (``apkg`` or ``moodle``); ExportError for a bad request."""
     if fmt not in FORMATS:
-        raise ExportError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
+        raise ExportError(
+            Message(
+                "unknown export format %(format)s (known: %(known)s)",
+                format=repr(fmt),
+                known=", ".join(FORMATS),
+            )
+        )
     plan = plan_export(card, lang, variants)
     chosen: ExportFormat = "apkg" if fmt == "apkg" else "moodle"
     if chosen == "apkg":

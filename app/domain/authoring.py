@@ -149,7 +149,7 @@ def shape_message(error: Mapping[str, Any]) -> Text:
     if kind == "literal_error":
         return Message("must be one of %(expected)s", expected=context.get("expected"))
     english = str(error.get("msg", "invalid"))
-    return Text(english, english)
+    return Text.verbatim(english)
 
 
 def _from_error(exc: CardError, template_id: str | None = None) -> CardProblem:

@@ -17,3 +17,9 @@ class Text:
         if lang == "zh" and self.zh:
             return self.zh
         return self.en
+
+    @staticmethod
+    def verbatim(text: str) -> Text:
+        """A text that reads the same in every language: an id, what the learner typed, a
+        framework's or a library's own words. The product's words are catalog messages."""
+        return Text(text, text)

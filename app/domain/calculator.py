@@ -55,7 +55,8 @@ Where the figures come from:
   ``int()``, so that they match its figures to the byte (everything else here is exact).
 
 Everything is exact (:class:`~fractions.Fraction` bytes). Bad input raises :class:`CalculatorError`
-with a message per field in both languages; nothing else is raised for any text input.
+with a message per field from the catalogs (:class:`~.messages.Message`, shown in the reader's
+language); nothing else is raised for any text input.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from html import escape
 from typing import Literal
 
 from .cards import Card
+from .messages import Message, contextual_message
 from .texts import Text
 from .units import format_number
 
@@ -163,16 +165,35 @@ class FieldError:
 
 
 class CalculatorError(ValueError):
-    """Unusable input: one message per field, in both languages (safe to show)."""
+    """Unusable input: one message per field, in the reader's language when shown (safe to show)."""
 
     def __init__(self, errors: list[FieldError] | tuple[FieldError, ...]) -> None:
         self.errors = tuple(errors)
         super().__init__("; ".join(f"{e.field}: {e.message.en}" for e in self.errors))
 
     def text(self) -> Text:
-        return Text(
-            " ".join(e.message.en for e in self.errors), "".join(e.message.zh for e in self.errors)
+        """Every message, one sentence after another."""
+        return _sentences([e.message for e in self.errors])
+
+
+def _sentences(texts: list[Text]) -> Text:
+    """Sentences one after the other (a space between them in English, none in Chinese)."""
+    joined = texts[-1]
+    for text in reversed(texts[:-1]):
+        # Translators: two sentences one after the other (Chinese puts no space between them).
+        joined = contextual_message(
+            "sentences", "%(sentence)s %(next)s", sentence=text, next=joined
         )
+    return joined
+
+
+def _listed(texts: list[Text]) -> Text:
+    """Items in a list ("a, b, c"; "a、b、c" in Chinese)."""
+    joined = texts[-1]
+    for text in reversed(texts[:-1]):
+        # Translators: an item of a list and the rest of the list (Chinese separates them with 、).
+        joined = contextual_message("list", "%(item)s, %(next)s", item=text, next=joined)
+    return joined
 
 
 # --- inputs -----------------------------------------------------------------------------------
@@ -237,10 +258,6 @@ def form_values(query: Mapping[str, str]) -> dict[str, str]:
     return {name: str(source.get(name, ""))[: MAX_TEXT * 4] for name in FIELDS}
 
 
-def _msg(en: str, zh: str) -> Text:
-    return Text(en, zh)
-
-
 def _parse_number(text: str) -> Fraction | None:
     """A decimal number with an optional exponent and K/M/B/T suffix; None if it is not one."""
     match = _NUMBER.fullmatch(text.strip())
@@ -267,8 +284,8 @@ class _Reader:
         self.values = values
         self.errors: list[FieldError] = []
 
-    def fail(self, field: str, en: str, zh: str) -> None:
-        self.errors.append(FieldError(field, _msg(en, zh)))
+    def fail(self, field: str, message: Text) -> None:
+        self.errors.append(FieldError(field, message))
 
     def text(self, field: str) -> str:
         return str(self.values.get(field, "") or "").strip()
@@ -280,20 +297,18 @@ class _Reader:
         if len(raw) > MAX_TEXT:
             self.fail(
                 field,
-                f"{label.en}: at most {MAX_TEXT} characters.",
-                f"{label.zh}：最多 {MAX_TEXT} 个字符。",
+                Message("%(label)s: at most %(limit)s characters.", label=label, limit=MAX_TEXT),
             )
             return None
         value = _parse_number(raw)
         if value is None:
             self.fail(
                 field,
-                f"{label.en}: {raw!r} is not a number.",
-                f"{label.zh}：{raw!r} 不是数字。",
+                Message("%(label)s: %(value)s is not a number.", label=label, value=repr(raw)),
             )
             return None
         if whole and value.denominator != 1:
-            self.fail(field, f"{label.en}: a whole number, please.", f"{label.zh}：请输入整数。")
+            self.fail(field, Message("%(label)s: a whole number, please.", label=label))
             return None
         return value
 
@@ -303,33 +318,56 @@ class _Reader:
         value = self.number(field, label, whole=True)
         if value is None:
             if required and not self.text(field):
-                self.fail(field, f"{label.en}: required.", f"{label.zh}：必填。")
+                self.fail(field, Message("%(label)s: required.", label=label))
             return None
         if not low <= value <= high:
             self.fail(
                 field,
-                f"{label.en}: from {low:,} to {high:,}.",
-                f"{label.zh}：应在 {low:,} 到 {high:,} 之间。",
+                Message(
+                    "%(label)s: from %(low)s to %(high)s.",
+                    label=label,
+                    low=f"{low:,}",
+                    high=f"{high:,}",
+                ),
             )
             return None
         return int(value)
 
 
-LABELS = {
-    "psi": Text("Parameters Ψ", "参数量 Ψ"),
-    "n_d": Text("Data-parallel ranks N_d", "数据并行 rank 数 N_d"),
-    "gpu_gb": Text("GPU memory", "GPU 显存"),
-    "stage": Text("ZeRO stage", "ZeRO 阶段"),
-    "offload": Text("Offload", "卸载"),
-    "gpus_per_node": Text("GPUs per node", "每节点 GPU 数"),
-    "largest_layer": Text("Largest layer's parameters", "最大层的参数量"),
-    "layers": Text("Layers", "层数"),
-    "hidden": Text("Hidden size", "隐藏维度"),
-    "seq_len": Text("Sequence length", "序列长度"),
-    "micro_batch": Text("Micro-batch", "微批大小"),
-    "heads": Text("Attention heads", "注意力头数"),
-    "checkpointing": Text("Activation checkpointing", "激活检查点"),
+LABELS: dict[str, Text] = {
+    "psi": Message("Parameters Ψ"),
+    "n_d": Message("Data-parallel ranks N_d"),
+    "gpu_gb": Message("GPU memory"),
+    "stage": Message("ZeRO stage"),
+    "offload": Message("Offload"),
+    "gpus_per_node": Message("GPUs per node"),
+    "largest_layer": Message("Largest layer's parameters"),
+    "layers": Message("Layers"),
+    "hidden": Message("Hidden size"),
+    "seq_len": Message("Sequence length"),
+    "micro_batch": Message("Micro-batch"),
+    "heads": Message("Attention heads"),
+    "checkpointing": Message("Activation checkpointing"),
 }
+
+
+class _LowerCase(Text):
+    """A label as the middle of a sentence shows it: in lower case, where its language has case."""
+
+    def __init__(self, label: Text) -> None:
+        object.__setattr__(self, "label", label)
+
+    @property
+    def en(self) -> str:
+        return self.get("en")
+
+    @property
+    def zh(self) -> str:
+        return self.get("zh")
+
+    def get(self, lang: str) -> str:
+        label: Text = self.__dict__["label"]
+        return label.get(lang).lower()
 
 
 def parse_inputs(values: Mapping[str, str]) -> Inputs:
@@ -341,12 +379,11 @@ def parse_inputs(values: Mapping[str, str]) -> Inputs:
     gpu_gb = read.number("gpu_gb", LABELS["gpu_gb"], whole=False)
     if gpu_gb is None:
         if not read.text("gpu_gb"):
-            read.fail("gpu_gb", "GPU memory: required.", "GPU 显存：必填。")
+            read.fail("gpu_gb", Message("%(label)s: required.", label=LABELS["gpu_gb"]))
     elif not 0 < gpu_gb <= MAX_GPU_GB:
         read.fail(
             "gpu_gb",
-            f"GPU memory: more than 0 and at most {MAX_GPU_GB:,} GB.",
-            f"GPU 显存：应大于 0 且不超过 {MAX_GPU_GB:,} GB。",
+            Message("GPU memory: more than 0 and at most %(limit)s GB.", limit=f"{MAX_GPU_GB:,}"),
         )
         gpu_gb = None
 
@@ -355,11 +392,7 @@ def parse_inputs(values: Mapping[str, str]) -> Inputs:
     if stage_text in {"0", "1", "2", "3"}:
         stage = int(stage_text)
     else:
-        read.fail(
-            "stage",
-            "ZeRO stage: 0 (plain DDP), 1, 2 or 3.",
-            "ZeRO 阶段：0（朴素 DDP）、1、2 或 3。",
-        )
+        read.fail("stage", Message("ZeRO stage: 0 (plain DDP), 1, 2 or 3."))
 
     offload_text = read.text("offload") or "none"
     offload: Offload | None = None
@@ -367,24 +400,20 @@ def parse_inputs(values: Mapping[str, str]) -> Inputs:
         if offload_text == known:
             offload = known
     if offload is None:
-        read.fail(
-            "offload",
-            "Offload: none, optimizer, or optimizer and parameters.",
-            "卸载：不卸载、卸载优化器，或卸载优化器和参数。",
-        )
+        read.fail("offload", Message("Offload: none, optimizer, or optimizer and parameters."))
     elif stage is not None:
         if offload != "none" and stage == 0:
             read.fail(
                 "offload",
-                "Offload needs ZeRO (stage 1, 2 or 3): plain DDP has no offload.",
-                "卸载需要 ZeRO（阶段 1、2 或 3）：朴素 DDP 没有卸载。",
+                Message("Offload needs ZeRO (stage 1, 2 or 3): plain DDP has no offload."),
             )
         elif offload == "optimizer_params" and stage != 3:
             read.fail(
                 "offload",
-                "Offloading the parameters needs ZeRO-3 (DeepSpeed's offload_param works with "
-                "stage 3 only).",
-                "卸载参数需要 ZeRO-3（DeepSpeed 的 offload_param 只能用于阶段 3）。",
+                Message(
+                    "Offloading the parameters needs ZeRO-3 (DeepSpeed's offload_param works "
+                    "with stage 3 only)."
+                ),
             )
 
     gpus_per_node: int | None = None
@@ -395,8 +424,11 @@ def parse_inputs(values: Mapping[str, str]) -> Inputs:
         if gpus_per_node is not None and n_d is not None and n_d % gpus_per_node:
             read.fail(
                 "gpus_per_node",
-                f"GPUs per node: {gpus_per_node} does not divide N_d = {n_d}.",
-                f"每节点 GPU 数：{gpus_per_node} 不能整除 N_d = {n_d}。",
+                Message(
+                    "GPUs per node: %(gpus)s does not divide N_d = %(n_d)s.",
+                    gpus=gpus_per_node,
+                    n_d=n_d,
+                ),
             )
             gpus_per_node = None
     elif n_d is not None:
@@ -408,11 +440,7 @@ def parse_inputs(values: Mapping[str, str]) -> Inputs:
             "largest_layer", LABELS["largest_layer"], 1, MAX_PSI, required=False
         )
         if largest_layer is not None and psi is not None and largest_layer > psi:
-            read.fail(
-                "largest_layer",
-                "Largest layer's parameters: at most Ψ.",
-                "最大层的参数量：不能超过 Ψ。",
-            )
+            read.fail("largest_layer", Message("Largest layer's parameters: at most Ψ."))
             largest_layer = None
 
     activations = _read_activations(read)
@@ -439,13 +467,13 @@ def _read_activations(read: _Reader) -> Activations | None:
         return None
     missing = [name for name in ACTIVATION_FIELDS if not read.text(name)]
     if missing:
-        en = ", ".join(LABELS[name].en.lower() for name in missing)
-        zh = "、".join(LABELS[name].zh for name in missing)
         read.fail(
             missing[0],
-            f"Activations need the layers, hidden size, sequence length and micro-batch: "
-            f"{en} missing (or leave all four empty).",
-            f"估算激活值需要层数、隐藏维度、序列长度和微批大小：缺少{zh}（或四项都留空）。",
+            Message(
+                "Activations need the layers, hidden size, sequence length and micro-batch: "
+                "%(missing)s missing (or leave all four empty).",
+                missing=_listed([_LowerCase(LABELS[name]) for name in missing]),
+            ),
         )
     layers = read.bounded("layers", LABELS["layers"], 1, MAX_LAYERS, required=False)
     hidden = read.bounded("hidden", LABELS["hidden"], 1, MAX_HIDDEN, required=False)
@@ -457,11 +485,7 @@ def _read_activations(read: _Reader) -> Activations | None:
     if read.text("heads"):
         heads = read.bounded("heads", LABELS["heads"], 1, MAX_HIDDEN, required=False)
         if heads is not None and hidden is not None and heads > hidden:
-            read.fail(
-                "heads",
-                "Attention heads: at most the hidden size.",
-                "注意力头数：不能超过隐藏维度。",
-            )
+            read.fail("heads", Message("Attention heads: at most the hidden size."))
             heads = None
     if None in (layers, hidden, seq_len, micro_batch):
         return None
@@ -696,9 +720,9 @@ def calculate(card: Card, inputs: Inputs) -> Result:
             [
                 FieldError(
                     "card",
-                    Text(
-                        f"This card has no memory calculator (it lacks {missing}).",
-                        f"这张卡片没有显存计算器（缺少 {missing}）。",
+                    Message(
+                        "This card has no memory calculator (it lacks %(formulas)s).",
+                        formulas=missing,
                     ),
                 )
             ]

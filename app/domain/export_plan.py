@@ -27,6 +27,7 @@ from .cards import Card, Template
 from .generation import Variant, generate
 from .identity import QuestionId
 from .languages import Lang
+from .messages import Message, contextual_message
 from .texts import Text
 
 DEFAULT_VARIANTS = 5
@@ -39,18 +40,25 @@ _MIN_SEEDS = 200
 _INLINE_MATH = re.compile(r"(?<!\\)\$(?!\s)(.+?)(?<!\\)\$", re.DOTALL)
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 
+# The headings and feedback an exported question carries, written in the export's language.
 LABELS: dict[str, Text] = {
-    "answer": Text("Answer", "答案"),
-    "pitfalls": Text("Why the other choices are wrong", "其他选项错在哪里"),
-    "solution": Text("Worked solution", "解答过程"),
-    "source": Text("Source", "来源"),
-    "correct": Text("Correct.", "回答正确。"),
-    "incorrect": Text("Not quite: see the worked solution.", "不对，请看解答过程。"),
+    "answer": contextual_message("export", "Answer"),
+    "pitfalls": contextual_message("export", "Why the other choices are wrong"),
+    "solution": contextual_message("export", "Worked solution"),
+    "source": contextual_message("export", "Source"),
+    "correct": contextual_message("export", "Correct."),
+    "incorrect": contextual_message("export", "Not quite: see the worked solution."),
 }
 
 
 class ExportError(ValueError):
-    """An export that cannot be made (an unknown card, a bad number of variants ...)."""
+    """An export that cannot be made (an unknown card, a bad number of variants ...).
+
+    ``text`` is the reason in every language; ``str()`` is the English one."""
+
+    def __init__(self, reason: Text) -> None:
+        super().__init__(reason.en)
+        self.text = reason
 
 
 @dataclass(frozen=True)
@@ -117,9 +125,15 @@ class ExportPlan:
 
 def check_variants(variants: int) -> int:
     if isinstance(variants, bool) or not isinstance(variants, int):
-        raise ExportError("the number of variants must be a whole number")
+        raise ExportError(Message("the number of variants must be a whole number"))
     if not 1 <= variants <= MAX_VARIANTS:
-        raise ExportError(f"the number of variants must be 1 to {MAX_VARIANTS}, got {variants}")
+        raise ExportError(
+            Message(
+                "the number of variants must be 1 to %(limit)s, got %(variants)s",
+                limit=MAX_VARIANTS,
+                variants=variants,
+            )
+        )
     return variants
 
 

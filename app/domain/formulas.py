@@ -150,7 +150,7 @@ class FormulaError(ValueError):
     def __init__(
         self, reason: str | Text, *, text: str | None = None, column: int | None = None
     ) -> None:
-        self.message = reason if isinstance(reason, Text) else Text(reason, reason)
+        self.message = reason if isinstance(reason, Text) else Text.verbatim(reason)
         self.reason = self.message.en
         self.column = column
         self.shown = text if text is not None and len(text) <= 80 else None
@@ -735,9 +735,8 @@ class _Builder:
                 column,
             )
         degree = {name: power * abs(r) for name, power in base.degree.items()}
-        negative = "a negative number ({}) to a fractional power is not real"
         return self.combine(
-            lambda x, run, col: _power(x, r, run, col, negative),
+            lambda x, run, col: _power(x, r, run, col),
             [base],
             column,
             sympy.Pow(base.expr, exponent.expr, evaluate=False),
@@ -766,7 +765,9 @@ class _Builder:
             raise self.fail(Message("starred arguments are not allowed"), column)
         constructor, low, high = FUNCTIONS[name]
         if not low <= len(node.args) <= high:
-            expected = str(low) if low == high else f"{low} to {high}"
+            expected: str | Text = (
+                str(low) if low == high else Message("%(low)s to %(high)s", low=low, high=high)
+            )
             raise self.fail(
                 Message(
                     "%(name)s() takes %(expected)s arguments, got %(count)s",
@@ -886,7 +887,7 @@ def _describe(node: ast.AST) -> Text:
     if isinstance(node, ast.BinOp | ast.UnaryOp):
         return Message("operator %(name)s", name=type(node.op).__name__)
     described = _DESCRIPTIONS.get(type(node))
-    return described if described is not None else Text(type(node).__name__, type(node).__name__)
+    return described if described is not None else Text.verbatim(type(node).__name__)
 
 
 def _not_allowed(node: ast.AST) -> Text:
@@ -1016,7 +1017,7 @@ class _Failure(Exception):
     """A formula error found while evaluating a node; the caller adds the formula's text."""
 
     def __init__(self, reason: str | Text, column: int | None) -> None:
-        self.message = reason if isinstance(reason, Text) else Text(reason, reason)
+        self.message = reason if isinstance(reason, Text) else Text.verbatim(reason)
         self.reason = self.message.en
         super().__init__(self.reason)
         self.column = column
@@ -1049,14 +1050,15 @@ Value: TypeAlias = Fraction | _Interval
 _Eval: TypeAlias = Callable[[Mapping[str, Fraction], _Run], Value]
 
 
-def _show(value: Fraction | int) -> str:
+def _show(value: Fraction | int) -> str | Text:
     """A short form of a possibly huge number, for messages."""
     value = Fraction(value)
     if max(value.numerator.bit_length(), value.denominator.bit_length()) <= 64:
         return str(value)
     if Fraction(1, 10**300) < abs(value) < 10**300:
-        return f"about {float(value):.4g}"
-    return f"about 2**{value.numerator.bit_length() - value.denominator.bit_length()}"
+        return Message("about %(value)s", value=f"{float(value):.4g}")
+    bits = value.numerator.bit_length() - value.denominator.bit_length()
+    return Message("about %(value)s", value=f"2**{bits}")
 
 
 def _count(value: Fraction | int) -> str:
@@ -1091,7 +1093,7 @@ def _exact(value: Fraction, column: int | None) -> Fraction:
     return value
 
 
-def _undecided(run: _Run, reason: str, column: int | None) -> None:
+def _undecided(run: _Run, reason: Text, column: int | None) -> None:
     if run.last:
         raise _Failure(reason, column)
     raise _MorePrecision
@@ -1113,7 +1115,7 @@ def _magnitude(bound: Any) -> int | None:
     return int(bound[2]) + int(bound[3])
 
 
-def _sign(x: _Interval, run: _Run, reason: str, column: int | None) -> int:
+def _sign(x: _Interval, run: _Run, reason: Text, column: int | None) -> int:
     """1 or -1 for an interval that excludes zero, 0 for [0, 0]; undecided otherwise."""
     if mpf_sign(x.lo) > 0:
         return 1
@@ -1133,8 +1135,15 @@ def _bounded(x: _Interval, run: _Run, column: int | None) -> _Interval:
     excludes_zero = mpf_sign(x.lo) > 0 or mpf_sign(x.hi) < 0
     nearest = min(sizes) - 1  # 2**nearest <= |value| when the interval excludes zero
     if excludes_zero and nearest >= MAX_BITS:
-        raise _Failure(f"value too large: at least 2**{nearest} (limit 2**{MAX_BITS})", column)
-    _undecided(run, f"value may be too large (above 2**{MAX_BITS})", column)
+        raise _Failure(
+            Message(
+                "value too large: at least 2**%(bits)s (limit 2**%(limit)s)",
+                bits=nearest,
+                limit=MAX_BITS,
+            ),
+            column,
+        )
+    _undecided(run, Message("value may be too large (above 2**%(limit)s)", limit=MAX_BITS), column)
     return x
 
 
@@ -1198,7 +1207,7 @@ def _divide(a: Value, b: Value, run: _Run, column: int | None, zero: Text) -> Va
     if type(a) is Fraction and a == 0:
         return Fraction(0)
     x, y, prec = _interval(a, run.prec), _interval(b, run.prec), run.prec
-    if _sign(y, run, "division by a value that cannot be told apart from zero", column) == 0:
+    if _sign(y, run, _NEAR_ZERO_DIVISOR, column) == 0:
         raise _Failure(zero, column)
     pairs = ((x.lo, y.lo), (x.lo, y.hi), (x.hi, y.lo), (x.hi, y.hi))
     lo = _lowest([mpf_div(s, t, prec, round_floor) for s, t in pairs])
@@ -1207,6 +1216,7 @@ def _divide(a: Value, b: Value, run: _Run, column: int | None, zero: Text) -> Va
 
 
 _ZERO_DIVISION = Message("division by zero: the value is undefined")
+_NEAR_ZERO_DIVISOR = Message("division by a value that cannot be told apart from zero")
 # Integer powers of an interval up to this exponent are multiplied out; larger ones (whose base
 # must then lie within 2**(MAX_BITS / n) of 1) go through exp(n log x), which costs the same for
 # any n, where repeated squaring at n = 10**400 would take a quarter of a second.
@@ -1227,8 +1237,11 @@ def _integer_power(v: Fraction, n: int, column: int | None) -> Fraction:
     smallest = abs(n) * (bits - 1) + 1  # the result has at least this many bits
     if smallest > MAX_BITS:
         raise _Failure(
-            f"power too large: its exact value needs about {_count(smallest)} bits "
-            f"(limit {MAX_BITS})",
+            Message(
+                "power too large: its exact value needs about %(bits)s bits (limit %(limit)s)",
+                bits=_count(smallest),
+                limit=MAX_BITS,
+            ),
             column,
         )
     return _exact(v**n, column)
@@ -1255,21 +1268,42 @@ def _power_range(
     """Check the bounds ``low``..``high`` of log2 |result| of a power (None: unbounded) against
     2**-MAX_BITS .. 2**MAX_BITS; a margin of one bit covers the estimate's rounding."""
     if low is not None and low > MAX_BITS + 1:
-        raise _Failure(f"power too large: about 2**{_count(low)} (limit 2**{MAX_BITS})", column)
+        raise _Failure(
+            Message(
+                "power too large: about 2**%(bits)s (limit 2**%(limit)s)",
+                bits=_count(low),
+                limit=MAX_BITS,
+            ),
+            column,
+        )
     if high is not None and high < -(MAX_BITS + 1):
-        raise _Failure(f"power too small: about 2**-{_count(-high)} (limit 2**-{MAX_BITS})", column)
+        raise _Failure(
+            Message(
+                "power too small: about 2**-%(bits)s (limit 2**-%(limit)s)",
+                bits=_count(-high),
+                limit=MAX_BITS,
+            ),
+            column,
+        )
     if high is None or high > MAX_BITS + 1:
-        _undecided(run, f"power may be too large (above 2**{MAX_BITS})", column)
+        _undecided(run, _POWER_MAY_BE_TOO_LARGE, column)
 
 
-def _power(v: Value, r: Fraction, run: _Run, column: int | None, negative: str) -> Value:
-    """``v ** r`` for a rational exponent ``r``; ``negative`` is the reason given for a negative
-    base of a fractional power (not a real number), with ``{}`` for the base."""
+_POWER_MAY_BE_TOO_LARGE = Message("power may be too large (above 2**%(limit)s)", limit=MAX_BITS)
+
+
+def _negative_base(base: str | Text) -> Text:
+    """The reason given for a negative base of a fractional power (not a real number)."""
+    return Message("a negative number (%(base)s) to a fractional power is not real", base=base)
+
+
+def _power(v: Value, r: Fraction, run: _Run, column: int | None) -> Value:
+    """``v ** r`` for a rational exponent ``r``."""
     if type(v) is Fraction:
         if r.denominator == 1:
             return _integer_power(v, r.numerator, column)
         if v < 0:
-            raise _Failure(negative.format(_show(v)), column)
+            raise _Failure(_negative_base(_show(v)), column)
         if v == 0:
             if r < 0:
                 raise _Failure(_NEGATIVE_POWER_OF_ZERO, column)
@@ -1284,15 +1318,17 @@ def _power(v: Value, r: Fraction, run: _Run, column: int | None, negative: str) 
     x, prec = _interval(v, run.prec), run.prec
     excludes_zero = mpf_sign(x.lo) > 0 or mpf_sign(x.hi) < 0
     if r.denominator != 1 and mpf_sign(x.hi) < 0:
-        raise _Failure(negative.format("a negative number"), column)
+        raise _Failure(_negative_base(Message("a negative number")), column)
     if not excludes_zero:
         if x.lo == fzero and x.hi == fzero:
-            return _power(Fraction(0), r, run, column, negative)
+            return _power(Fraction(0), r, run, column)
         if r < 0:
-            _undecided(run, "division by a value that cannot be told apart from zero", column)
+            _undecided(run, _NEAR_ZERO_DIVISOR, column)
         if r.denominator != 1:
             _undecided(
-                run, "cannot decide whether the base of a fractional power is negative", column
+                run,
+                Message("cannot decide whether the base of a fractional power is negative"),
+                column,
             )
     if r.denominator == 1 and abs(r) <= _SMALL_POWER:
         logs = [_log2(bound) for bound in (x.lo, x.hi) if bound != fzero]
@@ -1305,19 +1341,19 @@ def _power(v: Value, r: Fraction, run: _Run, column: int | None, negative: str) 
         lo, hi = mpi_pow_int((x.lo, x.hi), r.numerator, prec)
         return _bounded(_Interval(lo, hi), run, column)
     if mpf_sign(x.hi) < 0:  # a large integer power of a negative number
-        magnitude = _power(_negate(x), r, run, column, negative)
+        magnitude = _power(_negate(x), r, run, column)
         return _negate(magnitude) if r.numerator % 2 else magnitude
     if not excludes_zero:
-        _undecided(run, "cannot decide the sign of the base of a large power", column)
+        _undecided(run, Message("cannot decide the sign of the base of a large power"), column)
     logs_e = _widened(mpf_log(x.lo, prec, round_floor), mpf_log(x.hi, prec, round_ceiling), prec)
     exponent = _multiply(logs_e, r, run, column)  # the natural log of the result
     assert isinstance(exponent, _Interval)
     if mpf_lt(_LN_LIMIT, exponent.lo):
-        raise _Failure(f"power too large (above 2**{MAX_BITS})", column)
+        raise _Failure(Message("power too large (above 2**%(limit)s)", limit=MAX_BITS), column)
     if mpf_lt(exponent.hi, mpf_neg(_LN_LIMIT)):
-        raise _Failure(f"power too small (below 2**-{MAX_BITS})", column)
+        raise _Failure(Message("power too small (below 2**-%(limit)s)", limit=MAX_BITS), column)
     if mpf_lt(_LN_LIMIT, exponent.hi):
-        _undecided(run, f"power may be too large (above 2**{MAX_BITS})", column)
+        _undecided(run, _POWER_MAY_BE_TOO_LARGE, column)
     return _widened(
         mpf_exp(exponent.lo, prec, round_floor), mpf_exp(exponent.hi, prec, round_ceiling), prec
     )
@@ -1330,31 +1366,56 @@ _LN_LIMIT = from_rational(int((MAX_BITS + 2) * 0.6932) + 1, 1, 53, round_ceiling
 def _square_root(v: Value, run: _Run, column: int | None) -> Value:
     if type(v) is Fraction:
         if v < 0:
-            raise _Failure(f"the square root of a negative number ({_show(v)}) is not real", column)
+            raise _Failure(
+                Message(
+                    "the square root of a negative number (%(value)s) is not real", value=_show(v)
+                ),
+                column,
+            )
         p, q = math.isqrt(v.numerator), math.isqrt(v.denominator)
         if p * p == v.numerator and q * q == v.denominator:
             return Fraction(p, q)
     x, prec = _interval(v, run.prec), run.prec
     if mpf_sign(x.hi) < 0:
-        raise _Failure("the square root of a negative number is not real", column)
+        raise _Failure(Message("the square root of a negative number is not real"), column)
     if mpf_sign(x.lo) < 0:
-        _undecided(run, "cannot decide whether the argument of sqrt is negative", column)
+        _undecided(run, Message("cannot decide whether the argument of sqrt is negative"), column)
     return _Interval(mpf_sqrt(x.lo, prec, round_floor), mpf_sqrt(x.hi, prec, round_ceiling))
 
 
-def _natural_log(v: Value, run: _Run, column: int | None, what: str) -> Value:
+def _natural_log(v: Value, run: _Run, column: int | None, *, base: bool = False) -> Value:
+    """The natural log of ``v``: log's argument, or with ``base`` the base log divides by."""
     if type(v) is Fraction:
         if v <= 0:
+            shown = _show(v)
             raise _Failure(
-                f"{what} of {_show(v)} is undefined (it needs a positive number)", column
+                Message(
+                    "log base of %(value)s is undefined (it needs a positive number)", value=shown
+                )
+                if base
+                else Message(
+                    "log of %(value)s is undefined (it needs a positive number)", value=shown
+                ),
+                column,
             )
         if v == 1:
             return Fraction(0)
     x, prec = _interval(v, run.prec), run.prec
     if mpf_sign(x.hi) <= 0:
-        raise _Failure(f"{what} of a non-positive number is undefined", column)
+        raise _Failure(
+            Message("log base of a non-positive number is undefined")
+            if base
+            else Message("log of a non-positive number is undefined"),
+            column,
+        )
     if mpf_sign(x.lo) <= 0:
-        _undecided(run, f"cannot decide whether the argument of {what} is positive", column)
+        _undecided(
+            run,
+            Message("cannot decide whether the argument of log base is positive")
+            if base
+            else Message("cannot decide whether the argument of log is positive"),
+            column,
+        )
     return _widened(mpf_log(x.lo, prec, round_floor), mpf_log(x.hi, prec, round_ceiling), prec)
 
 
@@ -1378,7 +1439,7 @@ def _exact_log(x: Fraction, base: Fraction) -> Fraction | None:
 def _logarithm(
     v: Value, base: Value | None, run: _Run, columns: tuple[int | None, int | None]
 ) -> Value:
-    natural = _natural_log(v, run, columns[0], "log")
+    natural = _natural_log(v, run, columns[0])
     if base is None:
         return natural
     if type(base) is Fraction:
@@ -1395,7 +1456,7 @@ def _logarithm(
             exact = _exact_log(v, base)
             if exact is not None:
                 return exact
-    below = _natural_log(base, run, columns[1], "log base")
+    below = _natural_log(base, run, columns[1], base=True)
     return _divide(natural, below, run, columns[1], _LOG_BASE_ONE)
 
 
@@ -1407,7 +1468,11 @@ def _rounded(v: Value, run: _Run, column: int | None, up: bool) -> Fraction:
     low, high = to_int(v.lo, direction), to_int(v.hi, direction)
     if low != high:
         name = "ceil" if up else "floor"
-        _undecided(run, f"{name}() cannot decide: the value lies too close to an integer", column)
+        _undecided(
+            run,
+            Message("%(name)s() cannot decide: the value lies too close to an integer", name=name),
+            column,
+        )
     return Fraction(low)
 
 
@@ -1440,14 +1505,20 @@ def _power_of_two(v: Value, run: _Run, column: int | None) -> Fraction:
     if type(v) is Fraction:
         if v <= 0:
             raise _Failure(
-                f"pow2ceil of {_show(v)} is undefined (it needs a positive number)", column
+                Message(
+                    "pow2ceil of %(value)s is undefined (it needs a positive number)",
+                    value=_show(v),
+                ),
+                column,
             )
     else:
         assert isinstance(v, _Interval)
         if mpf_sign(v.hi) <= 0:
-            raise _Failure("pow2ceil of a non-positive number is undefined", column)
+            raise _Failure(Message("pow2ceil of a non-positive number is undefined"), column)
         if mpf_sign(v.lo) <= 0:
-            _undecided(run, "cannot decide whether the argument of pow2ceil is positive", column)
+            _undecided(
+                run, Message("cannot decide whether the argument of pow2ceil is positive"), column
+            )
     whole = int(_rounded(v, run, column, up=True))
     return _exact(Fraction(1 << (whole - 1).bit_length()), column)
 
@@ -1499,9 +1570,9 @@ def _finish(v: Value, run: _Run, column: int | None) -> Fraction:
     if max(magnitudes) < -MAX_BITS:
         if contains_zero:
             return Fraction(0)
-        raise _Failure(f"value too small: below 2**-{MAX_BITS}", column)
+        raise _Failure(Message("value too small: below 2**-%(limit)s", limit=MAX_BITS), column)
     if max(magnitudes) > MAX_BITS + 1:  # kept out by _bounded; checked again before converting
-        raise _Failure(f"value too large (above 2**{MAX_BITS})", column)
+        raise _Failure(Message("value too large (above 2**%(limit)s)", limit=MAX_BITS), column)
     lo, hi = _bound_value(v.lo, upward=False), _bound_value(v.hi, upward=True)
     low, high = _round_significant(lo, RESULT_DIGITS), _round_significant(hi, RESULT_DIGITS)
     if low == high:
@@ -1513,7 +1584,11 @@ def _finish(v: Value, run: _Run, column: int | None) -> Fraction:
                 return _exact(_round_significant(middle, RESULT_DIGITS), column)
         elif (hi - lo) * 2**1000 < 1:
             return Fraction(0)  # zero to within 2**-1000: an irrational zero such as sqrt(2)**2 - 2
-    _undecided(run, f"the value cannot be computed to {RESULT_DIGITS} digits", column)
+    _undecided(
+        run,
+        Message("the value cannot be computed to %(digits)s digits", digits=RESULT_DIGITS),
+        column,
+    )
     return Fraction(0)  # not reached
 
 
@@ -1577,13 +1652,15 @@ class _Program:
             raise FormulaError(exc.message, text=text, column=exc.column) from None
         except (ArithmeticError, ValueError, TypeError, RecursionError, MemoryError) as exc:
             # Not expected (the hostile corpus checks that it never happens); still one line.
-            raise FormulaError(f"cannot evaluate ({exc.__class__.__name__})", text=text) from None
+            raise FormulaError(
+                Message("cannot evaluate (%(error)s)", error=exc.__class__.__name__), text=text
+            ) from None
         raise AssertionError("the last precision decides or fails")  # pragma: no cover
 
 
 def _parameter_value(name: str, value: object, column: int | None) -> Fraction:
     if isinstance(value, bool):
-        raise _Failure(f"the value of {name} is not a number", column)
+        raise _Failure(Message("the value of %(name)s is not a number", name=name), column)
     if isinstance(value, Fraction):
         exact = value
     elif isinstance(value, int):
@@ -1591,7 +1668,7 @@ def _parameter_value(name: str, value: object, column: int | None) -> Fraction:
     elif getattr(value, "is_Rational", False) is True:
         exact = Fraction(int(value.p), int(value.q))  # type: ignore[attr-defined]
     else:
-        raise _Failure(f"the value of {name} is not an exact number", column)
+        raise _Failure(Message("the value of %(name)s is not an exact number", name=name), column)
     try:
         return _exact(exact, column)
     except _Failure as exc:

@@ -64,7 +64,7 @@ def _stored_text(attempt: Attempt, choice_id: str) -> Text:
             text = choice["text"]
             en = str(text.get("en") or choice_id)
             return Text(en, str(text.get("zh") or en))
-    return Text(choice_id, choice_id)
+    return Text.verbatim(choice_id)
 
 
 def list_attempts(
@@ -132,7 +132,7 @@ def mistake_book(
     for (card_id, slug, _key), attempts in groups.items():
         latest = attempts[0]
         view = AttemptView(latest, find_variant(catalog, stored_question(latest)))
-        title = view.pitfall_title() or Text(latest.pitfall_id or "", latest.pitfall_id or "")
+        title = view.pitfall_title() or Text.verbatim(latest.pitfall_id or "")
         book.append(
             MistakeGroup(
                 card_id=card_id,

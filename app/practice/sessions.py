@@ -93,7 +93,10 @@ def start_session(
     now = now or now_utc()
     if mode not in MODES:
         raise InvalidInput(
-            f"unknown mode {mode!r} (known: {', '.join(MODES)})", code="invalid_mode"
+            Message(
+                "unknown mode %(mode)s (known: %(known)s)", mode=repr(mode), known=", ".join(MODES)
+            ),
+            code="invalid_mode",
         )
     card = get_card(catalog, card_id)
     size = DEFAULT_SIZE[mode] if size is None else size
@@ -310,7 +313,7 @@ def summarise(*, catalog: Catalog, state: SessionState, now: datetime) -> Summar
         pitfall = (
             next((p for p in template.pitfalls if p.id == pitfall_id), None) if template else None
         )
-        title = pitfall.title if pitfall else Text(pitfall_id, pitfall_id)
+        title = pitfall.title if pitfall else Text.verbatim(pitfall_id)
         fallen.append(PitfallFallen(template_id, pitfall_id, title, times))
     card = catalog.latest(state.row.card_id)
     order = [p.slug for p in card.points] if card else []
