@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from fractions import Fraction
 
-from conftest import CARD_ID
+from conftest import CARD_ID, CARDS_DIR
 from test_web import csrf, form_fields, practise, shown_variant, wrong_of
 
 API = "/api/v1"
@@ -16,8 +16,25 @@ POINT = "optimizer-memory"
 RECENT = 10
 PSI_VALUES = {Fraction(int(v)) for v in (1.3e9, 7e9, 7.5e9, 13e9, 70e9, 175e9)}
 # Seeds of the point's permalink questions (the seed picks the template, then its numbers).
-STATEMENT_SEED = 50  # p1-name-the-terms: a statement with one key sentence
-BF16_175B_SEED = 15  # p1-pure-bf16-adamw for a 175B model: 8 bytes x 175e9 = 1400 GB
+
+
+def _first_seed(template_id: str, psi: str | None = None) -> int:
+    """The first permalink seed of the point that asks ``template_id`` (about a model of
+    ``psi`` parameters): seeds map to templates and numbers by the card's current version."""
+    from app.domain.catalog import load_cards
+    from app.domain.generation import generate_for_point
+
+    card = load_cards(CARDS_DIR)[CARD_ID]
+    for seed in range(10_000):
+        variant = generate_for_point(card, POINT, seed)
+        if variant.id.template_id == template_id and psi in (None, variant.params.get("psi")):
+            return seed
+    raise AssertionError(f"no seed asks {template_id} {psi or ''}")
+
+
+STATEMENT_SEED = _first_seed("p1-name-the-terms")  # a statement with one key sentence
+# p1-pure-bf16-adamw for a 175B model: 8 bytes x 175e9 = 1400 GB
+BF16_175B_SEED = _first_seed("p1-pure-bf16-adamw", "175000000000")
 
 
 def key(variant) -> str:
