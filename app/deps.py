@@ -11,26 +11,31 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.security.utils import get_authorization_scheme_param
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from app.auth.cookies import STATE_KEY, BrowserSession, CsrfSigner
+from app.auth.cookies import READ_METHODS, STATE_KEY, BrowserSession, CsrfSigner
 from app.auth.ratelimit import LoginLimiter
 from app.auth.service import (
     LearnerRef,
+    as_utc,
     cached_learner_for_token,
     learner_for_token,
     learner_for_web_session,
 )
+from app.auth.visitors import KnownVisitor, remember_visitor, remembered_visitor
 from app.config import Settings
 from app.domain.catalog import Catalog
 from app.domain.languages import Lang, choose_lang, from_accept_language
 from app.domain.messages import Message
+from app.models import ReviewItem
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.problems import Forbidden, Unauthorized
@@ -42,6 +47,20 @@ from app.web.templating import LANG_COOKIE
 def get_session(request: Request) -> Iterator[Session]:
     with request.app.state.sessionmaker() as session:
         yield session
+
+
+Result = TypeVar("Result")
+
+
+async def in_db(request: Request, work: Callable[[Session], Result]) -> Result:
+    """``work`` with a database session of its own, in the threadpool: one hop for an async
+    route's blocking part (a ``SessionDep`` takes two more, to open and to close the session)."""
+
+    def run() -> Result:
+        with request.app.state.sessionmaker() as db:
+            return work(db)
+
+    return await run_in_threadpool(run)
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -306,30 +325,58 @@ class Visitor:
         return self.learner is not None and self.learner.has_account
 
 
-def get_visitor(request: Request, session: SessionDep) -> Visitor:
+def _look_up_visitor(request: Request, secret: str, now: datetime) -> KnownVisitor | None:
+    """The browser session's learner, due count and next due review, read from the database."""
+    with request.app.state.sessionmaker() as db:
+        found = learner_for_web_session(session=db, secret=secret)
+        if found is None:
+            return None
+        learner = found[0]
+        due_count = due_counts(session=db, learner_id=learner.id, now=now)[0]
+        next_due = db.scalar(
+            select(func.min(ReviewItem.due_at)).where(
+                ReviewItem.learner_id == learner.id, ReviewItem.due_at > now
+            )
+        )
+        db.commit()
+    return KnownVisitor(learner, due_count, None if next_due is None else as_utc(next_due))
+
+
+async def get_visitor(request: Request) -> Visitor:
+    """The browser session's visitor. A page GET takes it from this process's memory when it
+    was read less than a few seconds ago (app.auth.visitors); otherwise the database is read in
+    the threadpool, and every other request reads it there."""
     browser: BrowserSession = getattr(request.state, STATE_KEY)
-    learner = None
+    known = None
     if not browser.is_new:
-        found = learner_for_web_session(session=session, secret=browser.secret)
-        learner = found[0] if found else None
+        reads = request.method in READ_METHODS
+        now = request.app.state.context.clock()
+        known = remembered_visitor(browser.secret, now) if reads else None
+        if known is None:
+            known = await run_in_threadpool(_look_up_visitor, request, browser.secret, now)
+            if known is not None and reads:
+                remember_visitor(browser.secret, known)
     lang = choose_lang(
         request.query_params.get("lang"),
         request.cookies.get(LANG_COOKIE),
         request.headers.get("accept-language"),
     )
     request.state.page_lang = lang
-    request.state.visitor_learner = learner
-    if learner is not None:
-        request.state.due_count = due_counts(
-            session=session, learner_id=learner.id, now=request.app.state.context.clock()
-        )[0]
-    return Visitor(browser=browser, learner=learner, lang=lang, csrf=request.app.state.csrf)
+    request.state.visitor_learner = known.learner if known else None
+    if known is not None:
+        request.state.due_count = known.due_count
+    return Visitor(
+        browser=browser,
+        learner=known.learner if known else None,
+        lang=lang,
+        csrf=request.app.state.csrf,
+    )
 
 
 VisitorDep = Annotated[Visitor, Depends(get_visitor)]
 
 
-def get_instructor_visitor(visitor: VisitorDep) -> Visitor:
+async def get_instructor_visitor(visitor: VisitorDep) -> Visitor:
     """A signed-in instructor (or admin) on a dashboard page; 403 for everyone else."""
     if visitor.learner is None or visitor.learner.role not in ("instructor", "admin"):
         raise Forbidden(

@@ -28,6 +28,7 @@ from app.auth.passwords import (
     verify_password,
 )
 from app.auth.ratelimit import LoginLimiter
+from app.auth.visitors import forget_visitor, forget_visitors
 from app.db import write_transaction
 from app.domain.messages import Message, plural_message
 from app.domain.texts import Text
@@ -300,9 +301,11 @@ _token_cache_lock = threading.Lock()
 
 
 def forget_cached_tokens() -> None:
-    """Drop every remembered bearer token (after a revocation or a role change)."""
+    """Drop every remembered bearer token and web visitor (after a revocation, a log-out or a
+    role change)."""
     with _token_cache_lock:
         _token_cache.clear()
+    forget_visitors()
 
 
 def cached_learner_for_token(token: str) -> LearnerRef | None:
@@ -479,6 +482,7 @@ def set_session_lang(*, session: Session, secret: str, lang: str) -> None:
 def end_web_session(*, session: Session, secret: str) -> None:
     with write_transaction(session):
         session.execute(delete(WebSession).where(WebSession.token_hash == hash_secret(secret)))
+    forget_visitor(secret)
 
 
 def end_all_sessions(*, session: Session, learner_id: str) -> None:
@@ -560,6 +564,7 @@ def merge_learner(*, session: Session, source_id: str, target_id: str) -> None:
         session.flush()
         session.execute(delete(WebSession).where(WebSession.learner_id == source_id))
         session.delete(source)
+    forget_visitors()  # the guest's other browsers, after the commit
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
