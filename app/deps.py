@@ -17,7 +17,6 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.security.utils import get_authorization_scheme_param
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -25,21 +24,18 @@ from app.auth.cookies import READ_METHODS, STATE_KEY, BrowserSession, CsrfSigner
 from app.auth.ratelimit import LoginLimiter
 from app.auth.service import (
     LearnerRef,
-    as_utc,
     cached_learner_for_token,
     learner_for_token,
-    learner_for_web_session,
+    visitor_for_web_session,
 )
 from app.auth.visitors import KnownVisitor, remember_visitor, remembered_visitor
 from app.config import Settings
 from app.domain.catalog import Catalog
 from app.domain.languages import Lang, choose_lang, from_accept_language
 from app.domain.messages import Message
-from app.models import ReviewItem
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.problems import Forbidden, Unauthorized
-from app.review.service import due_counts
 from app.routing import Values
 from app.web.templating import LANG_COOKIE
 
@@ -326,20 +322,8 @@ class Visitor:
 
 
 def _look_up_visitor(request: Request, secret: str, now: datetime) -> KnownVisitor | None:
-    """The browser session's learner, due count and next due review, read from the database."""
     with request.app.state.sessionmaker() as db:
-        found = learner_for_web_session(session=db, secret=secret)
-        if found is None:
-            return None
-        learner = found[0]
-        due_count = due_counts(session=db, learner_id=learner.id, now=now)[0]
-        next_due = db.scalar(
-            select(func.min(ReviewItem.due_at)).where(
-                ReviewItem.learner_id == learner.id, ReviewItem.due_at > now
-            )
-        )
-        db.commit()
-    return KnownVisitor(learner, due_count, None if next_due is None else as_utc(next_due))
+        return visitor_for_web_session(session=db, secret=secret, now=now)
 
 
 async def get_visitor(request: Request) -> Visitor:

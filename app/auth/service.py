@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -28,7 +28,7 @@ from app.auth.passwords import (
     verify_password,
 )
 from app.auth.ratelimit import LoginLimiter
-from app.auth.visitors import forget_visitor, forget_visitors
+from app.auth.visitors import KnownVisitor, forget_visitor, forget_visitors
 from app.db import write_transaction
 from app.domain.messages import Message, plural_message
 from app.domain.texts import Text
@@ -396,28 +396,39 @@ def revoke_token(*, session: Session, learner_id: str, token_id: int) -> None:
 # --- web sessions -----------------------------------------------------------------------------
 
 
-def learner_for_web_session(
-    *, session: Session, secret: str
-) -> tuple[LearnerRef, str | None] | None:
-    """The learner of a web session cookie and the session's language, or None."""
-    now = now_utc()
+def visitor_for_web_session(*, session: Session, secret: str, now: datetime) -> KnownVisitor | None:
+    """The learner of a web session cookie, how many of its reviews are due at ``now`` (as
+    app.review.service.due_counts counts them) and when the next one falls due, in one read;
+    None for an unknown or expired session."""
+    of_learner = ReviewItem.learner_id == Learner.id
+    due_now = select(func.count()).where(of_learner, ReviewItem.due_at <= now)
+    next_due = select(func.min(ReviewItem.due_at)).where(of_learner, ReviewItem.due_at > now)
     row = session.execute(
-        select(Learner, WebSession.id, WebSession.last_seen_at, WebSession.lang)
+        select(
+            Learner,
+            WebSession.id,
+            WebSession.last_seen_at,
+            due_now.scalar_subquery(),
+            next_due.scalar_subquery(),
+        )
         .join(WebSession, WebSession.learner_id == Learner.id)
-        .where(WebSession.token_hash == hash_secret(secret), WebSession.expires_at > now)
+        .where(WebSession.token_hash == hash_secret(secret), WebSession.expires_at > now_utc())
     ).first()
     session.commit()
     if row is None:
         return None
-    learner, session_id, last_seen, lang = row
-    if now - as_utc(last_seen) > SESSION_TOUCH_EVERY:
+    learner, session_id, last_seen, due_count, next_due_at = row
+    touched = now_utc()
+    if touched - as_utc(last_seen) > SESSION_TOUCH_EVERY:
         with write_transaction(session):
             session.execute(
                 update(WebSession)
                 .where(WebSession.id == session_id)
-                .values(last_seen_at=now, expires_at=now + SESSION_LIFETIME)
+                .values(last_seen_at=touched, expires_at=touched + SESSION_LIFETIME)
             )
-    return _ref(learner), lang
+    return KnownVisitor(
+        _ref(learner), int(due_count), None if next_due_at is None else as_utc(next_due_at)
+    )
 
 
 def start_web_session(
