@@ -15,8 +15,9 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import BindParameter, Select, bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -396,14 +397,14 @@ def revoke_token(*, session: Session, learner_id: str, token_id: int) -> None:
 # --- web sessions -----------------------------------------------------------------------------
 
 
-def visitor_for_web_session(*, session: Session, secret: str, now: datetime) -> KnownVisitor | None:
-    """The learner of a web session cookie, how many of its reviews are due at ``now`` (as
-    app.review.service.due_counts counts them) and when the next one falls due, in one read;
-    None for an unknown or expired session."""
+def _visitor_statement() -> Select[Any]:
+    """What visitor_for_web_session reads, built once: a web session's learner, its reviews due
+    at ``now`` and the next due time (correlated subqueries)."""
+    now: BindParameter[datetime] = bindparam("now")
     of_learner = ReviewItem.learner_id == Learner.id
     due_now = select(func.count()).where(of_learner, ReviewItem.due_at <= now)
     next_due = select(func.min(ReviewItem.due_at)).where(of_learner, ReviewItem.due_at > now)
-    row = session.execute(
+    return (
         select(
             Learner,
             WebSession.id,
@@ -412,8 +413,22 @@ def visitor_for_web_session(*, session: Session, secret: str, now: datetime) -> 
             next_due.scalar_subquery(),
         )
         .join(WebSession, WebSession.learner_id == Learner.id)
-        .where(WebSession.token_hash == hash_secret(secret), WebSession.expires_at > now_utc())
-    ).first()
+        .where(
+            WebSession.token_hash == bindparam("token_hash"),
+            WebSession.expires_at > bindparam("alive_at"),
+        )
+    )
+
+
+_VISITOR = _visitor_statement()
+
+
+def visitor_for_web_session(*, session: Session, secret: str, now: datetime) -> KnownVisitor | None:
+    """The learner of a web session cookie, how many of its reviews are due at ``now`` (as
+    app.review.service.due_counts counts them) and when the next one falls due, in one read;
+    None for an unknown or expired session."""
+    values = {"now": now, "token_hash": hash_secret(secret), "alive_at": now_utc()}
+    row = session.execute(_VISITOR, values).first()
     session.commit()
     if row is None:
         return None
