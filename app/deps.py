@@ -11,6 +11,7 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Query, Request, Security
@@ -19,14 +20,15 @@ from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from app.auth.cookies import STATE_KEY, BrowserSession, CsrfSigner
+from app.auth.cookies import READ_METHODS, STATE_KEY, BrowserSession, CsrfSigner
 from app.auth.ratelimit import LoginLimiter
 from app.auth.service import (
     LearnerRef,
     cached_learner_for_token,
     learner_for_token,
-    learner_for_web_session,
+    visitor_for_web_session,
 )
+from app.auth.visitors import KnownVisitor, remember_visitor, remembered_visitor
 from app.config import Settings
 from app.domain.catalog import Catalog
 from app.domain.languages import Lang, choose_lang, from_accept_language
@@ -34,7 +36,6 @@ from app.domain.messages import Message
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.problems import Forbidden, Unauthorized
-from app.review.service import due_counts
 from app.routing import Values
 from app.web.templating import LANG_COOKIE
 
@@ -42,6 +43,20 @@ from app.web.templating import LANG_COOKIE
 def get_session(request: Request) -> Iterator[Session]:
     with request.app.state.sessionmaker() as session:
         yield session
+
+
+Result = TypeVar("Result")
+
+
+async def in_db(request: Request, work: Callable[[Session], Result]) -> Result:
+    """``work`` with a database session of its own, in the threadpool: one hop for an async
+    route's blocking part (a ``SessionDep`` takes two more, to open and to close the session)."""
+
+    def run() -> Result:
+        with request.app.state.sessionmaker() as db:
+            return work(db)
+
+    return await run_in_threadpool(run)
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -307,30 +322,46 @@ class Visitor:
         return self.learner is not None and self.learner.has_account
 
 
-def get_visitor(request: Request, session: SessionDep) -> Visitor:
+def _look_up_visitor(request: Request, secret: str, now: datetime) -> KnownVisitor | None:
+    with request.app.state.sessionmaker() as db:
+        return visitor_for_web_session(session=db, secret=secret, now=now)
+
+
+async def get_visitor(request: Request) -> Visitor:
+    """The browser session's visitor. A page GET takes it from this process's memory when it
+    was read less than a few seconds ago (app.auth.visitors); otherwise the database is read in
+    the threadpool, and every other request reads it there."""
     browser: BrowserSession = getattr(request.state, STATE_KEY)
-    learner = None
+    known = None
     if not browser.is_new:
-        found = learner_for_web_session(session=session, secret=browser.secret)
-        learner = found[0] if found else None
+        reads = request.method in READ_METHODS
+        now = request.app.state.context.clock()
+        known = remembered_visitor(browser.secret, now) if reads else None
+        if known is None:
+            known = await run_in_threadpool(_look_up_visitor, request, browser.secret, now)
+            if known is not None and reads:
+                remember_visitor(browser.secret, known)
     lang = choose_lang(
         request.query_params.get("lang"),
         request.cookies.get(LANG_COOKIE),
         request.headers.get("accept-language"),
     )
     request.state.page_lang = lang
-    request.state.visitor_learner = learner
-    if learner is not None:
-        request.state.due_count = due_counts(
-            session=session, learner_id=learner.id, now=request.app.state.context.clock()
-        )[0]
-    return Visitor(browser=browser, learner=learner, lang=lang, csrf=request.app.state.csrf)
+    request.state.visitor_learner = known.learner if known else None
+    if known is not None:
+        request.state.due_count = known.due_count
+    return Visitor(
+        browser=browser,
+        learner=known.learner if known else None,
+        lang=lang,
+        csrf=request.app.state.csrf,
+    )
 
 
 VisitorDep = Annotated[Visitor, Depends(get_visitor)]
 
 
-def get_instructor_visitor(visitor: VisitorDep) -> Visitor:
+async def get_instructor_visitor(visitor: VisitorDep) -> Visitor:
     """A signed-in instructor (or admin) on a dashboard page; 403 for everyone else."""
     if visitor.learner is None or visitor.learner.role not in ("instructor", "admin"):
         raise Forbidden(

@@ -10,9 +10,10 @@ import re
 import pytest
 from conftest import CARD_ID, make_settings
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from app.auth.cookies import COOKIE_NAME
+from app.auth.service import end_web_session
 from app.main import create_app
 from app.models import Attempt, PracticeSession
 from app.practice.sessions import question_id_at
@@ -244,6 +245,58 @@ def test_a_question_page_is_a_form_and_changes_nothing(client, app):
     assert page.text.count('type="radio"') == len(shown_variant(app, page).choices)
     assert "seed" not in page.text.lower().replace("?seed=", "")  # no internal ids shown
     assert attempts(app) == 0
+
+
+def per_render(page: str) -> str:
+    """A page without what each rendering makes afresh (the form's ids, time and token)."""
+    return re.sub(r'name="(client_answer_id|shown_at|token)" value="[^"]*"', r"\1", page)
+
+
+def test_a_learners_question_page_reads_nothing_from_the_database_the_second_time(client, app):
+    """The visitor of a page view is remembered for a few seconds (app.auth.visitors): the
+    same page read afresh and from memory is the same, down to the header's review badge."""
+    page = practise(client, seed=5)
+    data = {**form_fields(page.text), "choice_id": wrong_of(app, page).id}
+    # Now a learner, with a review coming up; not following the redirect to the feedback page.
+    assert client.post("/answers", data=data, follow_redirects=False).status_code == 303
+    statements: list[str] = []
+
+    @event.listens_for(app.state.engine, "before_cursor_execute")
+    def record(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+        statements.append(statement)
+
+    try:
+        read = practise(client, seed=7)
+        assert any("web_sessions" in s for s in statements)  # after a POST: read afresh
+        statements.clear()
+        for seed in (7, 8, 9):
+            remembered = practise(client, seed=seed)
+            if seed == 7:
+                assert per_render(remembered.text) == per_render(read.text)
+        assert not [s for s in statements if "web_sessions" in s or "review_items" in s]
+    finally:
+        event.remove(app.state.engine, "before_cursor_execute", record)
+
+
+def test_a_remembered_visitor_is_read_afresh_once_a_review_falls_due(client, app, clock):
+    page = practise(client, seed=80)
+    submit(client, page, wrong_of(app, page).id)
+    assert "badge" not in practise(client, seed=3).text
+    assert "badge" not in practise(client, seed=3).text  # remembered
+    clock.advance(minutes=3)
+    assert re.search(r'class="badge"[^>]*>1<', practise(client, seed=3).text)
+
+
+def test_ending_a_session_forgets_its_remembered_visitor(client, app, clock):
+    page = practise(client, seed=80)
+    submit(client, page, wrong_of(app, page).id)
+    clock.advance(minutes=3)
+    badge = r'class="badge"[^>]*>1<'
+    assert re.search(badge, practise(client, seed=3).text)
+    assert re.search(badge, practise(client, seed=3).text)  # remembered
+    with app.state.sessionmaker() as db:
+        end_web_session(session=db, secret=client.cookies.get(COOKIE_NAME))
+    assert "badge" not in practise(client, seed=3).text
 
 
 def test_answering_redirects_to_feedback_with_every_choice_and_its_pitfall(client, app):

@@ -18,9 +18,13 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.auth.identity import new_secret
+from app.auth.visitors import forget_visitor
 from app.auth.web_sessions import SESSION_LIFETIME
 
 COOKIE_NAME = "infracards_session"
+# Requests that change nothing: pages may show their browser's remembered visitor
+# (app.auth.visitors); any other request forgets it.
+READ_METHODS = frozenset({"GET", "HEAD"})
 STATE_KEY = "browser_session"
 _MAX_SECRET = 100
 
@@ -87,9 +91,13 @@ class BrowserSessionMiddleware:
         else:
             browser = BrowserSession(secret=new_secret(), is_new=True)
         scope.setdefault("state", {})[STATE_KEY] = browser
+        writes = scope["method"] not in READ_METHODS
 
         async def send_with_cookie(message: Message) -> None:
             if message["type"] == "http.response.start":
+                if writes and not browser.is_new:
+                    # What it changed is committed: its next page reads its session afresh.
+                    forget_visitor(browser.secret)
                 headers = MutableHeaders(scope=message)
                 if browser.cleared:
                     headers.append("set-cookie", self._cookie("", max_age=0))

@@ -8,6 +8,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from app.auth.identity import GUEST, as_utc
+from app.auth.visitors import forget_visitors
 from app.db import write_transaction
 from app.models import Attempt, Learner, PracticeSession, ReviewItem, ReviewLog, WebSession
 
@@ -67,3 +68,4 @@ def merge_learner(*, session: Session, source_id: str, target_id: str) -> None:
         session.flush()
         session.execute(delete(WebSession).where(WebSession.learner_id == source_id))
         session.delete(source)
+    forget_visitors()  # the guest's other browsers, after the commit

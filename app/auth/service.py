@@ -49,9 +49,9 @@ from app.auth.web_sessions import (
     end_all_sessions,
     end_web_session,
     ensure_guest,
-    learner_for_web_session,
     set_session_lang,
     start_web_session,
+    visitor_for_web_session,
 )
 
 __all__ = [
@@ -78,7 +78,7 @@ __all__ = [
     "hash_secret",
     "issue_token",
     "learner_for_token",
-    "learner_for_web_session",
+    "visitor_for_web_session",
     "list_tokens",
     "merge_learner",
     "new_id",

@@ -23,6 +23,7 @@ from app.auth.identity import (
     new_secret,
     now_utc,
 )
+from app.auth.visitors import forget_visitors
 from app.db import write_transaction
 from app.domain.messages import Message
 from app.models import Learner, LearnerToken
@@ -83,9 +84,11 @@ _token_cache_lock = threading.Lock()
 
 
 def forget_cached_tokens() -> None:
-    """Drop every remembered bearer token (after a revocation or a role change)."""
+    """Drop every remembered bearer token and web visitor (after a revocation, a log-out or a
+    role change)."""
     with _token_cache_lock:
         _token_cache.clear()
+    forget_visitors()
 
 
 def cached_learner_for_token(token: str) -> LearnerRef | None:

@@ -5,9 +5,10 @@ A guest's learner row is written with its first answer, so merely visiting pages
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import BindParameter, Select, bindparam, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from app.auth.identity import (
@@ -21,35 +22,61 @@ from app.auth.identity import (
     now_utc,
 )
 from app.auth.tokens import forget_cached_tokens, revoke_all_tokens
+from app.auth.visitors import KnownVisitor, forget_visitor
 from app.db import write_transaction
-from app.models import Learner, WebSession
+from app.models import Learner, ReviewItem, WebSession
 
 SESSION_LIFETIME = timedelta(days=400)  # the longest browsers keep a cookie
 SESSION_TOUCH_EVERY = timedelta(hours=1)
 
 
-def learner_for_web_session(
-    *, session: Session, secret: str
-) -> tuple[LearnerRef, str | None] | None:
-    """The learner of a web session cookie and the session's language, or None."""
-    now = now_utc()
-    row = session.execute(
-        select(Learner, WebSession.id, WebSession.last_seen_at, WebSession.lang)
+def _visitor_statement() -> Select[Any]:
+    """What visitor_for_web_session reads, built once: a web session's learner, its reviews due
+    at ``now`` and the next due time (correlated subqueries)."""
+    now: BindParameter[datetime] = bindparam("now")
+    of_learner = ReviewItem.learner_id == Learner.id
+    due_now = select(func.count()).where(of_learner, ReviewItem.due_at <= now)
+    next_due = select(func.min(ReviewItem.due_at)).where(of_learner, ReviewItem.due_at > now)
+    return (
+        select(
+            Learner,
+            WebSession.id,
+            WebSession.last_seen_at,
+            due_now.scalar_subquery(),
+            next_due.scalar_subquery(),
+        )
         .join(WebSession, WebSession.learner_id == Learner.id)
-        .where(WebSession.token_hash == hash_secret(secret), WebSession.expires_at > now)
-    ).first()
+        .where(
+            WebSession.token_hash == bindparam("token_hash"),
+            WebSession.expires_at > bindparam("alive_at"),
+        )
+    )
+
+
+_VISITOR = _visitor_statement()
+
+
+def visitor_for_web_session(*, session: Session, secret: str, now: datetime) -> KnownVisitor | None:
+    """The learner of a web session cookie, how many of its reviews are due at ``now`` (as
+    app.review.service.due_counts counts them) and when the next one falls due, in one read;
+    None for an unknown or expired session."""
+    values = {"now": now, "token_hash": hash_secret(secret), "alive_at": now_utc()}
+    row = session.execute(_VISITOR, values).first()
     session.commit()
     if row is None:
         return None
-    learner, session_id, last_seen, lang = row
-    if now - as_utc(last_seen) > SESSION_TOUCH_EVERY:
+    learner, session_id, last_seen, due_count, next_due_at = row
+    touched = now_utc()
+    if touched - as_utc(last_seen) > SESSION_TOUCH_EVERY:
         with write_transaction(session):
             session.execute(
                 update(WebSession)
                 .where(WebSession.id == session_id)
-                .values(last_seen_at=now, expires_at=now + SESSION_LIFETIME)
+                .values(last_seen_at=touched, expires_at=touched + SESSION_LIFETIME)
             )
-    return learner_ref(learner), lang
+    return KnownVisitor(
+        learner_ref(learner), int(due_count), None if next_due_at is None else as_utc(next_due_at)
+    )
 
 
 def start_web_session(
@@ -114,6 +141,7 @@ def set_session_lang(*, session: Session, secret: str, lang: str) -> None:
 def end_web_session(*, session: Session, secret: str) -> None:
     with write_transaction(session):
         session.execute(delete(WebSession).where(WebSession.token_hash == hash_secret(secret)))
+    forget_visitor(secret)
 
 
 def end_all_sessions(*, session: Session, learner_id: str) -> None:

@@ -8,13 +8,15 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import datetime
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, Request
+from sqlalchemy.orm import Session
 from starlette.responses import RedirectResponse, Response
 
 from app.auth.service import as_utc
-from app.deps import ContextDep, SessionDep, VisitorDep
+from app.deps import ContextDep, SessionDep, Visitor, VisitorDep, in_db
 from app.domain.cards import Card
 from app.domain.generation import grade
 from app.domain.identity import MAX_SEED
@@ -22,7 +24,7 @@ from app.domain.languages import other_lang
 from app.domain.messages import Message
 from app.domain.practice import MAX_SIZE, MODES
 from app.models import Attempt
-from app.practice.answers import answer_question, answer_writer, resolve_token
+from app.practice.answers import Context, answer_question, answer_writer, resolve_token
 from app.practice.questions import Question, get_card, new_question, regenerate
 from app.practice.sessions import (
     SessionState,
@@ -56,7 +58,7 @@ def _see_other(url: str) -> RedirectResponse:
 
 
 @router.get("/cards/{card_id}/practice")
-def practise_card(
+async def practise_card(
     request: Request,
     card_id: str,
     ctx: ContextDep,
@@ -72,7 +74,7 @@ def practise_card(
 
 
 @router.get("/cards/{card_id}/points/{point}/practice")
-def practise_point(
+async def practise_point(
     request: Request,
     card_id: str,
     point: str,
@@ -191,9 +193,8 @@ def _state(session: SessionDep, visitor: VisitorDep, session_id: str) -> Session
 
 
 @router.post("/answers")
-def submit_answer(
+async def submit_answer(
     request: Request,
-    session: SessionDep,
     ctx: ContextDep,
     visitor: VisitorDep,
     csrf_token: Annotated[str | None, Form()] = None,
@@ -209,6 +210,25 @@ def submit_answer(
             Message("The form has no question: load a new one."),
             code="invalid_token",
         )
+    if not client_answer_id or not set(client_answer_id) <= _CLIENT_ANSWER_ID_CHARS:
+        client_answer_id = uuid.uuid4().hex
+    answer = partial(
+        _answer_form, request, ctx, visitor, token, choice_id, client_answer_id, shown_at
+    )
+    return await in_db(request, answer)
+
+
+def _answer_form(
+    request: Request,
+    ctx: Context,
+    visitor: Visitor,
+    token: str,
+    choice_id: str | None,
+    client_answer_id: str,
+    shown_at: int | None,
+    session: Session,
+) -> Response:
+    """The answer form's blocking part, in the threadpool with its own database session."""
     learner = web_learner(session, visitor)
     if not choice_id:
         question, position = resolve_token(session=session, ctx=ctx, learner=learner, token=token)
@@ -226,8 +246,6 @@ def submit_answer(
             else None
         )
         return _question_page(request, ctx, visitor, item, state, error=PICK_ONE, status_code=422)
-    if not client_answer_id or not set(client_answer_id) <= _CLIENT_ANSWER_ID_CHARS:
-        client_answer_id = uuid.uuid4().hex
     duration_ms = int(time.time() * 1000) - shown_at if shown_at else None
     outcome = answer_question(
         db=session,

@@ -58,19 +58,32 @@ def make_templates() -> Jinja2Templates:
 
 # --- gettext in the templates, per language ---------------------------------------------------
 
+MAX_CONSTANT_MESSAGES = 4096  # translated messages without parameters kept per language
+
 
 def _newstyle(lookup: Callable[..., str], plural: bool = False) -> Callable[..., str]:
     """A template's gettext call as Jinja's newstyle gettext makes it: translated, marked safe
     when autoescaping (the catalogs are ours), then the named parameters put in (escaped)."""
 
+    # A message without parameters in an autoescaped template is the same every time: kept.
+    constant: dict[tuple[Any, ...], str] = {}
+
     @pass_context
     def call(context: Context, *args: Any, **variables: Any) -> str:
-        text = context.call(lookup, *args)
-        if context.eval_ctx.autoescape:
+        escaping = context.eval_ctx.autoescape
+        if escaping and not variables and not plural:
+            known = constant.get(args)
+            if known is not None:
+                return known
+        text = lookup(*args)
+        if escaping:
             text = Markup(text)
         if plural:
             variables.setdefault("num", args[-1])
-        return text % variables  # type: ignore[no-any-return]
+        result: str = text % variables
+        if escaping and not variables and not plural and len(constant) < MAX_CONSTANT_MESSAGES:
+            constant[args] = result
+        return result
 
     return call
 
@@ -88,6 +101,7 @@ def gettext_callables(lang: str) -> dict[str, Callable[..., str]]:
     }
 
 
+@lru_cache(maxsize=16)
 def html_lang(lang: str) -> str:
     """The ``lang`` attribute of a page in ``lang``: Chinese pages are Simplified (zh-Hans)."""
     locale = Locale.parse(lang)
@@ -96,6 +110,7 @@ def html_lang(lang: str) -> str:
     return lang
 
 
+@lru_cache(maxsize=16)
 def language_name(lang: str) -> str:
     """A language's name in itself (``中文``, ``English``), for the language switch."""
     return str(Locale.parse(lang).get_display_name(lang) or lang)
