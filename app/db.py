@@ -44,7 +44,7 @@ NAMING_CONVENTION = {
 SQLITE_BUSY_TIMEOUT_MS = 5000
 SQLITE_BEGIN_OPTION = "sqlite_begin"
 # Session.info key: attempts a session inserted and has not committed yet (the metrics count them).
-ANSWERS_PENDING = "answers_pending"
+ATTEMPTS_PENDING = "attempts_pending"
 
 
 class Base(DeclarativeBase):
@@ -355,18 +355,18 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
 
 
 @contextmanager
-def write_transaction(session: Session) -> Iterator[Session]:
+def write_transaction(db: Session) -> Iterator[Session]:
     """Run the block in one write transaction (``BEGIN IMMEDIATE`` on SQLite); commit or roll back.
 
     A read transaction still open on ``session`` is ended first, so the write never upgrades a
     stale snapshot.
     """
-    if session.in_transaction():
-        session.commit()
-    session.connection(execution_options={SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+    if db.in_transaction():
+        db.commit()
+    db.connection(execution_options={SQLITE_BEGIN_OPTION: "IMMEDIATE"})
     try:
-        yield session
-        session.commit()
+        yield db
+        db.commit()
     except BaseException:
-        session.rollback()
+        db.rollback()
         raise

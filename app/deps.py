@@ -40,9 +40,9 @@ from app.routing import Values
 from app.web.templating import LANG_COOKIE
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    with request.app.state.sessionmaker() as session:
-        yield session
+def get_db(request: Request) -> Iterator[Session]:
+    with request.app.state.sessionmaker() as db:
+        yield db
 
 
 Result = TypeVar("Result")
@@ -50,7 +50,7 @@ Result = TypeVar("Result")
 
 async def in_db(request: Request, work: Callable[[Session], Result]) -> Result:
     """``work`` with a database session of its own, in the threadpool: one hop for an async
-    route's blocking part (a ``SessionDep`` takes two more, to open and to close the session)."""
+    route's blocking part (a ``DbDep`` takes two more, to open and to close the session)."""
 
     def run() -> Result:
         with request.app.state.sessionmaker() as db:
@@ -112,7 +112,7 @@ def get_limiter(request: Request) -> LoginLimiter:
     return limiter
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+DbDep = Annotated[Session, Depends(get_db)]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 ContextDep = Annotated[Context, Depends(get_context)]
@@ -148,8 +148,8 @@ async def api_lang(request: Request, lang: LangQuery = None) -> Lang:
 
 
 def _lookup_token(request: Request, token: str) -> LearnerRef | None:
-    with request.app.state.sessionmaker() as session:
-        return learner_for_token(session=session, token=token)
+    with request.app.state.sessionmaker() as db:
+        return learner_for_token(db=db, token=token)
 
 
 # Lookups of a token in flight, per event loop: concurrent requests with the same token that
@@ -324,7 +324,7 @@ class Visitor:
 
 def _look_up_visitor(request: Request, secret: str, now: datetime) -> KnownVisitor | None:
     with request.app.state.sessionmaker() as db:
-        return visitor_for_web_session(session=db, secret=secret, now=now)
+        return visitor_for_web_session(db=db, secret=secret, now=now)
 
 
 async def get_visitor(request: Request) -> Visitor:

@@ -37,7 +37,7 @@ from app.practice.questions import QuestionSigner
 from app.routing import include_flat
 from app.web.routes import PAGE_ROUTERS
 from app.web.security import docs_csp, security_headers
-from app.web.templating import make_templates
+from app.web.templating import make_pages
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def create_app(
     )
     app.state.csrf = CsrfSigner(secret_key)
     app.state.login_limiter = LoginLimiter(settings.rate_limit_storage)
-    app.state.templates = make_templates()
+    app.state.pages = make_pages()
 
     app.add_middleware(BrowserSessionMiddleware, secure=settings.secure_cookies)
     body_limit = install_guards(app, settings)  # start-up gate, body limits, trusted hosts

@@ -200,10 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
             from fastapi.testclient import TestClient
-        with app.state.sessionmaker() as session:
-            register(
-                session=session, email="prof@example.com", password=PASSWORD, role="instructor"
-            )
+        with app.state.sessionmaker() as db:
+            register(db=db, email="prof@example.com", password=PASSWORD, role="instructor")
         with TestClient(app) as client:
             login = client.get("/login")
             token = re.search(r'name="csrf_token" value="([^"]+)"', login.text).group(1)  # type: ignore[union-attr]
@@ -229,13 +227,13 @@ def main(argv: list[str] | None = None) -> int:
             assert planted["everyone_right"] in body and "Negative discrimination" in body
 
         def query() -> None:
-            with app.state.sessionmaker() as session:
-                rows = list(attempt_rows(session=session, card_id=CARD_ID))
+            with app.state.sessionmaker() as db:
+                rows = list(attempt_rows(db=db, card_id=CARD_ID))
             holder["rows"] = rows
 
         def use_case() -> None:
-            with app.state.sessionmaker() as session:
-                card_analytics(session=session, card=card, current_versions_only=True)
+            with app.state.sessionmaker() as db:
+                card_analytics(db=db, card=card, current_versions_only=True)
 
         holder: dict = {}
         use_case_t = timed(use_case, args.repeat)

@@ -103,8 +103,8 @@ def client(app: FastAPI) -> Iterator[TestClient]:
 @pytest.fixture
 def db(app: FastAPI) -> Iterator[Session]:
     """A session on the app's database, for looking at what the requests stored."""
-    with app.state.sessionmaker() as session:
-        yield session
+    with app.state.sessionmaker() as db:
+        yield db
 
 
 # --- PostgreSQL -------------------------------------------------------------------------------

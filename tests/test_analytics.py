@@ -161,8 +161,8 @@ def seed(db, card, *, learners=10, rounds=5):
 
 def web_login(client, app, email, role, *, create=True):
     if create:
-        with app.state.sessionmaker() as session:
-            register(session=session, email=email, password=PASSWORD, role=role)
+        with app.state.sessionmaker() as db:
+            register(db=db, email=email, password=PASSWORD, role=role)
     page = client.get("/login")
     token = html.unescape(re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1))
     response = client.post(
@@ -172,8 +172,8 @@ def web_login(client, app, email, role, *, create=True):
 
 
 def bearer(client, app, email, role):
-    with app.state.sessionmaker() as session:
-        register(session=session, email=email, password=PASSWORD, role=role)
+    with app.state.sessionmaker() as db:
+        register(db=db, email=email, password=PASSWORD, role=role)
     response = client.post(
         f"{API}/auth/token", json={"email": email, "password": PASSWORD, "device_name": "t"}
     )

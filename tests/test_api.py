@@ -519,14 +519,14 @@ def test_an_answer_body_is_its_models_json_byte_for_byte(cards, card):
     each pitfall), both languages, first answers and replays."""
     from app.api import present
     from app.domain.generation import grade
-    from app.practice.storing import AnswerOutcome, StoredAnswer
+    from app.practice.storing import AnswerOutcome, StoredAttempt
 
     compared = 0
     for template in card.templates():
         for seed in (3, 2**31 - 2):
             variant = generate(card, template, seed)
             for choice in variant.choices:
-                stored = StoredAnswer(
+                stored = StoredAttempt(
                     41, "c-1", "l" * 32, CARD_ID, template.id, template.version, seed, choice.id,
                     None,
                 )  # fmt: skip

@@ -23,8 +23,8 @@ PASSWORD = "instructor password"
 
 
 def instructor_headers(client, app, email="prof@example.com"):
-    with app.state.sessionmaker() as session:
-        register(session=session, email=email, password=PASSWORD, role="instructor")
+    with app.state.sessionmaker() as db:
+        register(db=db, email=email, password=PASSWORD, role="instructor")
     token = client.post(
         f"{API}/auth/token", json={"email": email, "password": PASSWORD, "device_name": "laptop"}
     ).json()["access_token"]

@@ -25,8 +25,8 @@ def csrf(text: str) -> str:
 
 
 def log_in(client, app, email="prof@example.com", role="instructor"):
-    with app.state.sessionmaker() as session:
-        register(session=session, email=email, password=PASSWORD, role=role)
+    with app.state.sessionmaker() as db:
+        register(db=db, email=email, password=PASSWORD, role=role)
     page = client.get("/login")
     client.post(
         "/login", data={"csrf_token": csrf(page.text), "email": email, "password": PASSWORD}
@@ -108,15 +108,15 @@ def test_saving_a_broken_template_shows_each_problem_at_its_field_then_it_publis
     )
     assert created.status_code == 200 and "kv-cache" in created.text
 
-    with app.state.sessionmaker() as session:
+    with app.state.sessionmaker() as db:
         me = LearnerRef(
-            session.scalars(select(Learner.id).where(Learner.email == "prof@example.com")).one(),
+            db.scalars(select(Learner.id).where(Learner.email == "prof@example.com")).one(),
             "account",
             "instructor",
             "prof@example.com",
         )
         service.save_draft(
-            session=session,
+            db=db,
             actor=me,
             card_id="kv-cache",
             document={**CARD, "points": [{**CARD["points"][0], "templates": []}]},

@@ -215,8 +215,8 @@ def test_restore_refuses_a_non_empty_database_without_force(
     assert run("backup", str(backup), database_url=db_url).returncode == 0
     # The target now holds a learner that the backup does not have.
     engine = make_engine(db_url)
-    with make_sessionmaker(engine)() as session:
-        create_app_learner(session=session)
+    with make_sessionmaker(engine)() as db:
+        create_app_learner(db=db)
     engine.dispose()
     refused = one_line_error(run("restore", str(backup), database_url=db_url))
     assert "--force" in refused and "not empty" in refused

@@ -302,9 +302,9 @@ def test_bad_format_and_variant_counts_are_refused(card):
 
 
 def instructor_auth(app, client) -> dict[str, str]:
-    with app.state.sessionmaker() as session:
-        register(session=session, email="teach@example.com", password=PASSWORD, role="instructor")
-        session.commit()
+    with app.state.sessionmaker() as db:
+        register(db=db, email="teach@example.com", password=PASSWORD, role="instructor")
+        db.commit()
     response = client.post(
         f"{API}/auth/token",
         json={"email": "teach@example.com", "password": PASSWORD, "device_name": "laptop"},

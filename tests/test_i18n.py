@@ -116,10 +116,10 @@ def test_the_app_does_not_start_without_compiled_catalogs(tmp_path, monkeypatch)
             messages.check_catalogs(LANGS)
         with pytest.raises(CatalogMissing):
             Message("Cards").get("zh")  # never silently English
-        from app.web.templating import make_templates
+        from app.web.templating import make_pages
 
         with pytest.raises(CatalogMissing):
-            make_templates()
+            make_pages()
     finally:
         monkeypatch.undo()
         messages.translations.cache_clear()
@@ -384,14 +384,14 @@ def test_the_chinese_dashboard_shows_validation_messages_in_chinese(client, app)
         },
     ]
     document = {**CARD_FIXTURE, "points": [{**CARD_FIXTURE["points"][0], "templates": broken}]}
-    with app.state.sessionmaker() as session:
-        me = session.scalars(select(Learner).where(Learner.email == "prof@example.com")).one()
+    with app.state.sessionmaker() as db:
+        me = db.scalars(select(Learner).where(Learner.email == "prof@example.com")).one()
         actor = LearnerRef(me.id, "account", "instructor", me.email)
-        service.create_draft(session=session, actor=actor, document={**document, "points": []})
+        service.create_draft(db=db, actor=actor, document={**document, "points": []})
         # A document of the wrong shape first: its shape problems are all that is listed.
         shape = {**template, "id": "kv-empty-stem", "stem": {"en": "How large?", "zh": ""}}
         service.save_draft(
-            session=session,
+            db=db,
             actor=actor,
             card_id="kv-cache",
             document={**document, "points": [{**document["points"][0], "templates": [shape]}]},
@@ -400,8 +400,8 @@ def test_the_chinese_dashboard_shows_validation_messages_in_chinese(client, app)
         client.get("/instructor/cards/kv-cache", params={"lang": "zh"}).text
     )
     assert shape_problems and all("stem.zh：不能为空" in text for text in shape_problems)
-    with app.state.sessionmaker() as session:
-        service.save_draft(session=session, actor=actor, card_id="kv-cache", document=document)
+    with app.state.sessionmaker() as db:
+        service.save_draft(db=db, actor=actor, card_id="kv-cache", document=document)
 
     english = problem_texts(client.get("/instructor/cards/kv-cache", params={"lang": "en"}).text)
     assert english and all(_ENGLISH_WORDS.search(text) for text in english), english

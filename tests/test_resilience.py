@@ -330,8 +330,8 @@ def test_postgres_that_stops_answering_in_the_middle_of_an_answer_batch(
                 time.sleep(0.3)
             replay = client.post(f"{API}/answers", json=body, headers=auth).json()
             assert replay.pop("replayed") is True and again.json() == {**replay, "replayed": False}
-            with client.app.state.sessionmaker() as session:
-                stored = session.scalar(
+            with client.app.state.sessionmaker() as db:
+                stored = db.scalar(
                     select(func.count())
                     .select_from(Attempt)
                     .where(Attempt.client_answer_id == body["client_answer_id"])

@@ -201,8 +201,8 @@ def test_two_falls_in_one_group_commit_batch_bring_the_pitfall_forward(
     from app.auth.service import learner_for_token
 
     _, templates, found = _two_questions_offering_a_shared_pitfall(client, app, card)
-    with app.state.sessionmaker() as session:
-        learner = learner_for_token(session=session, token=auth["Authorization"][7:])
+    with app.state.sessionmaker() as db:
+        learner = learner_for_token(db=db, token=auth["Authorization"][7:])
     pending = _pending_for(app, learner, found, clock())
     _store_batch(app, pending)
     assert all(p.outcome is not None and p.error is None for p in pending)

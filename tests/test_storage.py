@@ -30,8 +30,8 @@ def token_for(card, point: str, seed: int) -> str:
 
 def new_learner(sessions) -> LearnerRef:
     """An app learner, as the bearer lookup gives it (answers need a stored learner now)."""
-    with sessions() as session:
-        learner, _token = create_app_learner(session=session)
+    with sessions() as db:
+        learner, _token = create_app_learner(db=db)
     return learner
 
 
@@ -59,9 +59,9 @@ def writer_for(sessions):
 
 def submit(sessions, cards, learner, token, choice_id, key):
     ctx = Context(catalog=Catalog(cards.values()), signer=SIGNER, seed_secret=b"s" * 32)
-    with sessions() as session:
+    with sessions() as db:
         outcome = answer_question(
-            db=session,
+            db=db,
             writer=writer_for(sessions),
             ctx=ctx,
             learner=learner,
@@ -73,8 +73,8 @@ def submit(sessions, cards, learner, token, choice_id, key):
 
 
 def count_attempts(sessions) -> int:
-    with sessions() as session:
-        return session.scalar(select(func.count()).select_from(Attempt))
+    with sessions() as db:
+        return db.scalar(select(func.count()).select_from(Attempt))
 
 
 def test_sqlite_connections_use_wal_busy_timeout_and_synchronous_normal(engine):
@@ -92,10 +92,10 @@ def test_write_transactions_begin_immediate_and_reads_begin_deferred(engine, ses
     def record(conn, cursor, statement, *args):
         statements.append(statement)
 
-    with sessions() as session:
-        session.execute(text("SELECT 1"))
-        with write_transaction(session):
-            session.add(Learner(id=uuid.uuid4().hex, kind=APP))
+    with sessions() as db:
+        db.execute(text("SELECT 1"))
+        with write_transaction(db):
+            db.add(Learner(id=uuid.uuid4().hex, kind=APP))
     begins = [s for s in statements if s.startswith("BEGIN")]
     assert begins == ["BEGIN DEFERRED", "BEGIN IMMEDIATE"]
 
@@ -107,9 +107,9 @@ def test_an_attempt_row_records_everything_needed_to_reproduce_it(sessions, card
     key = str(uuid.uuid4())
     submit(sessions, cards, learner, token_for(card, POINT, 2024), wrong.id, key)
 
-    with sessions() as session:
-        row = session.scalars(select(Attempt)).one()
-        item = session.scalars(select(ReviewItem)).one()
+    with sessions() as db:
+        row = db.scalars(select(Attempt)).one()
+        item = db.scalars(select(ReviewItem)).one()
     assert row.learner_id == learner.id
     assert (row.card_id, row.card_version, row.point) == (CARD_ID, card.version, POINT)
     assert (row.template_id, row.template_version, row.seed) == (
@@ -192,8 +192,8 @@ def run_concurrent_duplicates(sessions, cards, card, threads: int = 8) -> None:
     assert errors == []
     assert len(results) == threads and len(set(results)) == 1
     assert count_attempts(sessions) == 1
-    with sessions() as session:  # and one review rating
-        assert session.scalar(select(func.count()).select_from(ReviewItem)) == 1
+    with sessions() as db:  # and one review rating
+        assert db.scalar(select(func.count()).select_from(ReviewItem)) == 1
 
 
 def test_the_same_client_answer_id_with_another_choice_replays_the_first(sessions, cards, card):
@@ -206,14 +206,14 @@ def test_the_same_client_answer_id_with_another_choice_replays_the_first(session
 
 
 def test_learner_tokens_are_stored_hashed_and_resolve_to_their_learner(sessions):
-    with sessions() as session:
-        learner, token = create_app_learner(session=session)
-    with sessions() as session:
-        stored = session.scalars(select(LearnerToken)).one()
+    with sessions() as db:
+        learner, token = create_app_learner(db=db)
+    with sessions() as db:
+        stored = db.scalars(select(LearnerToken)).one()
         assert stored.token_hash == hash_secret(token) and token not in stored.token_hash
-        found = learner_for_token(session=session, token=token)
+        found = learner_for_token(db=db, token=token)
         assert found is not None and (found.id, found.kind) == (learner.id, learner.kind)
-        assert learner_for_token(session=session, token=token + "x") is None
+        assert learner_for_token(db=db, token=token + "x") is None
 
 
 @pytest.mark.postgres
@@ -249,8 +249,8 @@ def test_the_api_flow_runs_on_postgres(pg_url, tmp_path, cards, card):
         )
         assert login.status_code == 200
         assert client.get("/api/v1/me/review/due", headers=auth).status_code == 200
-        with app.state.sessionmaker() as session:
-            assert session.scalar(select(func.count()).select_from(Attempt)) == 1
+        with app.state.sessionmaker() as db:
+            assert db.scalar(select(func.count()).select_from(Attempt)) == 1
 
 
 def test_writers_of_several_processes_take_turns_on_one_sqlite_file(tmp_path):
@@ -306,21 +306,21 @@ def _stored_as_given(sessions, cards, card) -> None:
     answered_at = datetime(2026, 3, 4, 5, 6, 1, 5, tzinfo=UTC)
 
     def orm_attempt(key: str) -> int:
-        with sessions() as session, write_transaction(session):
+        with sessions() as db, write_transaction(db):
             row = Attempt(
                 learner_id=learner.id, card_id=CARD_ID, card_version=1, point=POINT,
                 template_id="t", template_version=1, seed=1, params={}, choices=[],
                 choice_id="a", correct_choice_id="a", correct=True, client_answer_id=key,
             )  # fmt: skip
-            session.add(row)
-            session.flush()
+            db.add(row)
+            db.flush()
             return row.id
 
     before = orm_attempt("orm-before")
     ctx = Context(catalog=Catalog(cards.values()), signer=SIGNER, seed_secret=b"s" * 32)
-    with sessions() as session:
+    with sessions() as db:
         outcome = answer_question(
-            db=session, writer=writer_for(sessions), ctx=ctx, learner=learner,
+            db=db, writer=writer_for(sessions), ctx=ctx, learner=learner,
             token=token_for(card, POINT, 77),
             choice_id=wrong.id, client_answer_id="driver", duration_ms=4321,
             answered_at=answered_at, now=stored_at,
@@ -331,10 +331,10 @@ def _stored_as_given(sessions, cards, card) -> None:
     def utc(value: datetime) -> datetime:
         return value if value.tzinfo else value.replace(tzinfo=UTC)
 
-    with sessions() as session:
-        row = session.scalars(select(Attempt).where(Attempt.client_answer_id == "driver")).one()
-        item = session.scalars(select(ReviewItem)).one()
-        log = session.scalars(select(ReviewLog)).one()
+    with sessions() as db:
+        row = db.scalars(select(Attempt).where(Attempt.client_answer_id == "driver")).one()
+        item = db.scalars(select(ReviewItem)).one()
+        log = db.scalars(select(ReviewLog)).one()
     assert row.id == outcome.attempt.id
     assert utc(row.created_at) == stored_at and utc(row.answered_at) == answered_at
     assert row.params == variant.params and row.duration_ms == 4321

@@ -27,7 +27,7 @@ def new_learner(client) -> dict[str, str]:
 
 
 def learner_id(db, headers) -> str:
-    ref = learner_for_token(session=db, token=headers["Authorization"].removeprefix("Bearer "))
+    ref = learner_for_token(db=db, token=headers["Authorization"].removeprefix("Bearer "))
     assert ref is not None
     return ref.id
 
@@ -158,7 +158,7 @@ def test_a_tampered_learner_in_a_token_is_refused_as_invalid(client, app):
 def test_a_practice_session_token_is_its_learners_only(client, app, db):
     alice, bob = new_learner(client), new_learner(client)
     row = start_session(
-        session=db,
+        db=db,
         catalog=app.state.context.catalog,
         learner_id=learner_id(db, alice),
         card_id=CARD_ID,

@@ -97,8 +97,8 @@ def register_instructor(pg_url: str, email: str) -> None:
 
     engine = make_engine(pg_url)
     try:
-        with make_sessionmaker(engine)() as session:
-            register(session=session, email=email, password=PASSWORD, role="instructor")
+        with make_sessionmaker(engine)() as db:
+            register(db=db, email=email, password=PASSWORD, role="instructor")
     finally:
         engine.dispose()
 

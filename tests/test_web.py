@@ -57,8 +57,8 @@ def submit(client, page, choice_id, **changes):
 
 
 def attempts(app) -> int:
-    with app.state.sessionmaker() as session:
-        return session.scalar(select(func.count()).select_from(Attempt))
+    with app.state.sessionmaker() as db:
+        return db.scalar(select(func.count()).select_from(Attempt))
 
 
 def shown_variant(app, page):
@@ -66,8 +66,8 @@ def shown_variant(app, page):
     content = app.state.context.signer.verify(form_fields(page.text)["token"])
     if content.question is not None:
         return app.state.catalog.variant(content.question)
-    with app.state.sessionmaker() as session:
-        row = session.get(PracticeSession, content.position.session_id)
+    with app.state.sessionmaker() as db:
+        row = db.get(PracticeSession, content.position.session_id)
     identity = question_id_at(row, content.position.position, app.state.context.seed_secret)
     return app.state.catalog.variant(identity)
 
@@ -295,7 +295,7 @@ def test_ending_a_session_forgets_its_remembered_visitor(client, app, clock):
     assert re.search(badge, practise(client, seed=3).text)
     assert re.search(badge, practise(client, seed=3).text)  # remembered
     with app.state.sessionmaker() as db:
-        end_web_session(session=db, secret=client.cookies.get(COOKIE_NAME))
+        end_web_session(db=db, secret=client.cookies.get(COOKIE_NAME))
     assert "badge" not in practise(client, seed=3).text
 
 
@@ -431,8 +431,8 @@ def test_exam_questions_do_not_reveal_their_seed_to_the_api_or_the_page(client, 
     token = form_fields(page.text)["token"]
     content = app.state.context.signer.verify(token)
     assert content.question is None and content.position is not None  # no seed in the token
-    with app.state.sessionmaker() as session:
-        row = session.get(PracticeSession, content.position.session_id)
+    with app.state.sessionmaker() as db:
+        row = db.get(PracticeSession, content.position.session_id)
     seeds = {question_id_at(row, i, app.state.context.seed_secret).seed for i in range(3)}
     assert len(seeds) == 3 and not any(str(s) in page.text for s in seeds)
 
@@ -555,10 +555,10 @@ def test_mistakes_survive_a_restart(client, settings, cards, app):
 def test_reading_pages_sets_no_cookie_and_writes_nothing(client, app):
     assert "set-cookie" not in client.get("/").headers
     assert "infracards_session" not in client.get("/").headers.get("set-cookie", "")
-    with app.state.sessionmaker() as session:
+    with app.state.sessionmaker() as db:
         from app.models import Learner
 
-        assert session.scalar(select(func.count()).select_from(Learner)) == 0
+        assert db.scalar(select(func.count()).select_from(Learner)) == 0
 
 
 def test_every_response_carries_the_security_headers(client):

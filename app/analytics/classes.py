@@ -88,14 +88,14 @@ def new_code() -> str:
     return "".join(secrets.choice(JOIN_ALPHABET) for _ in range(JOIN_CODE_LENGTH))
 
 
-def _summary(session: Session, row: Classroom) -> ClassSummary:
-    members = session.scalar(
+def _summary(db: Session, row: Classroom) -> ClassSummary:
+    members = db.scalar(
         select(func.count()).select_from(ClassMember).where(ClassMember.class_id == row.id)
     )
     return ClassSummary(row.id, row.name, row.join_code, int(members or 0), row.created_at)
 
 
-def create_class(*, session: Session, owner_id: str, name: str) -> ClassSummary:
+def create_class(*, db: Session, owner_id: str, name: str) -> ClassSummary:
     name = " ".join(name.split())
     if not name or len(name) > CLASS_NAME_MAX:
         raise InvalidInput(
@@ -104,8 +104,8 @@ def create_class(*, session: Session, owner_id: str, name: str) -> ClassSummary:
         )
     for _ in range(5):  # a collision among 10^12 codes is rare; retry a few times
         try:
-            with write_transaction(session):
-                owned = session.scalar(
+            with write_transaction(db):
+                owned = db.scalar(
                     select(func.count())
                     .select_from(Classroom)
                     .where(Classroom.owner_id == owner_id)
@@ -116,8 +116,8 @@ def create_class(*, session: Session, owner_id: str, name: str) -> ClassSummary:
                         code="too_many_classes",
                     )
                 row = Classroom(name=name, join_code=new_code(), owner_id=owner_id)
-                session.add(row)
-                session.flush()
+                db.add(row)
+                db.flush()
                 summary = ClassSummary(row.id, row.name, row.join_code, 0, row.created_at)
             return summary
         except IntegrityError:
@@ -125,23 +125,23 @@ def create_class(*, session: Session, owner_id: str, name: str) -> ClassSummary:
     raise RuntimeError("could not draw an unused join code")
 
 
-def classes_of(*, session: Session, owner_id: str) -> list[ClassSummary]:
+def classes_of(*, db: Session, owner_id: str) -> list[ClassSummary]:
     members = (
         select(ClassMember.class_id, func.count().label("n"))
         .group_by(ClassMember.class_id)
         .subquery()
     )
-    rows = session.execute(
+    rows = db.execute(
         select(Classroom, func.coalesce(members.c.n, 0))
         .outerjoin(members, members.c.class_id == Classroom.id)
         .where(Classroom.owner_id == owner_id)
         .order_by(Classroom.created_at.desc(), Classroom.id.desc())
     ).all()
-    session.commit()
+    db.commit()
     return [ClassSummary(c.id, c.name, c.join_code, int(n), c.created_at) for c, n in rows]
 
 
-def join_class(*, session: Session, learner: LearnerRef, code: str) -> ClassSummary:
+def join_class(*, db: Session, learner: LearnerRef, code: str) -> ClassSummary:
     """Add the learner (an account) to the class of ``code``; joining again changes nothing."""
     if not learner.has_account:
         raise Forbidden(
@@ -149,41 +149,41 @@ def join_class(*, session: Session, learner: LearnerRef, code: str) -> ClassSumm
             code="account_required",
         )
     wanted = normalise_code(code)
-    with write_transaction(session):
-        row = session.scalar(select(Classroom).where(Classroom.join_code == wanted))
+    with write_transaction(db):
+        row = db.scalar(select(Classroom).where(Classroom.join_code == wanted))
         if row is None or len(wanted) != JOIN_CODE_LENGTH:
             raise NotFound(
                 Message("No class has this code: check it with your instructor."),
                 code="unknown_join_code",
             )
-        exists = session.scalar(
+        exists = db.scalar(
             select(ClassMember.id).where(
                 ClassMember.class_id == row.id, ClassMember.learner_id == learner.id
             )
         )
         if exists is None:
-            session.add(ClassMember(class_id=row.id, learner_id=learner.id))
-            session.flush()
-        summary = _summary(session, row)
+            db.add(ClassMember(class_id=row.id, learner_id=learner.id))
+            db.flush()
+        summary = _summary(db, row)
     return summary
 
 
-def owned_class(*, session: Session, class_id: int, viewer: LearnerRef) -> Classroom:
+def owned_class(*, db: Session, class_id: int, viewer: LearnerRef) -> Classroom:
     """The class if ``viewer`` owns it (or is an admin); 404 otherwise, so ids reveal nothing."""
-    row = session.get(Classroom, class_id)
+    row = db.get(Classroom, class_id)
     if row is None or (row.owner_id != viewer.id and viewer.role != "admin"):
         raise NotFound(Message("There is no such class."), code="class_not_found")
     return row
 
 
 def class_progress(
-    *, session: Session, class_id: int, viewer: LearnerRef, now: datetime
+    *, db: Session, class_id: int, viewer: LearnerRef, now: datetime
 ) -> ClassProgress:
-    row = owned_class(session=session, class_id=class_id, viewer=viewer)
-    summary = _summary(session, row)
+    row = owned_class(db=db, class_id=class_id, viewer=viewer)
+    summary = _summary(db, row)
     members = {
         learner_id: MemberProgress(learner_id, email, joined_at)
-        for learner_id, email, joined_at in session.execute(
+        for learner_id, email, joined_at in db.execute(
             select(ClassMember.learner_id, Learner.email, ClassMember.joined_at)
             .join(Learner, Learner.id == ClassMember.learner_id)
             .where(ClassMember.class_id == class_id)
@@ -192,7 +192,7 @@ def class_progress(
     }
     in_class = select(ClassMember.learner_id).where(ClassMember.class_id == class_id)
     columns: set[tuple[str, str]] = set()
-    for learner_id, card_id, point, n, right, last in session.execute(
+    for learner_id, card_id, point, n, right, last in db.execute(
         select(
             Attempt.learner_id,
             Attempt.card_id,
@@ -211,11 +211,11 @@ def class_progress(
         if last is not None and (member.last_answer_at is None or last > member.last_answer_at):
             member.last_answer_at = last
         columns.add((card_id, point))
-    for learner_id, due in session.execute(
+    for learner_id, due in db.execute(
         select(ReviewItem.learner_id, func.count())
         .where(ReviewItem.learner_id.in_(in_class), ReviewItem.due_at <= now)
         .group_by(ReviewItem.learner_id)
     ):
         members[learner_id].due_now = int(due)
-    session.commit()
+    db.commit()
     return ClassProgress(summary, sorted(columns), list(members.values()))

@@ -71,14 +71,14 @@ def _shown_column(dialect: str) -> ColumnElement[Any]:
 
 def attempt_rows(
     *,
-    session: Session,
+    db: Session,
     card_id: str,
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> Iterator[AttemptRow]:
     """The card's first answers (oldest first), streamed from one query, as tuples in
     :class:`AttemptRow`'s field order."""
-    postgres = session.get_bind().dialect.name == "postgresql"
+    postgres = db.get_bind().dialect.name == "postgresql"
     query = (
         select(
             Attempt.learner_id,
@@ -89,7 +89,7 @@ def attempt_rows(
             Attempt.pitfall_id,
             Attempt.duration_ms,
             type_coerce(Attempt.params, String),
-            _shown_column(session.get_bind().dialect.name),
+            _shown_column(db.get_bind().dialect.name),
         )
         .where(Attempt.card_id == card_id, Attempt.first_answer.is_(True))
         .order_by(Attempt.id)
@@ -104,7 +104,7 @@ def attempt_rows(
     # the analysis): no column needs a result processor (``correct`` is made a bool below).
     # Rows go out as plain tuples in AttemptRow's field order (a NamedTuple's constructor is a
     # Python call per row).
-    result = session.connection().execute(query)
+    result = db.connection().execute(query)
     cursor = result.cursor
     rows = (row for batch in iter(lambda: cursor.fetchmany(_BATCH), []) for row in batch)
     for learner, point, template, version, correct, pitfall, ms, raw_params, raw_shown in rows:
@@ -120,7 +120,7 @@ def attempt_rows(
             shown = _shown_from_json(raw_shown)
         yield (learner, point, template, version, bool(correct), pitfall, ms, params, shown)  # type: ignore[misc]
     result.close()
-    session.commit()  # end the read transaction
+    db.commit()  # end the read transaction
 
 
 def _params(raw: Any) -> Params:
@@ -138,7 +138,7 @@ def _shown_from_json(choices: Any) -> tuple[str, ...]:
 
 def card_analytics(
     *,
-    session: Session,
+    db: Session,
     card: Card,
     scope: Scope = "first_answers",
     current_versions_only: bool = False,
@@ -157,7 +157,7 @@ def card_analytics(
     gc.disable()
     try:
         return analyse(
-            attempt_rows(session=session, card_id=card.id, since=since, until=until),
+            attempt_rows(db=db, card_id=card.id, since=since, until=until),
             card_id=card.id,
             outline=outline(card),
             scope=scope,

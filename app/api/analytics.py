@@ -13,7 +13,7 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.analytics.service import card_analytics
-from app.deps import ApiInstructor, CatalogDep, ContextDep, SessionDep
+from app.deps import ApiInstructor, CatalogDep, ContextDep, DbDep
 from app.domain.analytics import Scope
 from app.practice.questions import get_card
 from app.schemas import ProblemPublic
@@ -118,7 +118,7 @@ class AnalyticsPublic(_Out):
 def get_card_analytics(
     card_id: Annotated[str, Path(max_length=100, description="The card's id.")],
     instructor: ApiInstructor,
-    session: SessionDep,
+    db: DbDep,
     catalog: CatalogDep,
     context: ContextDep,
     scope: Annotated[
@@ -141,7 +141,7 @@ def get_card_analytics(
     card = get_card(catalog, card_id, offered=False)
     since = context.clock() - timedelta(days=days) if days is not None else None
     analytics = card_analytics(
-        session=session,
+        db=db,
         card=card,
         scope=scope,
         current_versions_only=versions == "current",

@@ -14,9 +14,9 @@ from app.deps import (
     ApiLang,
     ApiLearner,
     ContextDep,
+    DbDep,
     LearnerCall,
     LearnerCallDep,
-    SessionDep,
     get_learner_call,
     hot_call,
 )
@@ -96,7 +96,7 @@ HOT_ROUTES = (
 def create_answers(
     request: Request,
     body: AnswerBatchCreate,
-    session: SessionDep,
+    db: DbDep,
     ctx: ContextDep,
     learner: ApiLearner,
     lang: ApiLang,
@@ -119,7 +119,7 @@ def create_answers(
             )
     answered = iter(
         answer_questions(
-            db=session,
+            db=db,
             writer=answer_writer(request.app.state),
             ctx=ctx,
             learner=learner,

@@ -14,7 +14,7 @@ from app.auth.service import (
     register,
     revoke_token,
 )
-from app.deps import ApiLearner, LimiterDep, SessionDep
+from app.deps import ApiLearner, DbDep, LimiterDep
 from app.schemas import (
     AccountPublic,
     DeviceTokenPublic,
@@ -42,33 +42,33 @@ PROBLEMS: dict[int | str, dict[str, object]] = {
     status_code=status.HTTP_201_CREATED,
     responses=PROBLEMS,
 )
-def register_account(body: RegisterCreate, session: SessionDep) -> AccountPublic:
+def register_account(body: RegisterCreate, db: DbDep) -> AccountPublic:
     """Create an account (email + password); then get a token with ``POST /auth/token``."""
-    learner = register(session=session, email=body.email, password=body.password)
+    learner = register(db=db, email=body.email, password=body.password)
     assert learner.email is not None
     return AccountPublic(learner_id=learner.id, email=learner.email, role=learner.role)
 
 
 @router.post("/auth/token", response_model=TokenPublic, responses=PROBLEMS)
 def create_token(
-    body: TokenCreate, request: Request, session: SessionDep, limiter: LimiterDep
+    body: TokenCreate, request: Request, db: DbDep, limiter: LimiterDep
 ) -> TokenPublic:
     """A bearer token for one device of an account (rate-limited per account and address)."""
     learner = authenticate(
-        session=session,
+        db=db,
         limiter=limiter,
         email=body.email,
         password=body.password,
         address=request.client.host if request.client else "unknown",
     )
-    token = issue_token(session=session, learner_id=learner.id, device_name=body.device_name)
+    token = issue_token(db=db, learner_id=learner.id, device_name=body.device_name)
     return TokenPublic(access_token=token)
 
 
 @router.post("/learners", response_model=LearnerCreatedPublic, status_code=status.HTTP_201_CREATED)
-def create_learner(session: SessionDep) -> LearnerCreatedPublic:
+def create_learner(db: DbDep) -> LearnerCreatedPublic:
     """An anonymous app install and its bearer token (shown once; keep it in secure storage)."""
-    learner, token = create_app_learner(session=session)
+    learner, token = create_app_learner(db=db)
     return LearnerCreatedPublic(learner_id=learner.id, token=token)
 
 
@@ -81,7 +81,7 @@ def read_me(learner: ApiLearner) -> LearnerPublic:
 
 
 @router.get("/me/tokens", response_model=list[DeviceTokenPublic], responses=PROBLEMS)
-def read_my_tokens(session: SessionDep, learner: ApiLearner) -> list[DeviceTokenPublic]:
+def read_my_tokens(db: DbDep, learner: ApiLearner) -> list[DeviceTokenPublic]:
     """The learner's devices (tokens not revoked)."""
     return [
         DeviceTokenPublic(
@@ -91,22 +91,22 @@ def read_my_tokens(session: SessionDep, learner: ApiLearner) -> list[DeviceToken
             last_used_at=t.last_used_at,
             current=t.id == learner.token_id,
         )
-        for t in list_tokens(session=session, learner_id=learner.id)
+        for t in list_tokens(db=db, learner_id=learner.id)
     ]
 
 
 @router.delete("/me/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=PROBLEMS)
 def revoke_my_token(
-    token_id: Annotated[int, Path(ge=1, le=2**62)], session: SessionDep, learner: ApiLearner
+    token_id: Annotated[int, Path(ge=1, le=2**62)], db: DbDep, learner: ApiLearner
 ) -> Response:
     """Sign one device out."""
-    revoke_token(session=session, learner_id=learner.id, token_id=token_id)
+    revoke_token(db=db, learner_id=learner.id, token_id=token_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.delete("/me/token", status_code=status.HTTP_204_NO_CONTENT, responses=PROBLEMS)
-def revoke_this_token(session: SessionDep, learner: ApiLearner) -> Response:
+def revoke_this_token(db: DbDep, learner: ApiLearner) -> Response:
     """Sign out the device of this request."""
     assert learner.token_id is not None
-    revoke_token(session=session, learner_id=learner.id, token_id=learner.token_id)
+    revoke_token(db=db, learner_id=learner.id, token_id=learner.token_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

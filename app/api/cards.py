@@ -26,8 +26,8 @@ from app.deps import (
     ApiCallDep,
     ApiLang,
     CatalogDep,
+    DbDep,
     OptionalApiLearner,
-    SessionDep,
     SettingsDep,
     SignerDep,
     get_api_call,
@@ -189,7 +189,7 @@ def read_card_questions(
     signer: SignerDep,
     lang: ApiLang,
     learner: OptionalApiLearner,
-    session: SessionDep,
+    db: DbDep,
     count: Annotated[int, Query(ge=1, le=MAX_BATCH)] = 10,
     point: Annotated[str | None, Query(max_length=100)] = None,
 ) -> QuestionBatchPublic:
@@ -200,7 +200,7 @@ def read_card_questions(
     has come once. With a bearer token, none repeats a key the learner saw in their last 10
     answers, and a template among those comes with new numbers."""
     items = question_batch(
-        session=session,
+        db=db,
         catalog=catalog,
         signer=signer,
         card_id=card_id,

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from app.authoring import service
 from app.authoring.preview import preview_card, preview_variant
-from app.deps import ApiInstructor, ApiLang, ContextDep, SessionDep
+from app.deps import ApiInstructor, ApiLang, ContextDep, DbDep
 from app.domain.identity import MAX_SEED
 from app.schemas import ProblemPublic
 
@@ -129,18 +129,16 @@ def validate_card(document: Document, instructor: ApiInstructor) -> ProblemsPubl
 
 
 @router.post("/cards", response_model=DraftCreatedPublic, status_code=status.HTTP_201_CREATED)
-def create_card(
-    document: Document, session: SessionDep, instructor: ApiInstructor
-) -> DraftCreatedPublic:
+def create_card(document: Document, db: DbDep, instructor: ApiInstructor) -> DraftCreatedPublic:
     """A new card, as a draft (409 when the id exists)."""
-    card_id = service.create_draft(session=session, actor=instructor, document=document)
+    card_id = service.create_draft(db=db, actor=instructor, document=document)
     return DraftCreatedPublic(card_id=card_id, problems=_problems(service.validate(document)))
 
 
 @router.get("/cards/{card_id}/draft", response_model=DraftPublic)
-def read_draft(card_id: CardId, session: SessionDep, instructor: ApiInstructor) -> DraftPublic:
+def read_draft(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> DraftPublic:
     """The card's draft, or its latest version when there is no draft."""
-    draft = service.get_draft(session=session, card_id=card_id)
+    draft = service.get_draft(db=db, card_id=card_id)
     return DraftPublic(
         card_id=card_id,
         is_draft=draft.is_draft,
@@ -151,16 +149,16 @@ def read_draft(card_id: CardId, session: SessionDep, instructor: ApiInstructor) 
 
 @router.put("/cards/{card_id}/draft", response_model=ProblemsPublic)
 def save_draft(
-    card_id: CardId, document: Document, session: SessionDep, instructor: ApiInstructor
+    card_id: CardId, document: Document, db: DbDep, instructor: ApiInstructor
 ) -> ProblemsPublic:
     """Replace the draft; the answer lists its problems."""
-    service.save_draft(session=session, actor=instructor, card_id=card_id, document=document)
+    service.save_draft(db=db, actor=instructor, card_id=card_id, document=document)
     return ProblemsPublic(problems=_problems(service.validate(document)))
 
 
 @router.delete("/cards/{card_id}/draft", status_code=status.HTTP_204_NO_CONTENT)
-def discard_draft(card_id: CardId, session: SessionDep, instructor: ApiInstructor) -> Response:
-    service.discard_draft(session=session, actor=instructor, card_id=card_id)
+def discard_draft(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> Response:
+    service.discard_draft(db=db, actor=instructor, card_id=card_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -170,22 +168,20 @@ def discard_draft(card_id: CardId, session: SessionDep, instructor: ApiInstructo
     responses={422: {"model": ProblemPublic, "description": "card_has_errors, with `problems`."}},
 )
 def publish(
-    card_id: CardId, request: Request, session: SessionDep, instructor: ApiInstructor
+    card_id: CardId, request: Request, db: DbDep, instructor: ApiInstructor
 ) -> PublishedPublic:
     """Publish the draft as the next version (blocked while errors remain)."""
     version = service.publish(
-        session=session, actor=instructor, live=request.app.state.live_catalog, card_id=card_id
+        db=db, actor=instructor, live=request.app.state.live_catalog, card_id=card_id
     )
     return PublishedPublic(version=version)
 
 
 @router.post("/cards/{card_id}/withdraw", status_code=status.HTTP_204_NO_CONTENT)
-def withdraw(
-    card_id: CardId, request: Request, session: SessionDep, instructor: ApiInstructor
-) -> Response:
+def withdraw(card_id: CardId, request: Request, db: DbDep, instructor: ApiInstructor) -> Response:
     """Stop offering the card to learners (old questions and mistakes still work)."""
     service.set_offered(
-        session=session,
+        db=db,
         actor=instructor,
         live=request.app.state.live_catalog,
         card_id=card_id,
@@ -195,12 +191,10 @@ def withdraw(
 
 
 @router.post("/cards/{card_id}/offer", status_code=status.HTTP_204_NO_CONTENT)
-def offer(
-    card_id: CardId, request: Request, session: SessionDep, instructor: ApiInstructor
-) -> Response:
+def offer(card_id: CardId, request: Request, db: DbDep, instructor: ApiInstructor) -> Response:
     """Offer a withdrawn card again."""
     service.set_offered(
-        session=session,
+        db=db,
         actor=instructor,
         live=request.app.state.live_catalog,
         card_id=card_id,
@@ -214,12 +208,12 @@ def retire(
     card_id: CardId,
     template_id: Annotated[str, Path(max_length=100)],
     request: Request,
-    session: SessionDep,
+    db: DbDep,
     instructor: ApiInstructor,
 ) -> PublishedPublic:
     """Publish a version without this template; its old questions keep grading."""
     version = service.retire_template(
-        session=session,
+        db=db,
         actor=instructor,
         live=request.app.state.live_catalog,
         card_id=card_id,
@@ -229,33 +223,27 @@ def retire(
 
 
 @router.get("/cards/{card_id}/versions", response_model=list[VersionPublic])
-def list_versions(
-    card_id: CardId, session: SessionDep, instructor: ApiInstructor
-) -> list[VersionPublic]:
+def list_versions(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> list[VersionPublic]:
     return [
         VersionPublic(version=v.version, created_at=v.created_at, templates=v.templates)
-        for v in service.versions(session=session, card_id=card_id)
+        for v in service.versions(db=db, card_id=card_id)
     ]
 
 
 @router.get("/cards/{card_id}/diff")
 def diff(
     card_id: CardId,
-    session: SessionDep,
+    db: DbDep,
     instructor: ApiInstructor,
     from_version: Annotated[int, Query(alias="from", ge=1, le=10**9)],
     to_version: Annotated[int, Query(alias="to", ge=1, le=10**9)],
 ) -> dict[str, Any]:
     """What changed between two versions, template by template."""
-    return {
-        "changes": service.diff(session=session, card_id=card_id, old=from_version, new=to_version)
-    }
+    return {"changes": service.diff(db=db, card_id=card_id, old=from_version, new=to_version)}
 
 
 @router.get("/cards/{card_id}/audit", response_model=list[AuditPublic])
-def read_audit(
-    card_id: CardId, session: SessionDep, instructor: ApiInstructor
-) -> list[AuditPublic]:
+def read_audit(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> list[AuditPublic]:
     return [
         AuditPublic(
             at=e.at,
@@ -264,21 +252,21 @@ def read_audit(
             template_id=e.template_id,
             version=e.version,
         )
-        for e in service.audit_log(session=session, card_id=card_id)
+        for e in service.audit_log(db=db, card_id=card_id)
     ]
 
 
 @router.get("/cards/{card_id}/preview", response_model=PreviewPublic)
 def preview(
     card_id: CardId,
-    session: SessionDep,
+    db: DbDep,
     instructor: ApiInstructor,
     lang: ApiLang,
     template_id: Annotated[str, Query(max_length=100)],
     seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
 ) -> PreviewPublic:
     """A variant of the draft (or latest version) with its key and every pitfall's explanation."""
-    card = preview_card(session=session, card_id=card_id)
+    card = preview_card(db=db, card_id=card_id)
     variant = preview_variant(card=card, template_id=template_id, seed=seed)
     return PreviewPublic(
         template_id=variant.id.template_id,

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query
 
 from app.api import present
 from app.auth.service import LearnerRef
-from app.deps import ApiLang, ApiLearner, CatalogDep, ContextDep, SessionDep
+from app.deps import ApiLang, ApiLearner, CatalogDep, ContextDep, DbDep
 from app.domain.messages import Message
 from app.practice.choosing import practise_again, review_question
 from app.practice.mistakes import MAX_PAGE, list_attempts, mistake_book
@@ -47,7 +47,7 @@ def _cursor(value: str | None) -> int | None:
 
 
 def _page(
-    session: SessionDep,
+    db: DbDep,
     catalog: CatalogDep,
     learner: LearnerRef,
     lang: str,
@@ -56,7 +56,7 @@ def _page(
     wrong_only: bool,
 ) -> AttemptPagePublic:
     views, after = list_attempts(
-        session=session,
+        db=db,
         catalog=catalog,
         learner_id=learner.id,
         limit=limit,
@@ -71,7 +71,7 @@ def _page(
 
 @router.get("/me/attempts", response_model=AttemptPagePublic)
 def read_my_attempts(
-    session: SessionDep,
+    db: DbDep,
     catalog: CatalogDep,
     learner: ApiLearner,
     lang: ApiLang,
@@ -79,12 +79,12 @@ def read_my_attempts(
     cursor: Cursor = None,
 ) -> AttemptPagePublic:
     """Every answer of the learner, newest first, each with its client_answer_id."""
-    return _page(session, catalog, learner, lang, limit, cursor, wrong_only=False)
+    return _page(db, catalog, learner, lang, limit, cursor, wrong_only=False)
 
 
 @router.get("/me/mistakes", response_model=AttemptPagePublic)
 def read_my_mistakes(
-    session: SessionDep,
+    db: DbDep,
     catalog: CatalogDep,
     learner: ApiLearner,
     lang: ApiLang,
@@ -92,15 +92,15 @@ def read_my_mistakes(
     cursor: Cursor = None,
 ) -> AttemptPagePublic:
     """The learner's wrong answers, newest first, paginated like /me/attempts."""
-    return _page(session, catalog, learner, lang, limit, cursor, wrong_only=True)
+    return _page(db, catalog, learner, lang, limit, cursor, wrong_only=True)
 
 
 @router.get("/me/pitfalls", response_model=list[PitfallCountPublic])
 def read_my_pitfalls(
-    session: SessionDep, catalog: CatalogDep, learner: ApiLearner, lang: ApiLang
+    db: DbDep, catalog: CatalogDep, learner: ApiLearner, lang: ApiLang
 ) -> list[PitfallCountPublic]:
     """How often the learner fell for each pitfall (not dismissed), most frequent first."""
-    book = mistake_book(session=session, catalog=catalog, learner_id=learner.id)
+    book = mistake_book(db=db, catalog=catalog, learner_id=learner.id)
     return [
         PitfallCountPublic(
             card_id=g.card_id,
@@ -121,7 +121,7 @@ def read_my_pitfalls(
 )
 def read_practise_again(
     attempt_id: Annotated[int, Path(ge=1, description="The attempt_id of one of your answers.")],
-    session: SessionDep,
+    db: DbDep,
     ctx: ContextDep,
     learner: ApiLearner,
     lang: ApiLang,
@@ -131,7 +131,7 @@ def read_practise_again(
     answers. A template with a single key (a statement) gives way to another template of the
     same exam point. Its token is bound to you."""
     item = practise_again(
-        session=session,
+        db=db,
         catalog=ctx.catalog,
         signer=ctx.signer,
         learner_id=learner.id,
@@ -143,10 +143,10 @@ def read_practise_again(
 
 
 @router.get("/me/progress", response_model=ProgressPublic)
-def read_my_progress(session: SessionDep, ctx: ContextDep, learner: ApiLearner) -> ProgressPublic:
+def read_my_progress(db: DbDep, ctx: ContextDep, learner: ApiLearner) -> ProgressPublic:
     """Per card and exam point: first answers, share right, reviews due, FSRS retention."""
     cards: dict[str, list[PointProgressPublic]] = {}
-    for item in progress(session=session, learner_id=learner.id, now=ctx.clock()):
+    for item in progress(db=db, learner_id=learner.id, now=ctx.clock()):
         cards.setdefault(item.card_id, []).append(
             PointProgressPublic(
                 point=item.point,
@@ -163,7 +163,7 @@ def read_my_progress(session: SessionDep, ctx: ContextDep, learner: ApiLearner) 
 
 @router.get("/me/review/due", response_model=DuePagePublic)
 def read_my_due_reviews(
-    session: SessionDep,
+    db: DbDep,
     ctx: ContextDep,
     learner: ApiLearner,
     lang: ApiLang,
@@ -173,7 +173,7 @@ def read_my_due_reviews(
     """Review items due now, most overdue first, each with a fresh variant of its template (new
     numbers, and no key of your last 10 answers, where the template has more than one)."""
     items = due_items(
-        session=session,
+        db=db,
         learner_id=learner.id,
         now=ctx.clock(),
         limit=limit + 1,
@@ -182,7 +182,7 @@ def read_my_due_reviews(
     more = len(items) > limit
     items = items[:limit]
     out = []
-    seen = recent_answers(session=session, catalog=ctx.catalog, learner_id=learner.id)
+    seen = recent_answers(db=db, catalog=ctx.catalog, learner_id=learner.id)
     for item in items:
         card = ctx.catalog.latest(item.card_id)
         if card is None or card.template(item.template_id) is None:

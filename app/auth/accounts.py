@@ -54,7 +54,7 @@ def check_new_password(password: str) -> None:
 
 def register(
     *,
-    session: Session,
+    db: Session,
     email: str,
     password: str,
     guest_id: str | None = None,
@@ -66,18 +66,18 @@ def register(
     check_role(role)
     password_hash = hash_password(password)
     try:
-        with write_transaction(session):
-            if session.scalar(select(Learner.id).where(Learner.email == email)) is not None:
+        with write_transaction(db):
+            if db.scalar(select(Learner.id).where(Learner.email == email)) is not None:
                 raise Conflict(_email_taken(), code="email_taken")
-            learner = session.get(Learner, guest_id) if guest_id is not None else None
+            learner = db.get(Learner, guest_id) if guest_id is not None else None
             if learner is None or learner.kind != GUEST:
                 learner = Learner(id=new_id(), kind=ACCOUNT)
-                session.add(learner)
+                db.add(learner)
             learner.kind = ACCOUNT
             learner.email = email
             learner.password_hash = password_hash
             learner.role = role
-            session.flush()
+            db.flush()
             ref = learner_ref(learner)
     except IntegrityError:
         raise Conflict(_email_taken(), code="email_taken") from None
@@ -89,7 +89,7 @@ def _email_taken() -> Text:
 
 
 def authenticate(
-    *, session: Session, limiter: LoginLimiter, email: str, password: str, address: str
+    *, db: Session, limiter: LoginLimiter, email: str, password: str, address: str
 ) -> LearnerRef:
     """The account of ``email`` when ``password`` matches; one generic error otherwise."""
     key = email.strip().lower()[:254]
@@ -103,13 +103,13 @@ def authenticate(
             ),
             retry_after_s=wait,
         )
-    learner = session.scalars(select(Learner).where(Learner.email == key)).first()
-    session.commit()
+    learner = db.scalars(select(Learner).where(Learner.email == key)).first()
+    db.commit()
     if not verify_password(learner.password_hash if learner else None, password) or not learner:
         raise Unauthorized(WRONG_CREDENTIALS, code="wrong_credentials")
     if learner.password_hash and needs_rehash(learner.password_hash):
-        with write_transaction(session):
-            stored = session.get(Learner, learner.id)
+        with write_transaction(db):
+            stored = db.get(Learner, learner.id)
             if stored is not None:
                 stored.password_hash = hash_password(password)
     return learner_ref(learner)
@@ -117,7 +117,7 @@ def authenticate(
 
 def change_password(
     *,
-    session: Session,
+    db: Session,
     learner_id: str,
     current: str,
     new: str,
@@ -125,8 +125,8 @@ def change_password(
     keep_token_id: int | None = None,
 ) -> None:
     """Set a new password; every other web session and device token is signed out."""
-    learner = session.get(Learner, learner_id)
-    session.commit()
+    learner = db.get(Learner, learner_id)
+    db.commit()
     if learner is None or not verify_password(learner.password_hash, current):
         raise Unauthorized(
             Message("The current password is not right."),
@@ -134,32 +134,30 @@ def change_password(
         )
     check_new_password(new)
     password_hash = hash_password(new)
-    with write_transaction(session):
-        stored = session.get(Learner, learner_id)
+    with write_transaction(db):
+        stored = db.get(Learner, learner_id)
         assert stored is not None
         stored.password_hash = password_hash
-        end_sessions(session, learner_id, keep_session_hash, keep_token_id)
+        end_sessions(db, learner_id, keep_session_hash, keep_token_id)
     forget_cached_tokens()  # after the commit too: no request re-cached a token meanwhile
 
 
-def set_exam_date(*, session: Session, learner_id: str, exam_date: object) -> None:
-    with write_transaction(session):
-        learner = session.get(Learner, learner_id)
+def set_exam_date(*, db: Session, learner_id: str, exam_date: object) -> None:
+    with write_transaction(db):
+        learner = db.get(Learner, learner_id)
         if learner is None:
             raise NotFound(Message("unknown learner"))
         learner.exam_date = exam_date  # type: ignore[assignment]
 
 
-def exam_date_of(*, session: Session, learner_id: str):  # type: ignore[no-untyped-def]
-    return session.scalar(select(Learner.exam_date).where(Learner.id == learner_id))
+def exam_date_of(*, db: Session, learner_id: str):  # type: ignore[no-untyped-def]
+    return db.scalar(select(Learner.exam_date).where(Learner.id == learner_id))
 
 
-def set_role(*, session: Session, email: str, role: str) -> None:
+def set_role(*, db: Session, email: str, role: str) -> None:
     check_role(role)
-    with write_transaction(session):
-        learner = session.scalars(
-            select(Learner).where(Learner.email == normalise_email(email))
-        ).first()
+    with write_transaction(db):
+        learner = db.scalars(select(Learner).where(Learner.email == normalise_email(email))).first()
         if learner is None:
             raise NotFound(Message("no account with email %(email)s", email=repr(email)))
         learner.role = role

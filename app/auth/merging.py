@@ -15,7 +15,7 @@ from app.models import Attempt, Learner, PracticeSession, ReviewItem, ReviewLog,
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def merge_learner(*, session: Session, source_id: str, target_id: str) -> None:
+def merge_learner(*, db: Session, source_id: str, target_id: str) -> None:
     """Move a guest's attempts, sessions and review state to an account; remove the guest.
 
     Where both have a review item for the same template, the more recently reviewed state is kept
@@ -23,23 +23,23 @@ def merge_learner(*, session: Session, source_id: str, target_id: str) -> None:
     """
     if source_id == target_id:
         return
-    with write_transaction(session):
-        source = session.get(Learner, source_id)
+    with write_transaction(db):
+        source = db.get(Learner, source_id)
         if source is None or source.kind != GUEST:
             return
-        session.execute(
+        db.execute(
             update(Attempt).where(Attempt.learner_id == source_id).values(learner_id=target_id)
         )
-        session.execute(
+        db.execute(
             update(PracticeSession)
             .where(PracticeSession.learner_id == source_id)
             .values(learner_id=target_id)
         )
         theirs = {
             (i.card_id, i.template_id): i
-            for i in session.scalars(select(ReviewItem).where(ReviewItem.learner_id == target_id))
+            for i in db.scalars(select(ReviewItem).where(ReviewItem.learner_id == target_id))
         }
-        for item in session.scalars(select(ReviewItem).where(ReviewItem.learner_id == source_id)):
+        for item in db.scalars(select(ReviewItem).where(ReviewItem.learner_id == source_id)):
             other = theirs.get((item.card_id, item.template_id))
             if other is None:
                 item.learner_id = target_id
@@ -54,18 +54,18 @@ def merge_learner(*, session: Session, source_id: str, target_id: str) -> None:
                     item,
                 )
             )
-            session.execute(
+            db.execute(
                 update(ReviewLog)
                 .where(ReviewLog.review_item_id == drop.id)
                 .values(review_item_id=keep.id)
             )
             keep.reviews = item.reviews + other.reviews
             keep.lapses = item.lapses + other.lapses
-            session.flush()
-            session.delete(drop)
-            session.flush()
+            db.flush()
+            db.delete(drop)
+            db.flush()
             keep.learner_id = target_id
-        session.flush()
-        session.execute(delete(WebSession).where(WebSession.learner_id == source_id))
-        session.delete(source)
+        db.flush()
+        db.execute(delete(WebSession).where(WebSession.learner_id == source_id))
+        db.delete(source)
     forget_visitors()  # the guest's other browsers, after the commit

@@ -41,16 +41,14 @@ class DeviceToken:
     last_used_at: datetime | None
 
 
-def create_app_learner(
-    *, session: Session, device_name: str | None = None
-) -> tuple[LearnerRef, str]:
+def create_app_learner(*, db: Session, device_name: str | None = None) -> tuple[LearnerRef, str]:
     """A new anonymous learner with a bearer token (returned once, stored hashed)."""
     learner = Learner(id=new_id(), kind=APP, role="learner")
     token = new_secret()
-    with write_transaction(session):
-        session.add(learner)
-        session.flush()
-        session.add(
+    with write_transaction(db):
+        db.add(learner)
+        db.flush()
+        db.add(
             LearnerToken(
                 learner_id=learner.id, token_hash=hash_secret(token), device_name=device_name
             )
@@ -58,10 +56,10 @@ def create_app_learner(
     return LearnerRef(id=learner.id, kind=APP), token
 
 
-def issue_token(*, session: Session, learner_id: str, device_name: str | None) -> str:
+def issue_token(*, db: Session, learner_id: str, device_name: str | None) -> str:
     token = new_secret()
-    with write_transaction(session):
-        session.add(
+    with write_transaction(db):
+        db.add(
             LearnerToken(
                 learner_id=learner_id,
                 token_hash=hash_secret(token),
@@ -114,27 +112,27 @@ def _remember_token(token_hash: str, ref: LearnerRef) -> None:
         _token_cache[token_hash] = (time.monotonic() + TOKEN_CACHE_TTL_S, ref)
 
 
-def learner_for_token(*, session: Session, token: str) -> LearnerRef | None:
+def learner_for_token(*, db: Session, token: str) -> LearnerRef | None:
     """The learner a (not revoked) bearer token belongs to, or None."""
     cached = cached_learner_for_token(token)
     if cached is not None:
         return cached
     token_hash = hash_secret(token)
-    row = session.execute(
+    row = db.execute(
         select(Learner, LearnerToken.id, LearnerToken.last_used_at)
         .join(LearnerToken, LearnerToken.learner_id == Learner.id)
         .where(LearnerToken.token_hash == token_hash, LearnerToken.revoked_at.is_(None))
     ).first()
     # End the read transaction now: a pooled connection held while the request waits for a
     # worker thread can exhaust the pool under load.
-    session.commit()
+    db.commit()
     if row is None:
         return None
     learner, token_id, last_used = row
     now = now_utc()
     if last_used is None or now - as_utc(last_used) > TOKEN_TOUCH_EVERY:
-        with write_transaction(session):
-            session.execute(
+        with write_transaction(db):
+            db.execute(
                 update(LearnerToken).where(LearnerToken.id == token_id).values(last_used_at=now)
             )
     ref = learner_ref(learner, token_id)
@@ -142,13 +140,13 @@ def learner_for_token(*, session: Session, token: str) -> LearnerRef | None:
     return ref
 
 
-def list_tokens(*, session: Session, learner_id: str) -> list[DeviceToken]:
-    rows = session.scalars(
+def list_tokens(*, db: Session, learner_id: str) -> list[DeviceToken]:
+    rows = db.scalars(
         select(LearnerToken)
         .where(LearnerToken.learner_id == learner_id, LearnerToken.revoked_at.is_(None))
         .order_by(LearnerToken.created_at, LearnerToken.id)
     ).all()
-    session.commit()
+    db.commit()
     return [
         DeviceToken(
             id=row.id,
@@ -160,10 +158,10 @@ def list_tokens(*, session: Session, learner_id: str) -> list[DeviceToken]:
     ]
 
 
-def revoke_token(*, session: Session, learner_id: str, token_id: int) -> None:
+def revoke_token(*, db: Session, learner_id: str, token_id: int) -> None:
     """Revoke one of the learner's device tokens (404 when it is not theirs or already gone)."""
-    with write_transaction(session):
-        stored = session.scalars(
+    with write_transaction(db):
+        stored = db.scalars(
             select(LearnerToken).where(
                 LearnerToken.id == token_id,
                 LearnerToken.learner_id == learner_id,
@@ -176,7 +174,7 @@ def revoke_token(*, session: Session, learner_id: str, token_id: int) -> None:
     forget_cached_tokens()
 
 
-def revoke_all_tokens(session: Session, learner_id: str, keep_token_id: int | None) -> None:
+def revoke_all_tokens(db: Session, learner_id: str, keep_token_id: int | None) -> None:
     """Revoke every device token of the learner but ``keep_token_id`` (in the caller's
     transaction)."""
     tokens = update(LearnerToken).where(
@@ -184,5 +182,5 @@ def revoke_all_tokens(session: Session, learner_id: str, keep_token_id: int | No
     )
     if keep_token_id is not None:
         tokens = tokens.where(LearnerToken.id != keep_token_id)
-    session.execute(tokens.values(revoked_at=now_utc()))
+    db.execute(tokens.values(revoked_at=now_utc()))
     forget_cached_tokens()

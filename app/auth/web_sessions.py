@@ -56,20 +56,20 @@ def _visitor_statement() -> Select[Any]:
 _VISITOR = _visitor_statement()
 
 
-def visitor_for_web_session(*, session: Session, secret: str, now: datetime) -> KnownVisitor | None:
+def visitor_for_web_session(*, db: Session, secret: str, now: datetime) -> KnownVisitor | None:
     """The learner of a web session cookie, how many of its reviews are due at ``now`` (as
     app.review.service.due_counts counts them) and when the next one falls due, in one read;
     None for an unknown or expired session."""
     values = {"now": now, "token_hash": hash_secret(secret), "alive_at": now_utc()}
-    row = session.execute(_VISITOR, values).first()
-    session.commit()
+    row = db.execute(_VISITOR, values).first()
+    db.commit()
     if row is None:
         return None
     learner, session_id, last_seen, due_count, next_due_at = row
     touched = now_utc()
     if touched - as_utc(last_seen) > SESSION_TOUCH_EVERY:
-        with write_transaction(session):
-            session.execute(
+        with write_transaction(db):
+            db.execute(
                 update(WebSession)
                 .where(WebSession.id == session_id)
                 .values(last_seen_at=touched, expires_at=touched + SESSION_LIFETIME)
@@ -80,15 +80,15 @@ def visitor_for_web_session(*, session: Session, secret: str, now: datetime) -> 
 
 
 def start_web_session(
-    *, session: Session, learner_id: str, lang: str | None = None, replace: str | None = None
+    *, db: Session, learner_id: str, lang: str | None = None, replace: str | None = None
 ) -> str:
     """A new web session for the learner (a fresh secret: no session fixation)."""
     secret = new_secret()
     now = now_utc()
-    with write_transaction(session):
+    with write_transaction(db):
         if replace is not None:
-            session.execute(delete(WebSession).where(WebSession.token_hash == hash_secret(replace)))
-        session.add(
+            db.execute(delete(WebSession).where(WebSession.token_hash == hash_secret(replace)))
+        db.add(
             WebSession(
                 token_hash=hash_secret(secret),
                 learner_id=learner_id,
@@ -101,12 +101,12 @@ def start_web_session(
     return secret
 
 
-def ensure_guest(*, session: Session, secret: str, lang: str | None = None) -> LearnerRef:
+def ensure_guest(*, db: Session, secret: str, lang: str | None = None) -> LearnerRef:
     """The learner of this browser's session, creating a guest (and the session row) if needed.
 
     Call inside a write transaction: the guest is created with the first thing it stores.
     """
-    found = session.execute(
+    found = db.execute(
         select(Learner)
         .join(WebSession, WebSession.learner_id == Learner.id)
         .where(WebSession.token_hash == hash_secret(secret))
@@ -115,9 +115,9 @@ def ensure_guest(*, session: Session, secret: str, lang: str | None = None) -> L
         return learner_ref(found)
     learner = Learner(id=new_id(), kind=GUEST, role="learner")
     now = now_utc()
-    session.add(learner)
-    session.flush()
-    session.add(
+    db.add(learner)
+    db.flush()
+    db.add(
         WebSession(
             token_hash=hash_secret(secret),
             learner_id=learner.id,
@@ -127,37 +127,37 @@ def ensure_guest(*, session: Session, secret: str, lang: str | None = None) -> L
             expires_at=now + SESSION_LIFETIME,
         )
     )
-    session.flush()
+    db.flush()
     return learner_ref(learner)
 
 
-def set_session_lang(*, session: Session, secret: str, lang: str) -> None:
-    with write_transaction(session):
-        session.execute(
+def set_session_lang(*, db: Session, secret: str, lang: str) -> None:
+    with write_transaction(db):
+        db.execute(
             update(WebSession).where(WebSession.token_hash == hash_secret(secret)).values(lang=lang)
         )
 
 
-def end_web_session(*, session: Session, secret: str) -> None:
-    with write_transaction(session):
-        session.execute(delete(WebSession).where(WebSession.token_hash == hash_secret(secret)))
+def end_web_session(*, db: Session, secret: str) -> None:
+    with write_transaction(db):
+        db.execute(delete(WebSession).where(WebSession.token_hash == hash_secret(secret)))
     forget_visitor(secret)
 
 
-def end_all_sessions(*, session: Session, learner_id: str) -> None:
+def end_all_sessions(*, db: Session, learner_id: str) -> None:
     """Log out everywhere: every web session and every device token of the learner."""
-    with write_transaction(session):
-        end_sessions(session, learner_id, None, None)
+    with write_transaction(db):
+        end_sessions(db, learner_id, None, None)
     forget_cached_tokens()  # after the commit too: no request re-cached a token meanwhile
 
 
 def end_sessions(
-    session: Session, learner_id: str, keep_session_hash: str | None, keep_token_id: int | None
+    db: Session, learner_id: str, keep_session_hash: str | None, keep_token_id: int | None
 ) -> None:
     """End the learner's web sessions and revoke their device tokens, but the ones to keep (in
     the caller's transaction)."""
     query = delete(WebSession).where(WebSession.learner_id == learner_id)
     if keep_session_hash is not None:
         query = query.where(WebSession.token_hash != keep_session_hash)
-    session.execute(query)
-    revoke_all_tokens(session, learner_id, keep_token_id)
+    db.execute(query)
+    revoke_all_tokens(db, learner_id, keep_token_id)

@@ -15,9 +15,9 @@ from app.problems import InvalidInput, NotFound
 PARAMETER_SEARCH_SEEDS = 20_000
 
 
-def preview_card(*, session: Session, card_id: str) -> Card:
+def preview_card(*, db: Session, card_id: str) -> Card:
     """The card as its draft stands (or its latest version), compiled; errors as a 422."""
-    draft = get_draft(session=session, card_id=card_id)
+    draft = get_draft(db=db, card_id=card_id)
     problems: list[CardError] = []
     try:
         card = parse_card(draft.document, problems=problems)

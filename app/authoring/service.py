@@ -57,7 +57,7 @@ def _unknown_card(card_id: str) -> NotFound:
 
 
 def _audit(
-    session: Session,
+    db: Session,
     actor: LearnerRef,
     action: str,
     card_id: str,
@@ -67,7 +67,7 @@ def _audit(
     template_id: str | None = None,
     version: int | None = None,
 ) -> None:
-    session.add(
+    db.add(
         AuditEntry(
             actor_id=actor.id,
             actor_email=actor.email,
@@ -100,55 +100,53 @@ def validate(document: object) -> Checked:
 # --- drafts -----------------------------------------------------------------------------------
 
 
-def create_draft(*, session: Session, actor: LearnerRef, document: object) -> str:
+def create_draft(*, db: Session, actor: LearnerRef, document: object) -> str:
     """A new card as a draft; its id must be new."""
     doc = _check_size(document)
     card_id = doc.get("id")
     if not isinstance(card_id, str) or not card_id:
         raise InvalidInput(Message("the card document needs an 'id'"), code="invalid_document")
-    with write_transaction(session):
-        if session.get(CardDraft, card_id) is not None or stored_documents_exist(session, card_id):
+    with write_transaction(db):
+        if db.get(CardDraft, card_id) is not None or stored_documents_exist(db, card_id):
             raise Conflict(
                 Message("A card %(card)s already exists.", card=repr(card_id)),
                 code="card_exists",
             )
-        session.add(
-            CardDraft(card_id=card_id, document=doc, updated_by=actor.id, updated_at=now_utc())
-        )
-        _audit(session, actor, "create_draft", card_id, after=doc)
+        db.add(CardDraft(card_id=card_id, document=doc, updated_by=actor.id, updated_at=now_utc()))
+        _audit(db, actor, "create_draft", card_id, after=doc)
     return card_id
 
 
-def stored_documents_exist(session: Session, card_id: str) -> bool:
+def stored_documents_exist(db: Session, card_id: str) -> bool:
     from app.models import CardVersion
 
     return (
-        session.scalar(select(CardVersion.version).where(CardVersion.card_id == card_id).limit(1))
+        db.scalar(select(CardVersion.version).where(CardVersion.card_id == card_id).limit(1))
         is not None
     )
 
 
-def save_draft(*, session: Session, actor: LearnerRef, card_id: str, document: object) -> None:
+def save_draft(*, db: Session, actor: LearnerRef, card_id: str, document: object) -> None:
     doc = _check_size(document)
     if doc.get("id") != card_id:
         raise InvalidInput(
             Message("the document's id must be %(card)s", card=repr(card_id)),
             code="invalid_document",
         )
-    with write_transaction(session):
-        draft = session.get(CardDraft, card_id)
-        if draft is None and not stored_documents_exist(session, card_id):
+    with write_transaction(db):
+        draft = db.get(CardDraft, card_id)
+        if draft is None and not stored_documents_exist(db, card_id):
             raise _unknown_card(card_id)
         before = dict(draft.document) if draft is not None else None
         if draft is None:
-            session.add(
+            db.add(
                 CardDraft(card_id=card_id, document=doc, updated_by=actor.id, updated_at=now_utc())
             )
         else:
             draft.document = doc
             draft.updated_by = actor.id
             draft.updated_at = now_utc()
-        _audit(session, actor, "save_draft", card_id, before=before, after=doc)
+        _audit(db, actor, "save_draft", card_id, before=before, after=doc)
 
 
 @dataclass(frozen=True)
@@ -159,12 +157,12 @@ class Draft:
     updated_at: datetime | None
 
 
-def get_draft(*, session: Session, card_id: str) -> Draft:
-    draft = session.get(CardDraft, card_id)
-    session.commit()
+def get_draft(*, db: Session, card_id: str) -> Draft:
+    draft = db.get(CardDraft, card_id)
+    db.commit()
     if draft is not None:
         return Draft(card_id, dict(draft.document), True, draft.updated_at)
-    documents = stored_documents(session, card_id)
+    documents = stored_documents(db, card_id)
     if not documents:
         raise _unknown_card(card_id)
     return Draft(card_id, _editable(documents[-1]), False, None)
@@ -183,28 +181,28 @@ def _strip_none(value: Any) -> Any:
     return value
 
 
-def discard_draft(*, session: Session, actor: LearnerRef, card_id: str) -> None:
-    with write_transaction(session):
-        draft = session.get(CardDraft, card_id)
+def discard_draft(*, db: Session, actor: LearnerRef, card_id: str) -> None:
+    with write_transaction(db):
+        draft = db.get(CardDraft, card_id)
         if draft is None:
             raise NotFound(Message("this card has no draft"), code="no_draft")
-        _audit(session, actor, "discard_draft", card_id, before=dict(draft.document))
-        session.delete(draft)
+        _audit(db, actor, "discard_draft", card_id, before=dict(draft.document))
+        db.delete(draft)
 
 
 # --- publishing -------------------------------------------------------------------------------
 
 
-def publish(*, session: Session, actor: LearnerRef, live: LiveCatalog, card_id: str) -> int:
+def publish(*, db: Session, actor: LearnerRef, live: LiveCatalog, card_id: str) -> int:
     """Publish the card's draft as its next version; the new version number."""
-    draft = session.get(CardDraft, card_id)
-    session.commit()
+    draft = db.get(CardDraft, card_id)
+    db.commit()
     if draft is None:
         raise NotFound(
             Message("This card has no draft to publish."),
             code="no_draft",
         )
-    published = stored_documents(session, card_id)
+    published = stored_documents(db, card_id)
     document = next_version(draft.document, published)
     checked = check_card_document(document)
     if not checked.publishable:
@@ -214,16 +212,16 @@ def publish(*, session: Session, actor: LearnerRef, live: LiveCatalog, card_id: 
     except CardError as exc:  # pragma: no cover - the sandbox found no error
         raise InvalidInput(exc.text, code="card_has_errors") from None
     try:
-        check_versions(card, stored_cards(session, card_id).get(card_id, []))
+        check_versions(card, stored_cards(db, card_id).get(card_id, []))
     except CardError as exc:  # pragma: no cover - next_version makes the versions consistent
         raise InvalidInput(exc.text, code="version_conflict") from None
-    with write_transaction(session):
-        store_version(session, card)
-        stale = session.get(CardDraft, card_id)
+    with write_transaction(db):
+        store_version(db, card)
+        stale = db.get(CardDraft, card_id)
         if stale is not None:
-            session.delete(stale)
+            db.delete(stale)
         _audit(
-            session,
+            db,
             actor,
             "publish",
             card_id,
@@ -236,28 +234,28 @@ def publish(*, session: Session, actor: LearnerRef, live: LiveCatalog, card_id: 
 
 
 def set_offered(
-    *, session: Session, actor: LearnerRef, live: LiveCatalog, card_id: str, offered: bool
+    *, db: Session, actor: LearnerRef, live: LiveCatalog, card_id: str, offered: bool
 ) -> None:
     """Withdraw a card from learners (its old questions still grade) or offer it again."""
-    if not stored_documents_exist(session, card_id):
-        session.commit()
+    if not stored_documents_exist(db, card_id):
+        db.commit()
         raise _unknown_card(card_id)
-    with write_transaction(session):
-        state = session.get(CardState, card_id)
+    with write_transaction(db):
+        state = db.get(CardState, card_id)
         if state is None:
             state = CardState(card_id=card_id)
-            session.add(state)
+            db.add(state)
         state.unpublished_at = None if offered else now_utc()
         state.changed_at = now_utc()
-        _audit(session, actor, "offer" if offered else "withdraw", card_id)
+        _audit(db, actor, "offer" if offered else "withdraw", card_id)
     live.reload()
 
 
 def retire_template(
-    *, session: Session, actor: LearnerRef, live: LiveCatalog, card_id: str, template_id: str
+    *, db: Session, actor: LearnerRef, live: LiveCatalog, card_id: str, template_id: str
 ) -> int:
     """Publish a new version without ``template_id``; its old questions keep grading."""
-    documents = stored_documents(session, card_id)
+    documents = stored_documents(db, card_id)
     if not documents:
         raise _unknown_card(card_id)
     document = json.loads(json.dumps(documents[-1]))
@@ -276,10 +274,10 @@ def retire_template(
             Message("retiring it would leave an exam point without templates"),
             code="point_would_be_empty",
         )
-    save_draft(session=session, actor=actor, card_id=card_id, document=document)
-    version = publish(session=session, actor=actor, live=live, card_id=card_id)
-    with write_transaction(session):
-        _audit(session, actor, "retire_template", card_id, template_id=template_id, version=version)
+    save_draft(db=db, actor=actor, card_id=card_id, document=document)
+    version = publish(db=db, actor=actor, live=live, card_id=card_id)
+    with write_transaction(db):
+        _audit(db, actor, "retire_template", card_id, template_id=template_id, version=version)
     return version
 
 
@@ -290,13 +288,13 @@ class VersionInfo:
     templates: int
 
 
-def versions(*, session: Session, card_id: str) -> list[VersionInfo]:
+def versions(*, db: Session, card_id: str) -> list[VersionInfo]:
     from app.models import CardVersion
 
-    rows = session.scalars(
+    rows = db.scalars(
         select(CardVersion).where(CardVersion.card_id == card_id).order_by(CardVersion.version)
     ).all()
-    session.commit()
+    db.commit()
     if not rows:
         raise _unknown_card(card_id)
     return [
@@ -309,19 +307,19 @@ def versions(*, session: Session, card_id: str) -> list[VersionInfo]:
     ]
 
 
-def diff(*, session: Session, card_id: str, old: int, new: int) -> list[dict[str, Any]]:
-    documents = {int(d["version"]): d for d in stored_documents(session, card_id)}
+def diff(*, db: Session, card_id: str, old: int, new: int) -> list[dict[str, Any]]:
+    documents = {int(d["version"]): d for d in stored_documents(db, card_id)}
     if old not in documents or new not in documents:
         raise NotFound(Message("no such version"), code="version_not_found")
     return diff_documents(documents[old], documents[new])
 
 
-def audit_log(*, session: Session, card_id: str, limit: int = 100) -> list[AuditEntry]:
-    rows = session.scalars(
+def audit_log(*, db: Session, card_id: str, limit: int = 100) -> list[AuditEntry]:
+    rows = db.scalars(
         select(AuditEntry)
         .where(AuditEntry.card_id == card_id)
         .order_by(AuditEntry.at.desc(), AuditEntry.id.desc())
         .limit(limit)
     ).all()
-    session.commit()
+    db.commit()
     return list(rows)

@@ -32,9 +32,9 @@ log = logging.getLogger(__name__)
 REFRESH_EVERY_S = 2.0
 
 
-def publish_cards(*, session: Session, cards: Mapping[str, Card]) -> None:
+def publish_cards(*, db: Session, cards: Mapping[str, Card]) -> None:
     """Store the versions of ``cards`` (the card files) that the database lacks."""
-    stored = stored_cards(session)
+    stored = stored_cards(db)
     for card in cards.values():
         check_versions(card, stored.get(card.id, []))
     new = [
@@ -45,13 +45,13 @@ def publish_cards(*, session: Session, cards: Mapping[str, Card]) -> None:
     if not new:
         return
     try:
-        with write_transaction(session):
+        with write_transaction(db):
             for card in new:
-                store_version(session, card)
+                store_version(db, card)
     except IntegrityError:
         # Another server process published the same version at the same moment.
-        session.rollback()
-        stored = stored_cards(session)
+        db.rollback()
+        stored = stored_cards(db)
         for card in cards.values():
             check_versions(card, stored.get(card.id, []))
         return
@@ -59,8 +59,8 @@ def publish_cards(*, session: Session, cards: Mapping[str, Card]) -> None:
         log.info("published card %s version %s", card.id, card.version)
 
 
-def store_version(session: Session, card: Card) -> None:
-    session.add(
+def store_version(db: Session, card: Card) -> None:
+    db.add(
         CardVersion(
             card_id=card.id,
             version=card.version,
@@ -70,49 +70,47 @@ def store_version(session: Session, card: Card) -> None:
     )
 
 
-def stored_cards(session: Session, card_id: str | None = None) -> dict[str, list[Card]]:
+def stored_cards(db: Session, card_id: str | None = None) -> dict[str, list[Card]]:
     """Every stored version (oldest first) by card id."""
     query = select(CardVersion).order_by(CardVersion.card_id, CardVersion.version)
     if card_id is not None:
         query = query.where(CardVersion.card_id == card_id)
     cards: dict[str, list[Card]] = {}
-    for row in session.scalars(query):
+    for row in db.scalars(query):
         try:
             card = parse_card(row.document)
         except CardError as exc:  # a stored version the current engine cannot read any more
             log.error("card %s version %s cannot be read: %s", row.card_id, row.version, exc)
             continue
         cards.setdefault(card.id, []).append(card)
-    session.commit()
+    db.commit()
     return cards
 
 
-def stored_documents(session: Session, card_id: str) -> list[dict[str, Any]]:
-    rows = session.scalars(
+def stored_documents(db: Session, card_id: str) -> list[dict[str, Any]]:
+    rows = db.scalars(
         select(CardVersion.document)
         .where(CardVersion.card_id == card_id)
         .order_by(CardVersion.version)
     ).all()
-    session.commit()
+    db.commit()
     return [dict(r) for r in rows]
 
 
-def withdrawn_cards(session: Session) -> set[str]:
-    rows = session.scalars(
-        select(CardState.card_id).where(CardState.unpublished_at.is_not(None))
-    ).all()
-    session.commit()
+def withdrawn_cards(db: Session) -> set[str]:
+    rows = db.scalars(select(CardState.card_id).where(CardState.unpublished_at.is_not(None))).all()
+    db.commit()
     return set(rows)
 
 
-def _stamp(session: Session) -> tuple[Any, ...]:
-    versions = session.execute(
+def _stamp(db: Session) -> tuple[Any, ...]:
+    versions = db.execute(
         select(func.count(), func.max(CardVersion.created_at)).select_from(CardVersion)
     ).one()
-    states = session.execute(
+    states = db.execute(
         select(func.count(), func.max(CardState.changed_at)).select_from(CardState)
     ).one()
-    session.commit()
+    db.commit()
     return (*versions, *states)
 
 
@@ -136,15 +134,15 @@ class LiveCatalog:
 
     def load(self) -> Catalog:
         """Publish the card files' new versions and load every stored one (start-up)."""
-        with self._sessions() as session:
-            publish_cards(session=session, cards=self._files)
+        with self._sessions() as db:
+            publish_cards(db=db, cards=self._files)
         return self.reload()
 
     def reload(self) -> Catalog:
-        with self._sessions() as session:
-            stamp = _stamp(session)
-            stored = [c for versions in stored_cards(session).values() for c in versions]
-            withdrawn = withdrawn_cards(session)
+        with self._sessions() as db:
+            stamp = _stamp(db)
+            stored = [c for versions in stored_cards(db).values() for c in versions]
+            withdrawn = withdrawn_cards(db)
         self.catalog = Catalog([*stored, *self._files.values()], withdrawn=withdrawn)
         self._stamp = stamp
         self._checked = time.monotonic()
@@ -159,8 +157,8 @@ class LiveCatalog:
                 return self.catalog, False
             self._checked = time.monotonic()
             try:
-                with self._sessions() as session:
-                    stamp = _stamp(session)
+                with self._sessions() as db:
+                    stamp = _stamp(db)
             except Exception as exc:  # noqa: BLE001 - a database hiccup keeps the last catalog
                 log.warning("could not check the card catalog: %s", exc)
                 return self.catalog, False

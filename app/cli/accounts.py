@@ -15,8 +15,8 @@ def create_user(database_url: str, email: str, password: str, role: str) -> str:
 
     engine = make_engine(database_url)
     try:
-        with make_sessionmaker(engine)() as session:
-            learner = register(session=session, email=email, password=password, role=role)
+        with make_sessionmaker(engine)() as db:
+            learner = register(db=db, email=email, password=password, role=role)
     except Problem as exc:
         raise CliError(exc.message) from None
     except SQLAlchemyError as exc:

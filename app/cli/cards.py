@@ -85,8 +85,8 @@ def export_card(database_url: str, card_id: str, out: Path | None) -> str:
 
     engine = make_engine(database_url)
     try:
-        with make_sessionmaker(engine)() as session:
-            document = session.scalars(
+        with make_sessionmaker(engine)() as db:
+            document = db.scalars(
                 select(CardVersion.document)
                 .where(CardVersion.card_id == card_id)
                 .order_by(CardVersion.version.desc())

@@ -29,7 +29,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app.db import ANSWERS_PENDING
+from app.db import ATTEMPTS_PENDING
 from app.errors import problem_response
 
 METRICS_PATH = "/metrics"
@@ -86,14 +86,14 @@ def count_stored_answers(sessions: sessionmaker[Session], metrics: Metrics) -> N
     them in ``session.info``), once its transaction has committed."""
 
     @event.listens_for(sessions, "after_commit")
-    def _committed(session: Session) -> None:
-        pending = session.info.pop(ANSWERS_PENDING, 0)
+    def _committed(db: Session) -> None:
+        pending = db.info.pop(ATTEMPTS_PENDING, 0)
         if pending:
             metrics.answers.inc(pending)
 
     @event.listens_for(sessions, "after_rollback")
-    def _rolled_back(session: Session) -> None:
-        session.info.pop(ANSWERS_PENDING, None)
+    def _rolled_back(db: Session) -> None:
+        db.info.pop(ATTEMPTS_PENDING, None)
 
 
 async def serve_metrics(

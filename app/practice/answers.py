@@ -209,14 +209,14 @@ def prepare(
 
 
 def resolve_token(
-    *, session: Session, ctx: Context, learner: LearnerRef, token: str
+    *, db: Session, ctx: Context, learner: LearnerRef, token: str
 ) -> tuple[QuestionId, SessionPosition | None]:
     content = ctx.signer.verify(token, ctx.catalog)
     if content.position is None:
         assert content.question is not None
         check_token_owner(content, learner.id)
         return content.question, None
-    question, _ = _position(session, ctx, learner, content.position)
+    question, _ = _position(db, ctx, learner, content.position)
     return question, content.position
 
 
@@ -230,7 +230,7 @@ def _position(
     if owner is not None and owner != learner.id:
         db.commit()
         raise token_not_yours()
-    state = load_session(session=db, learner_id=learner.id, session_id=position.session_id)
+    state = load_session(db=db, learner_id=learner.id, session_id=position.session_id)
     return question_id_at(state.row, position.position, ctx.seed_secret), state
 
 

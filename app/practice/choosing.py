@@ -30,7 +30,7 @@ from app.problems import NotFound
 
 def question_batch(
     *,
-    session: Session,
+    db: Session,
     catalog: Catalog,
     signer: QuestionSigner,
     card_id: str,
@@ -41,7 +41,7 @@ def question_batch(
     """``count`` questions on the card (or on one exam point) in rounds over its templates; for
     a learner, after their latest answers, and their tokens bound to them."""
     seen = (
-        recent_answers(session=session, catalog=catalog, learner_id=learner_id)
+        recent_answers(db=db, catalog=catalog, learner_id=learner_id)
         if learner_id is not None
         else []
     )
@@ -65,7 +65,7 @@ def question_batch(
 
 def practise_again(
     *,
-    session: Session,
+    db: Session,
     catalog: Catalog,
     signer: QuestionSigner,
     learner_id: str,
@@ -75,15 +75,15 @@ def practise_again(
     for the parameters its key depends on, or, when that cannot give a key the learner has not
     just seen (a statement template has one key sentence), another template of its exam point.
     """
-    attempt = session.get(Attempt, attempt_id) if 0 < attempt_id < 2**62 else None
-    session.commit()
+    attempt = db.get(Attempt, attempt_id) if 0 < attempt_id < 2**62 else None
+    db.commit()
     if attempt is None or attempt.learner_id != learner_id:
         raise NotFound(Message("There is no such answer."), code="attempt_not_found")
     card = get_card(catalog, attempt.card_id)
     template = card.template(attempt.template_id)
     if template is None:
         raise retired()
-    seen = recent_answers(session=session, catalog=catalog, learner_id=learner_id)
+    seen = recent_answers(db=db, catalog=catalog, learner_id=learner_id)
     answered = seen_question(
         catalog,
         QuestionId(

@@ -69,7 +69,7 @@ def _stored_text(attempt: Attempt, choice_id: str) -> Text:
 
 def list_attempts(
     *,
-    session: Session,
+    db: Session,
     catalog: Catalog,
     learner_id: str,
     limit: int = 50,
@@ -83,8 +83,8 @@ def list_attempts(
         query = query.where(Attempt.correct.is_(False))
     if before_id is not None:
         query = query.where(Attempt.id < before_id)
-    rows = session.scalars(query.order_by(Attempt.id.desc()).limit(limit + 1)).all()
-    session.commit()
+    rows = db.scalars(query.order_by(Attempt.id.desc()).limit(limit + 1)).all()
+    db.commit()
     more = len(rows) > limit
     rows = rows[:limit]
     views = [AttemptView(row, find_variant(catalog, stored_question(row))) for row in rows]
@@ -106,7 +106,7 @@ class MistakeGroup:
 
 def mistake_book(
     *,
-    session: Session,
+    db: Session,
     catalog: Catalog,
     learner_id: str,
     point: str | None = None,
@@ -122,8 +122,8 @@ def mistake_book(
         query = query.where(Attempt.point == point)
     if pitfall:
         query = query.where(Attempt.pitfall_id == pitfall)
-    rows = session.scalars(query.order_by(Attempt.id.desc())).all()
-    session.commit()
+    rows = db.scalars(query.order_by(Attempt.id.desc())).all()
+    db.commit()
     groups: dict[tuple[str, str, str], list[Attempt]] = {}
     for row in rows:
         key = (row.card_id, row.point, row.pitfall_id or f"template:{row.template_id}")
@@ -150,7 +150,7 @@ def mistake_book(
 
 def dismiss(
     *,
-    session: Session,
+    db: Session,
     learner_id: str,
     card_id: str,
     point: str,
@@ -158,7 +158,7 @@ def dismiss(
     template_id: str,
 ) -> int:
     """ "I understand this now": hide the group's attempts from the book (statistics keep them)."""
-    with write_transaction(session):
+    with write_transaction(db):
         query = update(Attempt).where(
             Attempt.learner_id == learner_id,
             Attempt.card_id == card_id,
@@ -169,5 +169,5 @@ def dismiss(
             query = query.where(Attempt.pitfall_id == pitfall_id)
         else:
             query = query.where(Attempt.pitfall_id.is_(None), Attempt.template_id == template_id)
-        result = session.execute(query.values(dismissed=True))
+        result = db.execute(query.values(dismissed=True))
     return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -15,11 +15,11 @@ from app.models import Attempt
 
 
 def recent_answers(
-    *, session: Session, catalog: Catalog, learner_id: str, limit: int = RECENT_ANSWERS
+    *, db: Session, catalog: Catalog, learner_id: str, limit: int = RECENT_ANSWERS
 ) -> list[SeenQuestion]:
     """The learner's last ``limit`` answers on any card, oldest first, each with the key its
     feedback showed (answers to templates the catalog no longer has are left out)."""
-    rows = session.execute(
+    rows = db.execute(
         select(
             Attempt.card_id,
             Attempt.point,
@@ -32,7 +32,7 @@ def recent_answers(
         .order_by(Attempt.created_at.desc(), Attempt.id.desc())
         .limit(limit)
     ).all()
-    session.commit()
+    db.commit()
     seen = (seen_question(catalog, QuestionId(*row[:5]), row[5]) for row in reversed(rows))
     return [s for s in seen if s is not None]
 

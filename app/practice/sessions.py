@@ -75,7 +75,7 @@ def nothing_to_practise(mode: str) -> Conflict:
 
 def start_session(
     *,
-    session: Session,
+    db: Session,
     catalog: Catalog,
     learner_id: str,
     card_id: str,
@@ -115,9 +115,9 @@ def start_session(
         scope = card.templates()
     else:
         scope = (
-            _mistaken_templates(session, card, learner_id, templates)
+            _mistaken_templates(db, card, learner_id, templates)
             if mode == "mistakes"
-            else _due_templates(session, card, learner_id, now)
+            else _due_templates(db, card, learner_id, now)
         )
         if not scope:
             raise nothing_to_practise(mode)
@@ -129,7 +129,7 @@ def start_session(
         card,
         scope,
         size,
-        seen=recent_answers(session=session, catalog=catalog, learner_id=learner_id),
+        seen=recent_answers(db=db, catalog=catalog, learner_id=learner_id),
         seeds=lambda position, draw: position_seed(seed_secret, session_id, position, draw),
         rng=random.Random(secrets.randbits(64)),
         wider=wider,
@@ -146,13 +146,13 @@ def start_session(
         if mode == "exam"
         else None,
     )
-    with write_transaction(session):
-        session.add(row)
+    with write_transaction(db):
+        db.add(row)
     return row
 
 
 def _mistaken_templates(
-    session: Session, card: Card, learner_id: str, only: list[str] | None
+    db: Session, card: Card, learner_id: str, only: list[str] | None
 ) -> list[Template]:
     query = select(Attempt.template_id).where(
         Attempt.learner_id == learner_id,
@@ -160,15 +160,15 @@ def _mistaken_templates(
         Attempt.correct.is_(False),
         Attempt.dismissed.is_(False),
     )
-    wrong = set(session.scalars(query.distinct()).all())
-    session.commit()
+    wrong = set(db.scalars(query.distinct()).all())
+    db.commit()
     if only is not None:
         wrong &= set(only)
     return _templates(card, sorted(wrong))
 
 
-def _due_templates(session: Session, card: Card, learner_id: str, now: datetime) -> list[Template]:
-    ids = session.scalars(
+def _due_templates(db: Session, card: Card, learner_id: str, now: datetime) -> list[Template]:
+    ids = db.scalars(
         select(ReviewItem.template_id)
         .where(
             ReviewItem.learner_id == learner_id,
@@ -177,7 +177,7 @@ def _due_templates(session: Session, card: Card, learner_id: str, now: datetime)
         )
         .order_by(ReviewItem.due_at)
     ).all()
-    session.commit()
+    db.commit()
     return _templates(card, list(ids))
 
 
@@ -187,20 +187,20 @@ def _templates(card: Card, ids: list[str]) -> list[Template]:
     return [template for template in found if template is not None]
 
 
-def load_session(*, session: Session, learner_id: str, session_id: str) -> SessionState:
-    row = session.get(PracticeSession, session_id)
+def load_session(*, db: Session, learner_id: str, session_id: str) -> SessionState:
+    row = db.get(PracticeSession, session_id)
     if row is None or row.learner_id != learner_id:
-        session.commit()
+        db.commit()
         raise NotFound(
             Message("This practice session does not exist."),
             code="session_not_found",
         )
-    attempts = session.scalars(
+    attempts = db.scalars(
         select(Attempt)
         .where(Attempt.practice_session_id == session_id)
         .order_by(Attempt.created_at, Attempt.id)
     ).all()
-    session.commit()
+    db.commit()
     answered: dict[int, Attempt] = {}
     for attempt in attempts:
         if attempt.position is not None:
@@ -249,9 +249,9 @@ def check_can_answer(state: SessionState, now: datetime) -> None:
         )
 
 
-def finish_session(*, session: Session, session_id: str, now: datetime | None = None) -> None:
-    with write_transaction(session):
-        row = session.get(PracticeSession, session_id)
+def finish_session(*, db: Session, session_id: str, now: datetime | None = None) -> None:
+    with write_transaction(db):
+        row = db.get(PracticeSession, session_id)
         if row is not None and row.finished_at is None:
             row.finished_at = now or now_utc()
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.auth.service import LearnerRef
 from app.batch import ByKeys, NewIds, pipelined, read_together
-from app.db import ANSWERS_PENDING
+from app.db import ATTEMPTS_PENDING
 from app.domain import rating
 from app.domain.catalog import Catalog
 from app.domain.generation import Grade, Variant, grade
@@ -35,7 +35,7 @@ from app.review.service import known_of, known_reads, store_ratings
 
 
 @dataclass(frozen=True, slots=True)
-class StoredAnswer:
+class StoredAttempt:
     """What answering needs of a stored attempt (a row of ``attempts``): its ids, the question
     it answered and the choice it made."""
 
@@ -50,17 +50,17 @@ class StoredAnswer:
     practice_session_id: str | None
 
 
-_STORED_COLUMNS = tuple(StoredAnswer.__slots__)
+_STORED_COLUMNS = tuple(StoredAttempt.__slots__)
 
 
-def _stored(row: Sequence[Any]) -> StoredAnswer:
+def _stored(row: Sequence[Any]) -> StoredAttempt:
     """From a row of ``_STORED_COLUMNS``."""
-    return StoredAnswer(*tuple(row))
+    return StoredAttempt(*tuple(row))
 
 
 @dataclass(frozen=True)
 class AnswerOutcome:
-    attempt: StoredAnswer
+    attempt: StoredAttempt
     variant: Variant
     grade: Grade
     replayed: bool  # the stored first answer, not this request's choice
@@ -141,14 +141,14 @@ def store_batch(db: Session, items: Sequence[Graded]) -> None:
             *known_reads(dialect, rating.needs(maybe_first)),
         ],
     )
-    by_id: dict[str, StoredAnswer | Graded] = {
+    by_id: dict[str, StoredAttempt | Graded] = {
         row.client_answer_id: _stored(row) for row in stored_rows
     }
-    at_position: dict[tuple[str, int], StoredAnswer | Graded] = {}
+    at_position: dict[tuple[str, int], StoredAttempt | Graded] = {}
     for row in position_rows:
         at_position.setdefault((row.practice_session_id, row.position), _stored(row[:-1]))
     new: list[Graded] = []
-    replays: list[tuple[Graded, StoredAnswer | Graded]] = []
+    replays: list[tuple[Graded, StoredAttempt | Graded]] = []
     for item in items:
         item.outcome = item.error = None
         first = by_id.get(item.client_answer_id)
@@ -182,19 +182,19 @@ def store_batch(db: Session, items: Sequence[Graded]) -> None:
             item.outcome = AnswerOutcome(
                 _stored_of(attempt_id, row), item.variant, item.result, replayed=False
             )
-        db.info[ANSWERS_PENDING] = db.info.get(ANSWERS_PENDING, 0) + len(new)
+        db.info[ATTEMPTS_PENDING] = db.info.get(ATTEMPTS_PENDING, 0) + len(new)
     for item, first in replays:
-        stored = first if isinstance(first, StoredAnswer) else first.outcome
+        stored = first if isinstance(first, StoredAttempt) else first.outcome
         if isinstance(stored, AnswerOutcome):
             stored = stored.attempt
-        assert isinstance(stored, StoredAnswer)
+        assert isinstance(stored, StoredAttempt)
         replayed = grade(item.variant, stored.choice_id)
         item.outcome = AnswerOutcome(stored, item.variant, replayed, replayed=True)
 
 
-def _stored_of(attempt_id: int, row: dict[str, Any]) -> StoredAnswer:
+def _stored_of(attempt_id: int, row: dict[str, Any]) -> StoredAttempt:
     """The stored answer an inserted attempt row is."""
-    return StoredAnswer(attempt_id, *(row[name] for name in _STORED_COLUMNS[1:]))
+    return StoredAttempt(attempt_id, *(row[name] for name in _STORED_COLUMNS[1:]))
 
 
 def writer_order(item: Graded) -> tuple[str, str, str]:
@@ -202,9 +202,9 @@ def writer_order(item: Graded) -> tuple[str, str, str]:
     return (item.learner.id, item.question.card_id, item.question.template_id)
 
 
-def _key(answer: StoredAnswer | Graded) -> tuple[Any, ...]:
+def _key(answer: StoredAttempt | Graded) -> tuple[Any, ...]:
     """A learner's answers to one question (ix_attempts_question)."""
-    if isinstance(answer, StoredAnswer):
+    if isinstance(answer, StoredAttempt):
         return (
             answer.learner_id, answer.card_id, answer.template_id, answer.template_version,
             answer.seed,

@@ -154,7 +154,7 @@ _UPDATE_ITEM = update(_ITEMS).where(_ITEMS.c.id == bindparam("item_id"))
 
 def due_items(
     *,
-    session: Session,
+    db: Session,
     learner_id: str,
     now: datetime,
     limit: int = 20,
@@ -166,8 +166,8 @@ def due_items(
         .where(ReviewItem.learner_id == learner_id, ReviewItem.due_at <= now)
         .order_by(ReviewItem.due_at, ReviewItem.id)
     )
-    rows = session.scalars(query).all()
-    session.commit()
+    rows = db.scalars(query).all()
+    db.commit()
     items = [DueItem(r.id, r.card_id, r.point, r.template_id, as_utc(r.due_at)) for r in rows]
     if after_id is not None:
         ids = [i.id for i in items]
@@ -175,15 +175,15 @@ def due_items(
     return items[: max(1, min(limit, MAX_DUE_PAGE))]
 
 
-def due_counts(*, session: Session, learner_id: str, now: datetime) -> tuple[int, int]:
+def due_counts(*, db: Session, learner_id: str, now: datetime) -> tuple[int, int]:
     """(due now, due later today) for the header and the review page."""
     end_of_day = datetime.combine(now.date() + timedelta(days=1), time(0, 0), tzinfo=UTC)
-    rows = session.execute(
+    rows = db.execute(
         select(ReviewItem.due_at).where(
             ReviewItem.learner_id == learner_id, ReviewItem.due_at < end_of_day
         )
     ).all()
-    session.commit()
+    db.commit()
     now_count = sum(1 for (due,) in rows if as_utc(due) <= now)
     return now_count, len(rows) - now_count
 
@@ -198,8 +198,8 @@ class PointProgress:
     retention: float | None  # mean FSRS retrievability of the point's items now
 
 
-def progress(*, session: Session, learner_id: str, now: datetime) -> list[PointProgress]:
-    counts = session.execute(
+def progress(*, db: Session, learner_id: str, now: datetime) -> list[PointProgress]:
+    counts = db.execute(
         select(
             Attempt.card_id,
             Attempt.point,
@@ -209,8 +209,8 @@ def progress(*, session: Session, learner_id: str, now: datetime) -> list[PointP
         .where(Attempt.learner_id == learner_id, Attempt.first_answer.is_(True))
         .group_by(Attempt.card_id, Attempt.point)
     ).all()
-    items = session.scalars(select(ReviewItem).where(ReviewItem.learner_id == learner_id)).all()
-    session.commit()
+    items = db.scalars(select(ReviewItem).where(ReviewItem.learner_id == learner_id)).all()
+    db.commit()
     result: dict[tuple[str, str], dict[str, object]] = {}
     for card_id, point, attempts, right in counts:
         result[(card_id, point)] = {"attempts": attempts, "right": int(right or 0)}

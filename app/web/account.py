@@ -21,7 +21,7 @@ from app.auth.service import (
     register,
     start_web_session,
 )
-from app.deps import LimiterDep, SessionDep, VisitorDep
+from app.deps import DbDep, LimiterDep, VisitorDep
 from app.problems import Problem
 from app.web.forms import check_csrf
 from app.web.templating import link, render_page
@@ -50,7 +50,7 @@ def signup_page(request: Request, visitor: VisitorDep) -> Response:
 @router.post("/signup")
 def signup(
     request: Request,
-    session: SessionDep,
+    db: DbDep,
     visitor: VisitorDep,
     csrf_token: Annotated[str | None, Form()] = None,
     email: Text_ = "",
@@ -59,7 +59,7 @@ def signup(
     check_csrf(visitor, csrf_token)
     guest = visitor.learner.id if visitor.learner and visitor.learner.kind == "guest" else None
     try:
-        learner = register(session=session, email=email, password=password, guest_id=guest)
+        learner = register(db=db, email=email, password=password, guest_id=guest)
     except Problem as problem:
         return _form(
             request,
@@ -70,7 +70,7 @@ def signup(
             status_code=problem.status_code,
         )
     secret = start_web_session(
-        session=session, learner_id=learner.id, lang=visitor.lang, replace=visitor.browser.secret
+        db=db, learner_id=learner.id, lang=visitor.lang, replace=visitor.browser.secret
     )
     return _signed_in(visitor, secret)
 
@@ -83,7 +83,7 @@ def login_page(request: Request, visitor: VisitorDep) -> Response:
 @router.post("/login")
 def login(
     request: Request,
-    session: SessionDep,
+    db: DbDep,
     visitor: VisitorDep,
     limiter: LimiterDep,
     csrf_token: Annotated[str | None, Form()] = None,
@@ -93,7 +93,7 @@ def login(
     check_csrf(visitor, csrf_token)
     try:
         learner = authenticate(
-            session=session,
+            db=db,
             limiter=limiter,
             email=email,
             password=password,
@@ -112,46 +112,46 @@ def login(
             response.headers["Retry-After"] = str(problem.retry_after_s)  # type: ignore[attr-defined]
         return response
     if visitor.learner is not None and visitor.learner.kind == "guest":
-        merge_learner(session=session, source_id=visitor.learner.id, target_id=learner.id)
+        merge_learner(db=db, source_id=visitor.learner.id, target_id=learner.id)
     secret = start_web_session(
-        session=session, learner_id=learner.id, lang=visitor.lang, replace=visitor.browser.secret
+        db=db, learner_id=learner.id, lang=visitor.lang, replace=visitor.browser.secret
     )
     return _signed_in(visitor, secret, "/")
 
 
 @router.post("/logout")
 def logout(
-    session: SessionDep, visitor: VisitorDep, csrf_token: Annotated[str | None, Form()] = None
+    db: DbDep, visitor: VisitorDep, csrf_token: Annotated[str | None, Form()] = None
 ) -> Response:
     check_csrf(visitor, csrf_token)
-    end_web_session(session=session, secret=visitor.browser.secret)
+    end_web_session(db=db, secret=visitor.browser.secret)
     visitor.browser.clear()
     return RedirectResponse(link("/", visitor.lang), status_code=303)
 
 
 @router.post("/logout-everywhere")
 def logout_everywhere(
-    session: SessionDep, visitor: VisitorDep, csrf_token: Annotated[str | None, Form()] = None
+    db: DbDep, visitor: VisitorDep, csrf_token: Annotated[str | None, Form()] = None
 ) -> Response:
     check_csrf(visitor, csrf_token)
     if visitor.learner is not None and visitor.learner.has_account:
-        end_all_sessions(session=session, learner_id=visitor.learner.id)
+        end_all_sessions(db=db, learner_id=visitor.learner.id)
     visitor.browser.clear()
     return RedirectResponse(link("/", visitor.lang), status_code=303)
 
 
 @router.get("/account")
-def account_page(request: Request, session: SessionDep, visitor: VisitorDep) -> Response:
+def account_page(request: Request, db: DbDep, visitor: VisitorDep) -> Response:
     if visitor.learner is None or not visitor.learner.has_account:
         return RedirectResponse(link("/login", visitor.lang), status_code=303)
-    devices = list_tokens(session=session, learner_id=visitor.learner.id)
+    devices = list_tokens(db=db, learner_id=visitor.learner.id)
     return _form(request, visitor, "account.html", devices=devices, done=False)
 
 
 @router.post("/account/password")
 def password(
     request: Request,
-    session: SessionDep,
+    db: DbDep,
     visitor: VisitorDep,
     csrf_token: Annotated[str | None, Form()] = None,
     current: Text_ = "",
@@ -162,14 +162,14 @@ def password(
         return RedirectResponse(link("/login", visitor.lang), status_code=303)
     try:
         change_password(
-            session=session,
+            db=db,
             learner_id=visitor.learner.id,
             current=current,
             new=new,
             keep_session_hash=hash_secret(visitor.browser.secret),
         )
     except Problem as problem:
-        devices = list_tokens(session=session, learner_id=visitor.learner.id)
+        devices = list_tokens(db=db, learner_id=visitor.learner.id)
         return _form(
             request,
             visitor,
@@ -179,5 +179,5 @@ def password(
             error=problem.text.get(visitor.lang),
             status_code=problem.status_code,
         )
-    devices = list_tokens(session=session, learner_id=visitor.learner.id)
+    devices = list_tokens(db=db, learner_id=visitor.learner.id)
     return _form(request, visitor, "account.html", devices=devices, done=True)

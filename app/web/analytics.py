@@ -22,7 +22,7 @@ from markupsafe import Markup
 from starlette.responses import Response
 
 from app.analytics.service import card_analytics, to_csv
-from app.deps import CatalogDep, ContextDep, InstructorVisitor, SessionDep
+from app.deps import CatalogDep, ContextDep, DbDep, InstructorVisitor
 from app.domain.analytics import (
     SCOPES,
     CardAnalytics,
@@ -75,7 +75,7 @@ def plain_math(text: str) -> str:
 
 def run_analytics(
     *,
-    session: SessionDep,
+    db: DbDep,
     card: Card,
     scope: Scope,
     versions: Versions,
@@ -84,7 +84,7 @@ def run_analytics(
 ) -> CardAnalytics:
     since = context.clock() - timedelta(days=days) if days is not None else None
     return card_analytics(
-        session=session,
+        db=db,
         card=card,
         scope=scope,
         current_versions_only=versions == "current",
@@ -215,7 +215,7 @@ def analytics_page(
     request: Request,
     card_id: str,
     visitor: InstructorVisitor,
-    session: SessionDep,
+    db: DbDep,
     catalog: CatalogDep,
     context: ContextDep,
     scope: Scope = "first_answers",
@@ -226,7 +226,7 @@ def analytics_page(
     """The card's item analysis; ``?format=csv`` downloads the same figures as CSV."""
     card = get_card(catalog, card_id, offered=False)  # a withdrawn card's history too
     analytics = run_analytics(
-        session=session, card=card, scope=scope, versions=versions, days=days, context=context
+        db=db, card=card, scope=scope, versions=versions, days=days, context=context
     )
     if format == "csv":
         return csv_response(analytics)
@@ -238,7 +238,7 @@ def analytics_page(
 def analytics_csv(
     card_id: str,
     visitor: InstructorVisitor,
-    session: SessionDep,
+    db: DbDep,
     catalog: CatalogDep,
     context: ContextDep,
     scope: Scope = "first_answers",
@@ -248,6 +248,6 @@ def analytics_csv(
     """The card's item analysis as CSV (one long table, see ``app.analytics.service.to_csv``)."""
     card = get_card(catalog, card_id, offered=False)  # a withdrawn card's history too
     analytics = run_analytics(
-        session=session, card=card, scope=scope, versions=versions, days=days, context=context
+        db=db, card=card, scope=scope, versions=versions, days=days, context=context
     )
     return csv_response(analytics)

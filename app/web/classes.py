@@ -11,7 +11,7 @@ from fastapi import APIRouter, Form, Request
 from starlette.responses import RedirectResponse, Response
 
 from app.analytics.classes import class_progress, classes_of, create_class, join_class
-from app.deps import CatalogDep, ContextDep, InstructorVisitor, SessionDep, VisitorDep
+from app.deps import CatalogDep, ContextDep, DbDep, InstructorVisitor, VisitorDep
 from app.domain.analytics import percent
 from app.domain.messages import Message
 from app.problems import Problem
@@ -27,7 +27,7 @@ CsrfField = Annotated[str | None, Form()]
 def _classes_page(
     request: Request,
     visitor: InstructorVisitor,
-    session: SessionDep,
+    db: DbDep,
     *,
     error: str | None = None,
     name: str = "",
@@ -35,7 +35,7 @@ def _classes_page(
 ) -> Response:
     assert visitor.learner is not None
     context = {
-        "classes": classes_of(session=session, owner_id=visitor.learner.id),
+        "classes": classes_of(db=db, owner_id=visitor.learner.id),
         "csrf_token": visitor.csrf_token,
         "error": error,
         "name": name,
@@ -50,28 +50,28 @@ def _classes_page(
 
 
 @router.get("/instructor/classes")
-def classes_page(request: Request, visitor: InstructorVisitor, session: SessionDep) -> Response:
+def classes_page(request: Request, visitor: InstructorVisitor, db: DbDep) -> Response:
     """The instructor's classes, their join codes and member counts; a form for a new one."""
-    return _classes_page(request, visitor, session)
+    return _classes_page(request, visitor, db)
 
 
 @router.post("/instructor/classes")
 def new_class(
     request: Request,
     visitor: InstructorVisitor,
-    session: SessionDep,
+    db: DbDep,
     csrf_token: CsrfField = None,
     name: FormText = "",
 ) -> Response:
     check_csrf(visitor, csrf_token)
     assert visitor.learner is not None
     try:
-        created = create_class(session=session, owner_id=visitor.learner.id, name=name)
+        created = create_class(db=db, owner_id=visitor.learner.id, name=name)
     except Problem as problem:
         return _classes_page(
             request,
             visitor,
-            session,
+            db,
             error=problem.text.get(visitor.lang),
             name=name,
             status_code=problem.status_code,
@@ -89,16 +89,14 @@ def class_page(
     request: Request,
     class_id: int,
     visitor: InstructorVisitor,
-    session: SessionDep,
+    db: DbDep,
     catalog: CatalogDep,
     context: ContextDep,
 ) -> Response:
     """Each member's progress: first answers, share right, per exam point, reviews due, last
     answer."""
     assert visitor.learner is not None
-    progress = class_progress(
-        session=session, class_id=class_id, viewer=visitor.learner, now=context.clock()
-    )
+    progress = class_progress(db=db, class_id=class_id, viewer=visitor.learner, now=context.clock())
     columns = sorted(
         progress.columns, key=lambda c: (c[0], _point_label(catalog, c[0], c[1])[0], c[1])
     )
@@ -146,7 +144,7 @@ def join_page(request: Request, visitor: VisitorDep) -> Response:
 def join(
     request: Request,
     visitor: VisitorDep,
-    session: SessionDep,
+    db: DbDep,
     csrf_token: CsrfField = None,
     code: FormText = "",
 ) -> Response:
@@ -160,7 +158,7 @@ def join(
             status_code=403,
         )
     try:
-        joined = join_class(session=session, learner=visitor.learner, code=code)
+        joined = join_class(db=db, learner=visitor.learner, code=code)
     except Problem as problem:
         return _join_page(
             request,

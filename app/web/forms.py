@@ -24,11 +24,11 @@ def check_csrf(visitor: Visitor, submitted: str | None) -> None:
         )
 
 
-def web_learner(session: Session, visitor: Visitor) -> LearnerRef:
+def web_learner(db: Session, visitor: Visitor) -> LearnerRef:
     """The visitor's learner; a new guest (with its session row) on a browser's first write."""
     if visitor.learner is not None:
         return visitor.learner
-    with write_transaction(session):
-        learner = ensure_guest(session=session, secret=visitor.browser.secret, lang=visitor.lang)
+    with write_transaction(db):
+        learner = ensure_guest(db=db, secret=visitor.browser.secret, lang=visitor.lang)
     visitor.learner = learner
     return learner

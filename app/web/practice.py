@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from starlette.responses import RedirectResponse, Response
 
 from app.auth.service import as_utc
-from app.deps import ContextDep, SessionDep, Visitor, VisitorDep, in_db
+from app.deps import ContextDep, DbDep, Visitor, VisitorDep, in_db
 from app.domain.cards import Card
 from app.domain.generation import grade
 from app.domain.identity import MAX_SEED
@@ -94,7 +94,7 @@ async def practise_point(
 
 @router.post("/sessions")
 def start(
-    session: SessionDep,
+    db: DbDep,
     ctx: ContextDep,
     visitor: VisitorDep,
     csrf_token: Annotated[str | None, Form()] = None,
@@ -108,9 +108,9 @@ def start(
     check_csrf(visitor, csrf_token)
     if mode not in MODES:
         raise InvalidInput(Message("Unknown practice mode."), code="invalid_mode")
-    learner = web_learner(session, visitor)
+    learner = web_learner(db, visitor)
     row = start_session(
-        session=session,
+        db=db,
         catalog=ctx.catalog,
         learner_id=learner.id,
         card_id=card_id,
@@ -126,10 +126,10 @@ def start(
 
 @router.get("/sessions/{session_id}")
 def session_page(
-    request: Request, session_id: str, session: SessionDep, ctx: ContextDep, visitor: VisitorDep
+    request: Request, session_id: str, db: DbDep, ctx: ContextDep, visitor: VisitorDep
 ) -> Response:
     """The session's next question, or its summary when it is over."""
-    state = _state(session, visitor, session_id)
+    state = _state(db, visitor, session_id)
     now = ctx.clock()
     position = state.next_position
     if position is None or state.over(now):
@@ -147,28 +147,28 @@ def session_page(
 @router.post("/sessions/{session_id}/finish")
 def finish(
     session_id: str,
-    session: SessionDep,
+    db: DbDep,
     ctx: ContextDep,
     visitor: VisitorDep,
     csrf_token: Annotated[str | None, Form()] = None,
 ) -> Response:
     """End a session now (the rest counts as unanswered) and show the summary."""
     check_csrf(visitor, csrf_token)
-    _state(session, visitor, session_id)
-    finish_session(session=session, session_id=session_id, now=ctx.clock())
+    _state(db, visitor, session_id)
+    finish_session(db=db, session_id=session_id, now=ctx.clock())
     return _see_other(link(f"/sessions/{session_id}/summary", visitor.lang))
 
 
 @router.get("/sessions/{session_id}/summary")
 def summary_page(
-    request: Request, session_id: str, session: SessionDep, ctx: ContextDep, visitor: VisitorDep
+    request: Request, session_id: str, db: DbDep, ctx: ContextDep, visitor: VisitorDep
 ) -> Response:
     """Right and wrong per exam point, the pitfalls fallen for, time spent, practise again."""
-    state = _state(session, visitor, session_id)
+    state = _state(db, visitor, session_id)
     now = ctx.clock()
     if state.row.finished_at is None and state.over(now):
-        finish_session(session=session, session_id=session_id, now=now)
-        state = _state(session, visitor, session_id)
+        finish_session(db=db, session_id=session_id, now=now)
+        state = _state(db, visitor, session_id)
     card = get_card(ctx.catalog, state.row.card_id, offered=False)
     context = {
         "card": card,
@@ -180,13 +180,13 @@ def summary_page(
     return render_page(request, "summary.html", context, lang=visitor.lang)
 
 
-def _state(session: SessionDep, visitor: VisitorDep, session_id: str) -> SessionState:
+def _state(db: DbDep, visitor: VisitorDep, session_id: str) -> SessionState:
     if visitor.learner is None:
         raise NotFound(
             Message("This practice session does not exist."),
             code="session_not_found",
         )
-    return load_session(session=session, learner_id=visitor.learner.id, session_id=session_id[:64])
+    return load_session(db=db, learner_id=visitor.learner.id, session_id=session_id[:64])
 
 
 # --- answering --------------------------------------------------------------------------------
@@ -226,12 +226,12 @@ def _answer_form(
     choice_id: str | None,
     client_answer_id: str,
     shown_at: int | None,
-    session: Session,
+    db: Session,
 ) -> Response:
     """The answer form's blocking part, in the threadpool with its own database session."""
-    learner = web_learner(session, visitor)
+    learner = web_learner(db, visitor)
     if not choice_id:
-        question, position = resolve_token(session=session, ctx=ctx, learner=learner, token=token)
+        question, position = resolve_token(db=db, ctx=ctx, learner=learner, token=token)
         variant = regenerate(ctx.catalog, question)
         item = Question(
             variant=variant,
@@ -241,14 +241,14 @@ def _answer_form(
             position=position,
         )
         state = (
-            load_session(session=session, learner_id=learner.id, session_id=position.session_id)
+            load_session(db=db, learner_id=learner.id, session_id=position.session_id)
             if position
             else None
         )
         return _question_page(request, ctx, visitor, item, state, error=PICK_ONE, status_code=422)
     duration_ms = int(time.time() * 1000) - shown_at if shown_at else None
     outcome = answer_question(
-        db=session,
+        db=db,
         writer=answer_writer(request.app.state),
         ctx=ctx,
         learner=learner,
@@ -259,9 +259,7 @@ def _answer_form(
     )
     attempt = outcome.attempt
     if attempt.practice_session_id is not None:
-        state = load_session(
-            session=session, learner_id=learner.id, session_id=attempt.practice_session_id
-        )
+        state = load_session(db=db, learner_id=learner.id, session_id=attempt.practice_session_id)
         if state.row.mode == "exam":
             return _see_other(link(f"/sessions/{state.row.id}", visitor.lang))
     return _see_other(link(f"/answers/{attempt.id}", visitor.lang))
@@ -271,19 +269,19 @@ def _answer_form(
 def feedback_page(
     request: Request,
     attempt_id: int,
-    session: SessionDep,
+    db: DbDep,
     ctx: ContextDep,
     visitor: VisitorDep,
 ) -> Response:
     """The feedback of one stored answer: every choice with its pitfall, the worked solution."""
-    attempt = session.get(Attempt, attempt_id) if 0 < attempt_id < 2**62 else None
-    session.commit()
+    attempt = db.get(Attempt, attempt_id) if 0 < attempt_id < 2**62 else None
+    db.commit()
     if attempt is None or visitor.learner is None or attempt.learner_id != visitor.learner.id:
         raise NotFound(Message("There is no such answer."), code="attempt_not_found")
     state = None
     if attempt.practice_session_id is not None:
         state = load_session(
-            session=session, learner_id=attempt.learner_id, session_id=attempt.practice_session_id
+            db=db, learner_id=attempt.learner_id, session_id=attempt.practice_session_id
         )
         if state.row.mode == "exam" and not state.over(ctx.clock()):
             # No feedback before the exam ends.

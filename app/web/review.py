@@ -9,7 +9,7 @@ from fastapi import APIRouter, Form, Query, Request
 from starlette.responses import RedirectResponse, Response
 
 from app.auth.service import exam_date_of, set_exam_date
-from app.deps import CatalogDep, ContextDep, SessionDep, VisitorDep
+from app.deps import CatalogDep, ContextDep, DbDep, VisitorDep
 from app.domain.messages import Message
 from app.domain.texts import Text
 from app.practice.mistakes import dismiss, mistake_book
@@ -25,7 +25,7 @@ Filter = Annotated[str | None, Query(max_length=100)]
 @router.get("/mistakes")
 def mistakes_page(
     request: Request,
-    session: SessionDep,
+    db: DbDep,
     catalog: CatalogDep,
     visitor: VisitorDep,
     point: Filter = None,
@@ -35,7 +35,7 @@ def mistakes_page(
     learner_id = visitor.learner.id if visitor.learner else None
     book = (
         mistake_book(
-            session=session,
+            db=db,
             catalog=catalog,
             learner_id=learner_id,
             point=point or None,
@@ -45,7 +45,7 @@ def mistakes_page(
         else []
     )
     everything = (
-        mistake_book(session=session, catalog=catalog, learner_id=learner_id)
+        mistake_book(db=db, catalog=catalog, learner_id=learner_id)
         if learner_id and (point or pitfall)
         else book
     )
@@ -67,7 +67,7 @@ def mistakes_page(
 
 @router.post("/mistakes/dismiss")
 def dismiss_mistake(
-    session: SessionDep,
+    db: DbDep,
     visitor: VisitorDep,
     csrf_token: Annotated[str | None, Form()] = None,
     card_id: Annotated[str, Form(max_length=100)] = "",
@@ -79,7 +79,7 @@ def dismiss_mistake(
     check_csrf(visitor, csrf_token)
     if visitor.learner is not None:
         dismiss(
-            session=session,
+            db=db,
             learner_id=visitor.learner.id,
             card_id=card_id,
             point=point,
@@ -90,20 +90,14 @@ def dismiss_mistake(
 
 
 @router.get("/review")
-def review_page(
-    request: Request, session: SessionDep, ctx: ContextDep, visitor: VisitorDep
-) -> Response:
+def review_page(request: Request, db: DbDep, ctx: ContextDep, visitor: VisitorDep) -> Response:
     """What is due today, the exam date and days left, progress per exam point."""
     catalog = ctx.catalog
     now = ctx.clock()
     learner_id = visitor.learner.id if visitor.learner else None
-    due_now, later = (
-        due_counts(session=session, learner_id=learner_id, now=now) if learner_id else (0, 0)
-    )
-    items = (
-        due_items(session=session, learner_id=learner_id, now=now, limit=100) if learner_id else []
-    )
-    exam = exam_date_of(session=session, learner_id=learner_id) if learner_id else None
+    due_now, later = due_counts(db=db, learner_id=learner_id, now=now) if learner_id else (0, 0)
+    items = due_items(db=db, learner_id=learner_id, now=now, limit=100) if learner_id else []
+    exam = exam_date_of(db=db, learner_id=learner_id) if learner_id else None
     by_card: dict[str, int] = {}
     for item in items:
         by_card[item.card_id] = by_card.get(item.card_id, 0) + 1
@@ -116,7 +110,7 @@ def review_page(
         "catalog": catalog,
         "exam_date": exam,
         "days_left": days_until(exam, now.date()),
-        "progress": progress(session=session, learner_id=learner_id, now=now) if learner_id else [],
+        "progress": progress(db=db, learner_id=learner_id, now=now) if learner_id else [],
         "csrf_token": visitor.csrf_token,
         "today": now.date().isoformat(),
     }
@@ -125,14 +119,14 @@ def review_page(
 
 @router.post("/review/exam-date")
 def save_exam_date(
-    session: SessionDep,
+    db: DbDep,
     ctx: ContextDep,
     visitor: VisitorDep,
     csrf_token: Annotated[str | None, Form()] = None,
     exam_date: Annotated[str, Form(max_length=10)] = "",
 ) -> Response:
     check_csrf(visitor, csrf_token)
-    learner = web_learner(session, visitor)
+    learner = web_learner(db, visitor)
     value: date | None = None
     if exam_date:
         try:
@@ -147,5 +141,5 @@ def save_exam_date(
                 Message("The exam date has to be today or later."),
                 code="invalid_date",
             )
-    set_exam_date(session=session, learner_id=learner.id, exam_date=value)
+    set_exam_date(db=db, learner_id=learner.id, exam_date=value)
     return RedirectResponse(link("/review", visitor.lang), status_code=303)

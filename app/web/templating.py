@@ -36,13 +36,13 @@ from app.rendering import latex_to_mathml, render_inline, render_paragraphs, ren
 LANG_COOKIE = "infracards_lang"
 LANG_COOKIE_MAX_AGE_S = 365 * 24 * 3600
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
+PAGES_DIR = Path(__file__).resolve().parents[1] / "pages"
 
 
-def make_templates() -> Jinja2Templates:
+def make_pages() -> Jinja2Templates:
     check_catalogs(LANGS)  # at start: a missing compiled catalog is an error, not English pages
-    templates = Jinja2Templates(directory=TEMPLATES_DIR)
-    env = templates.env
+    pages = Jinja2Templates(directory=PAGES_DIR)
+    env = pages.env
     env.add_extension("jinja2.ext.i18n")
     env.newstyle_gettext = True  # type: ignore[attr-defined]
     env.filters["math"] = render_inline
@@ -53,10 +53,10 @@ def make_templates() -> Jinja2Templates:
     env.filters["number"] = _number_filter
     env.filters["when"] = _when_filter
     env.globals["duration"] = format_duration
-    return templates
+    return pages
 
 
-# --- gettext in the templates, per language ---------------------------------------------------
+# --- gettext in the pages, per language ---------------------------------------------------
 
 MAX_CONSTANT_MESSAGES = 4096  # translated messages without parameters kept per language
 
@@ -157,8 +157,8 @@ def render_page(
         "switch_url": switch_url,
         **context,
     }
-    templates: Jinja2Templates = request.app.state.templates
-    response = templates.TemplateResponse(request, name, full, status_code=status_code)
+    pages: Jinja2Templates = request.app.state.pages
+    response = pages.TemplateResponse(request, name, full, status_code=status_code)
     asked = request.query_params.get("lang")
     if asked in LANGS and request.cookies.get(LANG_COOKIE) != asked:
         response.set_cookie(

@@ -118,8 +118,8 @@ class LiveServer:
         ctx = self.app.state.context
         position = ctx.signer.verify(token, ctx.catalog).position
         assert position is not None, "not a practice-session question"
-        with self.app.state.sessionmaker() as session:
-            row = session.get(PracticeSession, position.session_id)
+        with self.app.state.sessionmaker() as db:
+            row = db.get(PracticeSession, position.session_id)
             assert row is not None
             identity = question_id_at(row, position.position, ctx.seed_secret)
         variant = regenerate(ctx.catalog, identity)

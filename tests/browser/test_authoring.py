@@ -24,8 +24,8 @@ PASSWORD = "instructor password"
 
 def log_in_as_instructor(page: Page, live_server) -> None:
     email = new_email()
-    with live_server.app.state.sessionmaker() as session:
-        register(session=session, email=email, password=PASSWORD, role="instructor")
+    with live_server.app.state.sessionmaker() as db:
+        register(db=db, email=email, password=PASSWORD, role="instructor")
     page.goto(f"{live_server.url}/login")
     page.fill("#email", email)
     page.fill("#password", PASSWORD)
@@ -48,11 +48,11 @@ def test_an_instructor_sees_a_parse_error_at_its_column_previews_and_publishes(
     expect(page).to_have_url(re.compile(f"/instructor/cards/{card_id}$"))
     # Give the draft the fixture card's texts and exam point; the template is written below.
     template = CARD["points"][0]["templates"][0]
-    with live_server.app.state.sessionmaker() as session:
-        actor = session.scalars(select(Learner).where(Learner.role == "instructor")).first()
+    with live_server.app.state.sessionmaker() as db:
+        actor = db.scalars(select(Learner).where(Learner.role == "instructor")).first()
         ref = LearnerRef(actor.id, actor.kind, actor.role, actor.email)
         document = {**CARD, "id": card_id, "points": [{**CARD["points"][0], "templates": []}]}
-        service.save_draft(session=session, actor=ref, card_id=card_id, document=document)
+        service.save_draft(db=db, actor=ref, card_id=card_id, document=document)
     page.goto(f"{live_server.url}/instructor/cards/{card_id}/templates/new?point=kv-bytes")
     page.fill("#f-id", "kv-total")
     params = "\n".join(

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Form, Query, Request
 from starlette.responses import Response
 
 from app.authoring import service
-from app.deps import ContextDep, InstructorVisitor, SessionDep
+from app.deps import ContextDep, DbDep, InstructorVisitor
 from app.domain.authoring import add_point, new_card_document
 from app.domain.cards import SLUG_PATTERN
 from app.domain.messages import Message
@@ -38,7 +38,7 @@ def dashboard(request: Request, ctx: ContextDep, visitor: InstructorVisitor) -> 
 @router.post("/cards")
 def create_card(
     request: Request,
-    session: SessionDep,
+    db: DbDep,
     ctx: ContextDep,
     visitor: InstructorVisitor,
     csrf_token: Annotated[str | None, Form()] = None,
@@ -56,7 +56,7 @@ def create_card(
             raise InvalidInput(Message("give the card a title in both languages"))
         document = new_card_document(card_id, {"en": title_en.strip(), "zh": title_zh.strip()})
         assert visitor.learner is not None
-        service.create_draft(session=session, actor=visitor.learner, document=document)
+        service.create_draft(db=db, actor=visitor.learner, document=document)
     except Problem as problem:
         context = {
             "cards": ctx.catalog.all_cards(),
@@ -76,13 +76,13 @@ def create_card(
 
 @router.get("/cards/{card_id}")
 def card_overview(
-    request: Request, card_id: str, session: SessionDep, ctx: ContextDep, visitor: InstructorVisitor
+    request: Request, card_id: str, db: DbDep, ctx: ContextDep, visitor: InstructorVisitor
 ) -> Response:
     """The draft (or latest version): points, templates, every problem, publish, versions."""
-    draft = service.get_draft(session=session, card_id=card_id[:100])
+    draft = service.get_draft(db=db, card_id=card_id[:100])
     checked = service.validate(draft.document)
     published = ctx.catalog.latest(card_id)
-    versions = service.versions(session=session, card_id=card_id) if published else []
+    versions = service.versions(db=db, card_id=card_id) if published else []
     context = {
         "card_id": card_id,
         "draft": draft,
@@ -91,7 +91,7 @@ def card_overview(
         "published": published,
         "offered": published is not None and card_id not in ctx.catalog.withdrawn,
         "versions": versions,
-        "audit": service.audit_log(session=session, card_id=card_id, limit=30),
+        "audit": service.audit_log(db=db, card_id=card_id, limit=30),
         "csrf_token": visitor.csrf_token,
     }
     return render_page(request, "instructor_card.html", context, lang=visitor.lang)
@@ -100,7 +100,7 @@ def card_overview(
 @router.post("/cards/{card_id}/points")
 def new_point(
     card_id: str,
-    session: SessionDep,
+    db: DbDep,
     visitor: InstructorVisitor,
     csrf_token: Annotated[str | None, Form()] = None,
     slug: Annotated[str, Form(max_length=80)] = "",
@@ -113,9 +113,9 @@ def new_point(
             Message("an exam point slug is lowercase words joined by '-'"), code="invalid_slug"
         )
     assert visitor.learner is not None
-    draft = service.get_draft(session=session, card_id=card_id[:100])
+    draft = service.get_draft(db=db, card_id=card_id[:100])
     document = add_point(draft.document, slug, {"en": title_en or slug, "zh": title_zh or slug})
-    service.save_draft(session=session, actor=visitor.learner, card_id=card_id, document=document)
+    service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
     return back_to(visitor, f"/instructor/cards/{card_id}")
 
 
@@ -123,14 +123,14 @@ def new_point(
 def publish(
     request: Request,
     card_id: str,
-    session: SessionDep,
+    db: DbDep,
     visitor: InstructorVisitor,
     csrf_token: Annotated[str | None, Form()] = None,
 ) -> Response:
     check_csrf(visitor, csrf_token)
     assert visitor.learner is not None
     service.publish(
-        session=session, actor=visitor.learner, live=request.app.state.live_catalog, card_id=card_id
+        db=db, actor=visitor.learner, live=request.app.state.live_catalog, card_id=card_id
     )
     return back_to(visitor, f"/instructor/cards/{card_id}")
 
@@ -139,7 +139,7 @@ def publish(
 def offer(
     request: Request,
     card_id: str,
-    session: SessionDep,
+    db: DbDep,
     visitor: InstructorVisitor,
     csrf_token: Annotated[str | None, Form()] = None,
     offered: Annotated[str, Form(max_length=5)] = "yes",
@@ -147,7 +147,7 @@ def offer(
     check_csrf(visitor, csrf_token)
     assert visitor.learner is not None
     service.set_offered(
-        session=session,
+        db=db,
         actor=visitor.learner,
         live=request.app.state.live_catalog,
         card_id=card_id,
@@ -160,11 +160,11 @@ def offer(
 def diff_page(
     request: Request,
     card_id: str,
-    session: SessionDep,
+    db: DbDep,
     visitor: InstructorVisitor,
     from_version: Annotated[int, Query(alias="from", ge=1, le=10**9)],
     to_version: Annotated[int, Query(alias="to", ge=1, le=10**9)],
 ) -> Response:
-    changes = service.diff(session=session, card_id=card_id, old=from_version, new=to_version)
+    changes = service.diff(db=db, card_id=card_id, old=from_version, new=to_version)
     context = {"card_id": card_id, "changes": changes, "old": from_version, "new": to_version}
     return render_page(request, "instructor_diff.html", context, lang=visitor.lang)

@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 from app.authoring import service
 from app.authoring.preview import preview_card, preview_variant
 from app.authoring.sandbox import check_formula as sandboxed_check
-from app.deps import InstructorVisitor, SessionDep
+from app.deps import DbDep, InstructorVisitor
 from app.domain.authoring import put_template, remove_template
 from app.domain.cards import CardError, card_definitions, find_template_document
 from app.domain.formulas import FormulaError
@@ -34,12 +34,12 @@ def edit_template(
     request: Request,
     card_id: str,
     template_id: str,
-    session: SessionDep,
+    db: DbDep,
     visitor: InstructorVisitor,
     point: Annotated[str | None, Query(max_length=100)] = None,
 ) -> Response:
     """The template editor (``template_id`` "new" starts a template in exam point ``point``)."""
-    draft = service.get_draft(session=session, card_id=card_id[:100])
+    draft = service.get_draft(db=db, card_id=card_id[:100])
     if template_id == "new":
         found_point = next(
             (p for p in draft.document.get("points", []) if p.get("slug") == point),
@@ -122,7 +122,7 @@ async def save_template(
     request: Request,
     card_id: str,
     template_id: str,
-    session: SessionDep,
+    db: DbDep,
     visitor: InstructorVisitor,
 ) -> Response:
     """Save the editor's template into the draft; the editor comes back with its problems."""
@@ -131,7 +131,7 @@ async def save_template(
 
     def work() -> Response:
         assert visitor.learner is not None
-        draft = service.get_draft(session=session, card_id=card_id[:100])
+        draft = service.get_draft(db=db, card_id=card_id[:100])
         found = (
             find_template_document(draft.document, template_id) if template_id != "new" else None
         )
@@ -177,9 +177,7 @@ async def save_template(
             )
         except KeyError:
             raise InvalidInput(Message("unknown exam point"), code="point_not_found") from None
-        service.save_draft(
-            session=session, actor=visitor.learner, card_id=card_id, document=document
-        )
+        service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
         checked = service.validate(document)
         saved_id = template["id"] or template_id
         if template_id != saved_id:
@@ -203,15 +201,15 @@ async def save_template(
 def delete_template(
     card_id: str,
     template_id: str,
-    session: SessionDep,
+    db: DbDep,
     visitor: InstructorVisitor,
     csrf_token: Annotated[str | None, Form()] = None,
 ) -> Response:
     check_csrf(visitor, csrf_token)
     assert visitor.learner is not None
-    draft = service.get_draft(session=session, card_id=card_id[:100])
+    draft = service.get_draft(db=db, card_id=card_id[:100])
     service.save_draft(
-        session=session,
+        db=db,
         actor=visitor.learner,
         card_id=card_id,
         document=remove_template(draft.document, template_id),
@@ -223,13 +221,13 @@ def delete_template(
 def preview_page(
     request: Request,
     card_id: str,
-    session: SessionDep,
+    db: DbDep,
     visitor: InstructorVisitor,
     template_id: Annotated[str, Query(max_length=100)],
     seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
 ) -> Response:
     """A variant exactly as learners see it, with the key and every pitfall's explanation."""
-    card = preview_card(session=session, card_id=card_id[:100])
+    card = preview_card(db=db, card_id=card_id[:100])
     chosen = {
         key.removeprefix("param."): value[:100]
         for key, value in request.query_params.items()
@@ -250,14 +248,14 @@ def preview_page(
 
 @router.get("/check-formula")
 def check_formula(
-    session: SessionDep,
+    db: DbDep,
     visitor: InstructorVisitor,
     card_id: Annotated[str, Query(max_length=100)],
     text: Annotated[str, Query(max_length=2000)] = "",
     names: Annotated[str, Query(max_length=1000)] = "",
 ) -> Response:
     """Parse one formula as the editor types it: ok, or the reason and the column."""
-    draft = service.get_draft(session=session, card_id=card_id)
+    draft = service.get_draft(db=db, card_id=card_id)
     try:
         definitions = card_definitions(draft.document)
     except CardError:  # a broken card-level formula is reported on the card page
