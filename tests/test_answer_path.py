@@ -7,6 +7,7 @@ rates Again (1) and comes back two minutes later; a retry is stored but rates no
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import uuid
 from datetime import timedelta
 
@@ -159,7 +160,10 @@ def concurrently(app, client, requests):
         ) as c:
             return await asyncio.gather(*(c.request(m, u, **kw) for m, u, kw in requests))
 
-    return asyncio.run(send_all())
+    # A thread of its own: a test run earlier in this process (the browser tests' driver) may
+    # have left an event loop running in this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, send_all()).result()
 
 
 def count(db, key):

@@ -5,6 +5,7 @@ whose commit fails acknowledges none of them."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 import subprocess
 import sys
@@ -136,7 +137,8 @@ def test_concurrent_answers_share_transactions_and_are_each_stored_once(app, cli
 
     import httpx
 
-    responses = asyncio.run(send_all())
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # no event loop of an earlier test
+        responses = pool.submit(asyncio.run, send_all()).result()
     assert [r.status_code for r in responses] == [200] * len(bodies)
     ids = [r.client_answer_id for r in db.query(Attempt).all()]
     assert sorted(ids) == sorted({b["client_answer_id"] for b in bodies})
