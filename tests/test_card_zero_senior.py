@@ -32,7 +32,13 @@ SENIOR = {
         "p1-loss-scale-overflow-shards",
         "p1-dcp-checkpoint-per-rank",
     ],
-    2: ["p2-megatron-distributed-optimizer", "p2-zero3-prefetch-peak", "p2-hsdp-per-gpu"],
+    2: [
+        "p2-megatron-distributed-optimizer",
+        "p2-zero3-prefetch-peak",
+        "p2-hsdp-per-gpu",
+        "p2-oom-despite-the-estimate",
+        "p2-dcp-resume-on-other-ranks",
+    ],
     3: ["p3-no-sync-gradient-memory", "p3-global-norm-clipping", "p3-non-elementwise-optimizers"],
     4: ["p4-overlap-threshold", "p4-pipeline-allows-only-zero1", "p4-zero3-divergent-hang"],
     5: ["p5-cpu-adam-dram-time", "p5-partial-offload-ratio", "p5-fsdp2-cpu-offload-policy"],
@@ -143,6 +149,13 @@ def test_hybrid_sharding_divides_by_the_shard_group_only(card):
     assert choice.text.en == "140 GB"
     _, choice = correct_choice(card, "p2-hsdp-per-gpu", psi=175 * B, shard=32, replicas=2)
     assert choice.text.en == "87.5 GB"
+
+
+def test_oom_with_reserved_memory_is_fragmentation_and_dcp_reshards_on_load(card):
+    oom = card.template("p2-oom-despite-the-estimate").answer_statement
+    assert "expandable_segments:True" in oom.en and "expandable_segments:True" in oom.zh
+    resume = card.template("p2-dcp-resume-on-other-ranks").answer_statement.en
+    assert "global shape" in resume and "slices" in resume
 
 
 # --- point 3: gradients -------------------------------------------------------------------------
