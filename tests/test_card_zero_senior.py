@@ -40,8 +40,18 @@ SENIOR = {
         "p2-dcp-resume-on-other-ranks",
     ],
     3: ["p3-no-sync-gradient-memory", "p3-global-norm-clipping", "p3-non-elementwise-optimizers"],
-    4: ["p4-overlap-threshold", "p4-pipeline-allows-only-zero1", "p4-zero3-divergent-hang"],
-    5: ["p5-cpu-adam-dram-time", "p5-partial-offload-ratio", "p5-fsdp2-cpu-offload-policy"],
+    4: [
+        "p4-overlap-threshold",
+        "p4-pipeline-allows-only-zero1",
+        "p4-zero3-divergent-hang",
+        "p4-fp32-gradient-reduction-bytes",
+    ],
+    5: [
+        "p5-cpu-adam-dram-time",
+        "p5-partial-offload-ratio",
+        "p5-fsdp2-cpu-offload-policy",
+        "p5-nvme-bandwidth-for-optimizer",
+    ],
 }
 
 
@@ -199,6 +209,14 @@ def test_pipeline_and_hang_keys(card):
     assert "same order" in hang
 
 
+def test_fp32_gradient_reduction_costs_a_third_more(card):
+    # bf16 all-gathers 2Ψ + 2Ψ, fp32 reduce-scatter 4Ψ: 8Ψ; 70B: 560 GB (all-bf16: 420 GB)
+    _, choice = correct_choice(card, "p4-fp32-gradient-reduction-bytes", psi=70 * B)
+    assert choice.text.en == "560 GB"
+    _, choice = correct_choice(card, "p4-fp32-gradient-reduction-bytes", psi=13 * B)
+    assert choice.text.en == "104 GB"
+
+
 # --- point 5: offload engineering -------------------------------------------------------------
 
 
@@ -228,3 +246,13 @@ def test_partial_offload_ratio_is_the_share_sent_to_the_cpu(card):
 def test_fsdp2_cpu_offload_moves_the_parameters_too(card):
     key = card.template("p5-fsdp2-cpu-offload-policy").answer_statement.en
     assert "weights, grads and Adam state alike" in key and "the CPU computes the update" in key
+
+
+def test_nvme_swaps_the_optimizer_states_in_and_out(card):
+    # 12Ψ of fp32 states read and written each step, split over the nodes
+    # 70B on 4 nodes in 30 s: 2 × 840 GB / 4 / 30 s = 14 GB/s
+    _, choice = correct_choice(card, "p5-nvme-bandwidth-for-optimizer", psi=70 * B, nodes=4, t=30)
+    assert choice.text.en == "14.0 GB/s"
+    # 1T on 2 nodes in 10 s: 24 TB / 2 / 10 s = 1.2 TB/s
+    _, choice = correct_choice(card, "p5-nvme-bandwidth-for-optimizer", psi=1000 * B, nodes=2, t=10)
+    assert choice.text.en == "1200 GB/s"
