@@ -39,7 +39,12 @@ SENIOR = {
         "p2-oom-despite-the-estimate",
         "p2-dcp-resume-on-other-ranks",
     ],
-    3: ["p3-no-sync-gradient-memory", "p3-global-norm-clipping", "p3-non-elementwise-optimizers"],
+    3: [
+        "p3-no-sync-gradient-memory",
+        "p3-global-norm-clipping",
+        "p3-non-elementwise-optimizers",
+        "p3-fsdp1-flat-vs-fsdp2-per-parameter",
+    ],
     4: [
         "p4-overlap-threshold",
         "p4-pipeline-allows-only-zero1",
@@ -187,6 +192,11 @@ def test_clipping_and_optimizer_keys_name_the_mechanism(card):
     optimizers = card.template("p3-non-elementwise-optimizers").answer_statement.en
     assert "only that entry's gradient and moments" in optimizers
     assert "needs the whole two-dimensional weight" in optimizers
+
+
+def test_fsdp1_flattens_and_fsdp2_shards_each_parameter_by_rows(card):
+    key = card.template("p3-fsdp1-flat-vs-fsdp2-per-parameter").answer_statement.en
+    assert "one padded flat buffer" in key and "splits each parameter by rows" in key
 
 
 # --- point 4: overlap, pipelines, hangs --------------------------------------------------------
