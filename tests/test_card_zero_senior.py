@@ -216,7 +216,7 @@ def test_pipeline_and_hang_keys(card):
     pipeline = card.template("p4-pipeline-allows-only-zero1").answer_statement.en
     assert "reduces once" in pipeline and "per micro-batch" in pipeline
     hang = card.template("p4-zero3-divergent-hang").answer_statement.en
-    assert "same order" in hang
+    assert "in lockstep" in hang
 
 
 def test_fp32_gradient_reduction_costs_a_third_more(card):
