@@ -245,7 +245,8 @@ def test_every_template_names_where_its_facts_can_be_checked(card):
     import re
 
     checkable = re.compile(
-        r"arXiv:\d{4}\.\d{4,5}|deepspeed/\S+\.py|PyTorch documentation|DeepSpeed (PR|issue) #\d+|IEC \d+|Patarasuk"
+        r"arXiv:\d{4}\.\d{4,5}|(deepspeed|torch|transformers)/\S+\.py|Megatron-LM, docs/\S+\.md|"
+        r"PyTorch documentation|DeepSpeed (PR|issue) #\d+|IEC \d+|Patarasuk"
     )
     for template in card.templates():
         assert template.sources, template.id

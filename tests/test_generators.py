@@ -192,20 +192,35 @@ def test_the_shipped_card_draws_from_generator_2(card):
 
 def _generator_1_era(text: str) -> str:
     """The shipped card file as it was before generator 2: card version 4, no ``generator``, each
-    template one version lower."""
-    lines = [
-        line
-        for line in text.split("\n")
-        if line != "generator: 2" and not line.startswith("# Variants are drawn from generator 2")
-    ]
-    assert lines[1] == "version: 5"
-    lines[1] = "version: 4"
-    out = []
-    for line in lines:
-        if line.startswith("        version: "):
-            line = f"        version: {int(line.rsplit(' ', 1)[1]) - 1}"
-        out.append(line)
-    return "\n".join(out)
+    template one version lower; the templates added since (still at version 1) did not exist."""
+    import yaml
+
+    data = yaml.safe_load(text)
+    assert data.pop("generator") == 2
+    assert data["version"] == 5
+    data["version"] = 4
+    for point in data["points"]:
+        point["templates"] = [
+            {**template, "version": template["version"] - 1}
+            for template in point["templates"]
+            if template["version"] > 1
+        ]
+    return yaml.safe_dump(data, allow_unicode=True, sort_keys=False)
+
+
+def _seed_picking_one_template(before, after, point_number: int) -> int:
+    """A seed that picks the same template of the exam point on both card files (templates added
+    since the upgrade change which template a seed picks)."""
+    from app.domain.cards import read_card
+    from app.domain.generation import generate_for_point
+
+    old, new = read_card(before), read_card(after)
+    slug = new.point(point_number).slug
+
+    def picked(card, seed):
+        return generate_for_point(card, slug, seed).id.template_id
+
+    return next(s for s in range(77, 100_000) if picked(old, s) == picked(new, s))
 
 
 def test_a_question_shown_before_the_upgrade_is_graded_as_it_was_shown(tmp_path, db_url):
@@ -224,17 +239,18 @@ def test_a_question_shown_before_the_upgrade_is_graded_as_it_was_shown(tmp_path,
     shutil.copytree(CARDS_DIR, before)
     path = before / f"{CARD_ID}.yaml"
     path.write_text(_generator_1_era(path.read_text(encoding="utf-8")), encoding="utf-8")
+    seed = _seed_picking_one_template(path, CARDS_DIR / f"{CARD_ID}.yaml", 2)
 
     with TestClient(create_app(make_settings(tmp_path, db_url, cards_dir=before))) as client:
         learner = client.post("/api/v1/learners").json()["token"]
         auth = {"Authorization": f"Bearer {learner}"}
-        shown = client.get(f"/api/v1/cards/{CARD_ID}/points/2/question?seed=77", headers=auth)
+        shown = client.get(f"/api/v1/cards/{CARD_ID}/points/2/question?seed={seed}", headers=auth)
         assert shown.status_code == 200
         shown = shown.json()
     old_version = shown["template_version"]
 
     with TestClient(create_app(make_settings(tmp_path, db_url, cards_dir=CARDS_DIR))) as client:
-        fresh = client.get(f"/api/v1/cards/{CARD_ID}/points/2/question?seed=77").json()
+        fresh = client.get(f"/api/v1/cards/{CARD_ID}/points/2/question?seed={seed}").json()
         assert fresh["template_id"] == shown["template_id"]
         assert fresh["template_version"] == old_version + 1
         # Every choice of the old question is graded as that question: right for one choice,

@@ -25,6 +25,7 @@ from app.domain.giveaways import (
     measure,
     register,
     report_lines,
+    template_giveaways,
     variant_wins,
     words,
 )
@@ -275,11 +276,19 @@ def test_no_enforced_family_wins_beyond_the_limit(reports):
 
 
 def test_the_numeric_key_is_at_each_sorted_rank_equally_often(reports):
-    for report in reports:
+    def ranks(report):
         shares = report.languages["en"].shares
-        ranks = [v for k, v in shares.items() if k.startswith("value rank")]
-        if ranks:
-            assert all(abs(share - 1 / report.choices) < 0.04 for share in ranks), report
+        return [v for k, v in shares.items() if k.startswith("value rank")]
+
+    card = read_card(CARD_PATH)
+    for report in reports:
+        if all(abs(share - 1 / report.choices) < 0.04 for share in ranks(report)):
+            continue
+        # 1000 arrangements put a share within about 0.014 (one standard error) of 1/4, so
+        # over some sixty numeric templates one may stray past 0.04 by chance: measure that
+        # template again on eight times as many, where a real bias stays and noise shrinks
+        again = template_giveaways(card.template(report.template_id), 8000)
+        assert all(abs(share - 1 / again.choices) < 0.02 for share in ranks(again)), again
 
 
 def _statement_card(answer, pitfalls, other_wording=None):

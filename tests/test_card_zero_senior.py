@@ -1,0 +1,268 @@
+"""The ZeRO card's senior questions (issue 22, section 6): peak memory under prefetch, composing
+with tensor and pipeline parallelism, hybrid sharding, mixed-precision and checkpoint layouts,
+gradient accumulation without sync, the overlap threshold, and offload engineering.
+
+Golden values are worked out here by hand from the sources each template names (Megatron-LM's
+distributed-optimizer table, the PyTorch FSDP2 and DCP documentation, DeepSpeed's configuration
+reference and source), not from the card's formulas."""
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from app.domain.cards import read_card
+from app.domain.generation import generate
+
+CARD_PATH = Path(__file__).resolve().parents[1] / "cards" / "zero-memory-offload.yaml"
+B = 10**9  # a billion parameters
+GB = 10**9  # decimal bytes
+SCALE = {
+    "MB": Fraction(10**6),
+    "GB": Fraction(10**9),
+    "TB": Fraction(10**12),
+    "ms": Fraction(1, 1000),
+    "s": Fraction(1),
+    "1": Fraction(1),
+}
+
+SENIOR = {
+    1: [
+        "p1-megatron-fp32-main-grads",
+        "p1-loss-scale-overflow-shards",
+        "p1-dcp-checkpoint-per-rank",
+    ],
+    2: [
+        "p2-megatron-distributed-optimizer",
+        "p2-zero3-prefetch-peak",
+        "p2-hsdp-per-gpu",
+        "p2-oom-despite-the-estimate",
+        "p2-dcp-resume-on-other-ranks",
+    ],
+    3: [
+        "p3-no-sync-gradient-memory",
+        "p3-global-norm-clipping",
+        "p3-non-elementwise-optimizers",
+        "p3-fsdp1-flat-vs-fsdp2-per-parameter",
+    ],
+    4: [
+        "p4-overlap-threshold",
+        "p4-pipeline-allows-only-zero1",
+        "p4-zero3-divergent-hang",
+        "p4-fp32-gradient-reduction-bytes",
+    ],
+    5: [
+        "p5-cpu-adam-dram-time",
+        "p5-partial-offload-ratio",
+        "p5-fsdp2-cpu-offload-policy",
+        "p5-nvme-bandwidth-for-optimizer",
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def card():
+    return read_card(CARD_PATH)
+
+
+def correct_choice(card, template_id, **params):
+    """The correct choice of the first variant (seeds in order) drawn with these parameters."""
+    template = card.template(template_id)
+    wanted = {
+        k: str(Fraction(v)) if Fraction(v).denominator != 1 else str(int(v))
+        for k, v in params.items()
+    }
+    for seed in range(5000):
+        variant = generate(card, template, seed)
+        if all(variant.params[k] == v for k, v in wanted.items()):
+            return variant, variant.choice(variant.correct_choice_id)
+    raise AssertionError(f"no variant of {template_id} with {params}")
+
+
+def assert_shows(choice, exact_base_units):
+    """The correct choice shows the exact value to half its last displayed digit."""
+    number = choice.text.en.split(" ")[0]
+    decimals = len(number.partition(".")[2])
+    expected = Fraction(exact_base_units) / SCALE[choice.unit]
+    assert abs(Fraction(number) - expected) <= Fraction(1, 2) / 10**decimals, (
+        choice.text.en,
+        float(expected),
+    )
+
+
+def test_every_exam_point_gained_its_senior_questions(card):
+    for number, template_ids in SENIOR.items():
+        point = card.point(number)
+        ids = [t.id for t in point.templates]
+        # appended after the point's earlier templates, in this order
+        assert ids[-len(template_ids) :] == template_ids, number
+        for template_id in template_ids:
+            template = card.template(template_id)
+            assert len(template.pitfalls) >= 6, template_id
+    assert len(card.templates()) >= 53
+
+
+# --- point 1: mixed-precision layouts and checkpoints ------------------------------------------
+
+
+def test_megatron_bf16_params_with_fp32_main_grads_is_18_bytes(card):
+    # 2 (bf16 param) + 4 (fp32 main_grad) + 4 + 4 + 4 (fp32 master, m, v) = 18 bytes;
+    # 70B: 1260 GB on every data-parallel rank, whatever N_d
+    for n_d in (4, 16):
+        _, choice = correct_choice(card, "p1-megatron-fp32-main-grads", psi=70 * B, n_d=n_d)
+        assert choice.text.en == "1260 GB"
+
+
+def test_fsdp2_dcp_checkpoint_writes_12_bytes_a_parameter_over_n_d(card):
+    # fp32 sharded parameters (they are the master weights) 4 + AdamW m, v 8 = 12 bytes;
+    # 70B over 8 ranks: 840 GB / 8 = 105 GB a rank; 13B over 16: 156 GB / 16 = 9.75 GB
+    _, choice = correct_choice(card, "p1-dcp-checkpoint-per-rank", psi=70 * B, n_d=8)
+    assert choice.text.en == "105 GB"
+    _, choice = correct_choice(card, "p1-dcp-checkpoint-per-rank", psi=13 * B, n_d=16)
+    assert choice.text.en == "9.75 GB"
+
+
+def test_loss_scale_overflow_is_decided_by_all_ranks(card):
+    template = card.template("p1-loss-scale-overflow-shards")
+    key = template.answer_statement.en
+    assert "max all-reduce" in key and "the whole job drops the step" in key
+    assert {p.id for p in template.pitfalls} >= {"each-rank-decides-alone", "reduction-dilutes-inf"}
+
+
+# --- point 2: per-rank memory when composed with other parallelism -----------------------------
+
+
+def test_megatron_distributed_optimizer_is_6_plus_12_over_d(card):
+    # 405B, t = 8, p = 4: 12.65625B parameters a GPU; d = 16: 6 + 12/16 = 6.75 bytes each
+    # = 85.43 GB
+    _, choice = correct_choice(
+        card, "p2-megatron-distributed-optimizer", psi=405 * B, tp=8, pp=4, dp=16
+    )
+    assert_shows(choice, Fraction(27, 4) * Fraction(405 * B, 32))
+    assert choice.text.en == "85.4 GB"
+    # 70B, t = 2, p = 2, d = 4: (6 + 3) × 17.5B = 157.5 GB
+    _, choice = correct_choice(
+        card, "p2-megatron-distributed-optimizer", psi=70 * B, tp=2, pp=2, dp=4
+    )
+    assert_shows(choice, Fraction(1575, 10) * GB)
+
+
+def test_zero3_forward_peak_holds_two_gathered_blocks(card):
+    # 175B, 80 blocks, 64 ranks: 16 × 175 / 64 = 43.75 GB of shards + 2 blocks × 2.1875B × 2 bytes
+    # = 8.75 GB → 52.5 GB
+    _, choice = correct_choice(card, "p2-zero3-prefetch-peak", psi=175 * B, layers=80, n_d=64)
+    assert choice.text.en == "52.5 GB"
+    # 7B, 32 blocks, 48 ranks: 2.3333 GB + 0.875 GB = 3.2083 GB
+    _, choice = correct_choice(card, "p2-zero3-prefetch-peak", psi=7 * B, layers=32, n_d=48)
+    assert_shows(choice, Fraction(16 * 7 * B, 48) + Fraction(4 * 7 * B, 32))
+    assert choice.text.en == "3.21 GB"
+
+
+def test_hybrid_sharding_divides_by_the_shard_group_only(card):
+    # 70B on 8 × 4 GPUs: 1120 GB / 8 = 140 GB (not / 32); 175B in groups of 32: 87.5 GB
+    _, choice = correct_choice(card, "p2-hsdp-per-gpu", psi=70 * B, shard=8, replicas=4)
+    assert choice.text.en == "140 GB"
+    _, choice = correct_choice(card, "p2-hsdp-per-gpu", psi=175 * B, shard=32, replicas=2)
+    assert choice.text.en == "87.5 GB"
+
+
+def test_oom_with_reserved_memory_is_fragmentation_and_dcp_reshards_on_load(card):
+    oom = card.template("p2-oom-despite-the-estimate").answer_statement
+    assert "expandable_segments:True" in oom.en and "expandable_segments:True" in oom.zh
+    resume = card.template("p2-dcp-resume-on-other-ranks").answer_statement.en
+    assert "global shape" in resume and "slices" in resume
+
+
+# --- point 3: gradients -------------------------------------------------------------------------
+
+
+def test_no_sync_holds_the_unsharded_gradient(card):
+    # 70B, 16 ranks, bf16: 140 GB unsharded against an 8.75 GB shard: 131.25 GB more,
+    # whatever the number of micro-batches
+    for k in (2, 4):
+        _, choice = correct_choice(card, "p3-no-sync-gradient-memory", psi=70 * B, n_d=16, k=k)
+        assert choice.text.en == "131 GB"
+    _, choice = correct_choice(card, "p3-no-sync-gradient-memory", psi=7 * B, n_d=8, k=2)
+    assert_shows(choice, Fraction(1225, 100) * GB)  # 14 GB − 1.75 GB
+
+
+def test_clipping_and_optimizer_keys_name_the_mechanism(card):
+    clipping = card.template("p3-global-norm-clipping").answer_statement.en
+    assert "squared entries" in clipping and "single scalar all-reduce" in clipping
+    optimizers = card.template("p3-non-elementwise-optimizers").answer_statement.en
+    assert "only that entry's gradient and moments" in optimizers
+    assert "needs the whole two-dimensional weight" in optimizers
+
+
+def test_fsdp1_flattens_and_fsdp2_shards_each_parameter_by_rows(card):
+    key = card.template("p3-fsdp1-flat-vs-fsdp2-per-parameter").answer_statement.en
+    assert "one padded flat buffer" in key and "splits each parameter by rows" in key
+
+
+# --- point 4: overlap, pipelines, hangs --------------------------------------------------------
+
+
+def test_overlap_threshold_is_compute_over_effective_bandwidth(card):
+    # 6TP FLOPs against 3 × 2P bytes: T = F / (0.8 B); P cancels
+    # 300 TFLOP/s over 80 GB/s = 3750 tokens; 600 TFLOP/s over 20 GB/s = 30000 tokens
+    # (the question asks in thousands)
+    _, choice = correct_choice(card, "p4-overlap-threshold", tflops=300, bw=100 * GB)
+    assert choice.text.en == "3.75"
+    _, choice = correct_choice(card, "p4-overlap-threshold", tflops=600, bw=25 * GB)
+    assert_shows(choice, 30)
+
+
+def test_pipeline_and_hang_keys(card):
+    pipeline = card.template("p4-pipeline-allows-only-zero1").answer_statement.en
+    assert "reduces once" in pipeline and "per micro-batch" in pipeline
+    hang = card.template("p4-zero3-divergent-hang").answer_statement.en
+    assert "in lockstep" in hang
+
+
+def test_fp32_gradient_reduction_costs_a_third_more(card):
+    # bf16 all-gathers 2Ψ + 2Ψ, fp32 reduce-scatter 4Ψ: 8Ψ; 70B: 560 GB (all-bf16: 420 GB)
+    _, choice = correct_choice(card, "p4-fp32-gradient-reduction-bytes", psi=70 * B)
+    assert choice.text.en == "560 GB"
+    _, choice = correct_choice(card, "p4-fp32-gradient-reduction-bytes", psi=13 * B)
+    assert choice.text.en == "104 GB"
+
+
+# --- point 5: offload engineering -------------------------------------------------------------
+
+
+def test_cpu_adam_streams_28_bytes_a_parameter(card):
+    # read g, w, m, v (16 bytes), write w, m, v (12 bytes)
+    # 13B on 2 nodes at 150 GB/s: 182 GB / 150 GB/s = 1.213 s
+    _, choice = correct_choice(card, "p5-cpu-adam-dram-time", psi=13 * B, nodes=2, bw=150 * GB)
+    assert choice.text.en == "1.21 s"
+    # 175B on 8 nodes at 300 GB/s: 612.5 GB / 300 GB/s = 2.042 s
+    _, choice = correct_choice(card, "p5-cpu-adam-dram-time", psi=175 * B, nodes=8, bw=300 * GB)
+    assert_shows(choice, Fraction(6125, 3000))
+
+
+def test_partial_offload_ratio_is_the_share_sent_to_the_cpu(card):
+    # 70B on 16 GPUs, ratio 0.6: 4Ψ/16 = 17.5 GB + 0.4 × 840 GB / 16 = 21 GB → 38.5 GB
+    _, choice = correct_choice(
+        card, "p5-partial-offload-ratio", psi=70 * B, n_d=16, ratio=Fraction(3, 5)
+    )
+    assert choice.text.en == "38.5 GB"
+    # 7B on 4 GPUs, ratio 0.3: (28 GB + 0.7 × 84 GB) / 4 = 21.7 GB
+    _, choice = correct_choice(
+        card, "p5-partial-offload-ratio", psi=7 * B, n_d=4, ratio=Fraction(3, 10)
+    )
+    assert choice.text.en == "21.7 GB"
+
+
+def test_fsdp2_cpu_offload_moves_the_parameters_too(card):
+    key = card.template("p5-fsdp2-cpu-offload-policy").answer_statement.en
+    assert "weights, grads and Adam state alike" in key and "the CPU computes the update" in key
+
+
+def test_nvme_swaps_the_optimizer_states_in_and_out(card):
+    # 12Ψ of fp32 states read and written each step, split over the nodes
+    # 70B on 4 nodes in 30 s: 2 × 840 GB / 4 / 30 s = 14 GB/s
+    _, choice = correct_choice(card, "p5-nvme-bandwidth-for-optimizer", psi=70 * B, nodes=4, t=30)
+    assert choice.text.en == "14.0 GB/s"
+    # 1T on 2 nodes in 10 s: 24 TB / 2 / 10 s = 1.2 TB/s
+    _, choice = correct_choice(card, "p5-nvme-bandwidth-for-optimizer", psi=1000 * B, nodes=2, t=10)
+    assert choice.text.en == "1200 GB/s"
