@@ -191,14 +191,14 @@ def test_the_shipped_card_draws_from_generator_2(card):
 
 
 def _generator_1_era(text: str) -> str:
-    """The shipped card file as it was before generator 2: card version 4, no ``generator``, each
-    template one version lower; the templates added since (still at version 1) did not exist."""
+    """The shipped card file one version back, as a card before generator 2: no ``generator``,
+    each template one version lower; the templates added since (still at version 1) did not
+    exist."""
     import yaml
 
     data = yaml.safe_load(text)
     assert data.pop("generator") == 2
-    assert data["version"] == 5
-    data["version"] = 4
+    data["version"] -= 1
     for point in data["points"]:
         point["templates"] = [
             {**template, "version": template["version"] - 1}
@@ -224,8 +224,8 @@ def _seed_picking_one_template(before, after, point_number: int) -> int:
 
 
 def test_a_question_shown_before_the_upgrade_is_graded_as_it_was_shown(tmp_path, db_url):
-    """A server on the card before generator 2 shows a question; after the upgrade (the card file
-    at version 5, published at start-up beside version 4) its token grades it against the
+    """A server on the card one version back shows a question; after the upgrade (the card file,
+    published at start-up beside that version) its token grades it against the
     choices shown, the attempt keeps the old template version, and new questions are drawn
     from the new versions."""
     import shutil

@@ -160,7 +160,11 @@ def batch(client, headers=None, **params):
 def test_a_batch_goes_round_the_cards_templates_before_repeating_one(client, card):
     everything = sorted(t.id for t in card.templates())
     assert len({q["template_id"] for q in batch(client, count=20)}) == 20
-    assert sorted(q["template_id"] for q in batch(client, count=len(everything))) == everything
+    from app.api.cards import MAX_BATCH
+
+    largest = batch(client, count=min(len(everything), MAX_BATCH))
+    assert len({q["template_id"] for q in largest}) == len(largest)  # all different
+    assert {q["template_id"] for q in largest} <= set(everything)
     point = [t.id for t in card.point_by_slug(POINT).templates]
     items = batch(client, count=len(point), point=POINT)
     assert sorted(q["template_id"] for q in items) == sorted(point)
