@@ -32,10 +32,15 @@ SCALE = {
     "%": F(1, 100),
     "GPUs": F(1),
     "1": F(1),
+    "B/s": F(1),
+    "MB/s": F(10**6),
+    "GB/s": F(10**9),
+    "TB/s": F(10**12),
 }
 FAMILY = {
     **{u: "bytes" for u in ("B", "KB", "MB", "GB", "TB", "PB")},
     **{u: "seconds" for u in ("us", "ms", "s")},
+    **{u: "bandwidth" for u in ("B/s", "MB/s", "GB/s", "TB/s")},
 }
 
 
@@ -99,6 +104,34 @@ ORACLE = {
     # copy) × 1.5 buffer factor, split over the nodes
     "p5-host-ram-per-node": lambda p: 16 * p["psi"] * F(3, 2) / p["nodes"],
     "p5-pcie-time": lambda p: (2 * p["psi"] / p["n_d"] + 2 * p["psi"] / p["n_d"]) / p["pcie_bw"],
+    # --- what separates senior candidates ---
+    # bf16 weights 2 + fp32 main_grad 4 + fp32 master 4 + Adam m 4 + v 4, all replicated
+    "p1-megatron-fp32-main-grads": lambda p: (2 + 4 + 4 + 4 + 4) * p["psi"],
+    # fp32 parameters (they are the master copy) + m + v, written in equal shards
+    "p1-dcp-checkpoint-per-rank": lambda p: (4 + 4 + 4) * p["psi"] / p["n_d"],
+    # bf16 weights and fp32 main_grad on the t·p split; master, m, v also sharded over d
+    "p2-megatron-distributed-optimizer": lambda p: (
+        ((2 + 4) * p["psi"] + (4 + 4 + 4) * p["psi"] / p["dp"]) / (p["tp"] * p["pp"])
+    ),
+    # the sharded states plus two unsharded bf16 blocks (the current and the prefetched next)
+    "p2-zero3-prefetch-peak": lambda p: 16 * p["psi"] / p["n_d"] + 2 * (2 * p["psi"] / p["layers"]),
+    # sharded within the group only: the replicas do not divide it further
+    "p2-hsdp-per-gpu": lambda p: 16 * p["psi"] / p["shard"],
+    # the whole bf16 gradient held unsharded instead of its 1/N_d shard
+    "p3-no-sync-gradient-memory": lambda p: 2 * p["psi"] - 2 * p["psi"] / p["n_d"],
+    # 6·T·P FLOPs at tflops against 3 × 2P bytes (gather, gather again, reduce-scatter) at 0.8·bw:
+    # T ≥ tflops / (0.8·bw), in thousands
+    "p4-overlap-threshold": lambda p: p["tflops"] * 10**12 / (F(8, 10) * p["bw"]) / 1000,
+    # forward gather 2Ψ + backward gather 2Ψ in bf16, the reduce-scatter 4Ψ in fp32
+    "p4-fp32-gradient-reduction-bytes": lambda p: (2 + 2 + 4) * p["psi"],
+    # read gradient, master, m, v (4 × 4 bytes), write master, m, v (3 × 4), spread over nodes
+    "p5-cpu-adam-dram-time": lambda p: (4 * 4 + 3 * 4) * p["psi"] / (p["nodes"] * p["bw"]),
+    # fp16 parameter and gradient shards, and the part of the fp32 states that stays
+    "p5-partial-offload-ratio": lambda p: (
+        ((2 + 2) * p["psi"] + (1 - p["ratio"]) * (4 + 4 + 4) * p["psi"]) / p["n_d"]
+    ),
+    # 12Ψ of states read in and written back each step, over the nodes, in t seconds
+    "p5-nvme-bandwidth-for-optimizer": lambda p: 2 * (4 + 4 + 4) * p["psi"] / (p["nodes"] * p["t"]),
 }
 
 
