@@ -123,7 +123,8 @@ def start_session(
             raise nothing_to_practise(mode)
         if mode == "review":
             size = min(size, len(scope))
-        wider = same_points(card, scope)
+        # A review serves its due templates themselves (with new numbers), never others instead.
+        wider = scope if mode == "review" else same_points(card, scope)
     session_id = new_id()
     plan = plan_session(
         card,
