@@ -31,13 +31,14 @@ from app.auth.service import (
 from app.auth.visitors import KnownVisitor, remember_visitor, remembered_visitor
 from app.config import Settings
 from app.domain.catalog import Catalog
+from app.domain.calendar import is_time_zone
 from app.domain.languages import Lang, choose_lang, from_accept_language
 from app.domain.messages import Message
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.problems import Forbidden, Unauthorized
 from app.routing import Values
-from app.web.templating import LANG_COOKIE
+from app.web.templating import LANG_COOKIE, TIME_ZONE_COOKIE
 
 
 def get_db(request: Request) -> Iterator[Session]:
@@ -311,6 +312,16 @@ class Visitor:
     learner: LearnerRef | None
     lang: Lang
     csrf: CsrfSigner
+    browser_time_zone: str | None = None  # the zone the browser reported (static/timezone.js)
+
+    @property
+    def time_zone(self) -> str:
+        """The learner's time zone: the one they chose, else their browser's, else UTC."""
+        if self.learner is not None and is_time_zone(self.learner.time_zone):
+            return str(self.learner.time_zone)
+        if is_time_zone(self.browser_time_zone):
+            return str(self.browser_time_zone)
+        return "UTC"
 
     @property
     def csrf_token(self) -> str:
@@ -355,6 +366,7 @@ async def get_visitor(request: Request) -> Visitor:
         learner=known.learner if known else None,
         lang=lang,
         csrf=request.app.state.csrf,
+        browser_time_zone=request.cookies.get(TIME_ZONE_COOKIE),
     )
 
 

@@ -22,6 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
+from app.domain.calendar import TIME_ZONE_MAX
 from app.domain.scheduling import FsrsState
 
 LEARNER_ID_LENGTH = 32  # uuid4().hex
@@ -49,6 +50,8 @@ class Learner(Base):
     password_hash: Mapped[str | None] = mapped_column(String(255))
     role: Mapped[str] = mapped_column(String(16), default="learner")
     exam_date: Mapped[date | None] = mapped_column(Date)
+    # An IANA time zone name (app.domain.calendar); None: not known, the browser's or UTC.
+    time_zone: Mapped[str | None] = mapped_column(String(TIME_ZONE_MAX))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

@@ -31,6 +31,7 @@ class LearnerRef:
     role: str = "learner"
     email: str | None = None
     token_id: int | None = None  # the bearer token of this request, for API requests
+    time_zone: str | None = None  # an IANA name the learner chose (None: not known)
 
     @property
     def has_account(self) -> bool:
@@ -39,7 +40,12 @@ class LearnerRef:
 
 def learner_ref(learner: Learner, token_id: int | None = None) -> LearnerRef:
     return LearnerRef(
-        id=learner.id, kind=learner.kind, role=learner.role, email=learner.email, token_id=token_id
+        id=learner.id,
+        kind=learner.kind,
+        role=learner.role,
+        email=learner.email,
+        token_id=token_id,
+        time_zone=learner.time_zone,
     )
 
 

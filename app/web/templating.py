@@ -34,6 +34,8 @@ from app.domain.texts import Text
 from app.rendering import latex_to_mathml, render_inline, render_paragraphs, render_quantity
 
 LANG_COOKIE = "infracards_lang"
+# The browser's IANA time zone, set by static/timezone.js (read only when the learner chose none).
+TIME_ZONE_COOKIE = "infracards_tz"
 LANG_COOKIE_MAX_AGE_S = 365 * 24 * 3600
 
 PAGES_DIR = Path(__file__).resolve().parents[1] / "pages"
