@@ -30,8 +30,8 @@ from app.auth.service import (
 )
 from app.auth.visitors import KnownVisitor, remember_visitor, remembered_visitor
 from app.config import Settings
-from app.domain.catalog import Catalog
 from app.domain.calendar import is_time_zone
+from app.domain.catalog import Catalog
 from app.domain.languages import Lang, choose_lang, from_accept_language
 from app.domain.messages import Message
 from app.practice.answers import Context
