@@ -43,9 +43,11 @@ class Settings(BaseSettings):
     # REDIS_URL (redis://host:port/db): shared login limits for several processes, used when
     # RATE_LIMIT_STORAGE is left at memory://.
     redis_url: str = ""
-    # SQLITE_SYNCHRONOUS: "normal" (WAL default: a power loss may drop the last commits, never
-    # corrupts) or "full" (fsync at every commit: survives power loss; cost in README).
-    sqlite_synchronous: Literal["normal", "full"] = "normal"
+    # SQLITE_SYNCHRONOUS: "full" (the default: fsync at every commit, so an acknowledged answer
+    # survives a power loss or an aborted file system; group commit makes it cheap for answers,
+    # see README) or "normal" (an explicit opt-in: never corrupts, but a power loss may drop the
+    # last acknowledged commits).
+    sqlite_synchronous: Literal["normal", "full"] = "full"
 
     @field_validator("sqlite_synchronous", mode="before")
     @classmethod

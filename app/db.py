@@ -1,7 +1,7 @@
 """Database plumbing: the declarative base, engines, sessions and write transactions.
 
-SQLite (the default) runs in WAL mode with ``busy_timeout`` and ``synchronous=NORMAL`` (or
-``FULL``: the ``SQLITE_SYNCHRONOUS`` setting) set on every connection. SQLAlchemy emits
+SQLite (the default) runs in WAL mode with ``busy_timeout`` and ``synchronous=FULL`` (or
+``NORMAL``, an explicit opt-in: the ``SQLITE_SYNCHRONOUS`` setting) set on every connection. SQLAlchemy emits
 ``BEGIN`` itself (the driver's own transaction handling is switched off) so that
 :func:`write_transaction` can start with ``BEGIN IMMEDIATE``: a deferred transaction that reads
 and then writes can fail with SQLITE_BUSY_SNAPSHOT whatever the timeout. The same models
@@ -73,13 +73,13 @@ def json_text(value: Any) -> str:
 def make_engine(
     url: str,
     *,
-    sqlite_synchronous: str = "normal",
+    sqlite_synchronous: str = "full",
     timeouts: DatabaseTimeouts | None = None,
     **kwargs: Any,
 ) -> Engine:
-    """An engine for ``url``; SQLite connections get WAL, busy_timeout, synchronous=NORMAL.
-
-    ``sqlite_synchronous="full"`` fsyncs the WAL at every commit (survives power loss)."""
+    """An engine for ``url``; SQLite connections get WAL, busy_timeout and synchronous=FULL
+    (the WAL fsynced at every commit: an acknowledged write survives a power loss), or NORMAL
+    when ``sqlite_synchronous="normal"`` is asked for."""
     if sqlite_synchronous.upper() not in ("NORMAL", "FULL"):
         raise ValueError(f"sqlite_synchronous must be normal or full, not {sqlite_synchronous!r}")
     timeouts = timeouts if timeouts is not None else DatabaseTimeouts()
@@ -105,7 +105,7 @@ def make_engine(
     return engine
 
 
-def _install_sqlite_hooks(engine: Engine, synchronous: str = "NORMAL") -> None:
+def _install_sqlite_hooks(engine: Engine, synchronous: str = "FULL") -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy emit BEGIN (see _on_begin), not the sqlite3 module.
@@ -187,6 +187,16 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+class WriteTimedOut(Exception):
+    """A write was not done within its bound (the database locked by another process, a
+    frozen file system): the request is a busy 503 and may be sent again."""
+
+
+# Database trouble a batch of writes does not try again: waiting again would only double the
+# wait (a lock held elsewhere, a full or read-only disk, a server that does not answer).
+NOT_TRIED_AGAIN = frozenset({"busy", "timeout", "disk_full", "read_only", "unreachable"})
+
+
 def failure_kind(exc: BaseException | None) -> str | None:
     """What kind of database trouble ``exc`` is (a 503), or None for anything else (a bug).
 
@@ -197,6 +207,8 @@ def failure_kind(exc: BaseException | None) -> str | None:
     """
     if exc is None:
         return None
+    if isinstance(exc, WriteTimedOut):
+        return "busy"
     if isinstance(exc, sa_exc.TimeoutError):  # the pool had no free connection in time
         return "busy"
     orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 from starlette.responses import JSONResponse, Response
 
-from app.db import failure_kind, first_line
+from app.db import WriteTimedOut, failure_kind, first_line
 from app.domain.languages import choose_lang
 from app.domain.messages import Message
 from app.domain.texts import Text
@@ -55,6 +55,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(PoolTimeout, _database_failure)  # type: ignore[arg-type]
     app.add_exception_handler(DBAPIError, _database_failure)  # type: ignore[arg-type]
+    app.add_exception_handler(WriteTimedOut, _database_failure)  # type: ignore[arg-type]
 
 
 def request_lang(request: Request) -> str:

@@ -260,15 +260,17 @@ def test_restore_checks_the_file_and_backup_refuses_postgresql(
     assert "no database" in nothing
 
 
-@pytest.mark.parametrize(("setting", "pragma"), [("normal", 1), ("FULL", 2)])
+@pytest.mark.parametrize(("setting", "pragma"), [(None, 2), ("normal", 1), ("FULL", 2)])
 def test_sqlite_synchronous_setting_reaches_every_connection(
-    tmp_path: Path, db_url: str, cards: dict, setting: str, pragma: int
+    tmp_path: Path, db_url: str, cards: dict, setting: str | None, pragma: int
 ) -> None:
+    """FULL (2) unless NORMAL (1) is asked for: an acknowledged answer survives a power loss."""
     from conftest import make_settings
 
     from app.main import create_app
 
-    app = create_app(make_settings(tmp_path, db_url, sqlite_synchronous=setting), cards=cards)
+    chosen = {} if setting is None else {"sqlite_synchronous": setting}
+    app = create_app(make_settings(tmp_path, db_url, **chosen), cards=cards)
     try:
         with app.state.engine.connect() as connection:
             assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == pragma

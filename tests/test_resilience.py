@@ -608,3 +608,166 @@ def test_a_data_folder_that_cannot_exist_refuses_to_start_with_one_line(tmp_path
     assert client.get("/healthz").status_code == 200
     refused_api = client.get(f"{API}/cards")
     assert refused_api.status_code == 503 and refused_api.json()["code"] == "not_started"
+
+
+# --- a database locked for long, a file system that does not answer --------------------------
+
+
+def send_at_once(app, requests):
+    """``requests`` ((method, url, kwargs)) sent at once; each response with its seconds."""
+    import asyncio
+    import concurrent.futures
+
+    import httpx
+
+    async def send(client, method, url, kwargs):
+        started = time.monotonic()
+        response = await client.request(method, url, **kwargs)
+        return response, time.monotonic() - started
+
+    async def send_all():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            return await asyncio.gather(*(send(c, m, u, kw) for m, u, kw in requests))
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # no event loop of an earlier test
+        return pool.submit(asyncio.run, send_all()).result()
+
+
+def answer_bodies(client, count: int) -> tuple[dict, list[dict]]:
+    learner = client.post(f"{API}/learners").json()
+    auth = {"Authorization": f"Bearer {learner['token']}"}
+    bodies = []
+    for seed in range(count):
+        question = client.get(
+            f"{API}/cards/{CARD_ID}/points/1/question", params={"seed": seed}, headers=auth
+        ).json()
+        bodies.append(
+            {
+                "token": question["token"],
+                "choice_id": question["choices"][0]["id"],
+                "client_answer_id": uuid.uuid4().hex,
+            }
+        )
+    return auth, bodies
+
+
+def stored_count(app, keys) -> int:
+    from sqlalchemy import func, select
+
+    from app.models import Attempt
+
+    with app.state.sessionmaker() as db:
+        return int(
+            db.scalar(
+                select(func.count())
+                .select_from(Attempt)
+                .where(Attempt.client_answer_id.in_(list(keys)))
+            )
+        )
+
+
+def test_answers_get_their_503_within_the_busy_timeout_while_sqlite_stays_locked(
+    tmp_path, cards, db_url
+):
+    """Another process holds SQLite's write lock for much longer than the busy timeout (1 s
+    here): every answer, those of the first batch and those queued behind it, gets its busy 503
+    with Retry-After within about the busy timeout (before: the batch was tried three times
+    more, each waiting out the timeout, and answers queued behind it waited for all of that),
+    none is stored, and once the lock is gone the same answers are stored once each."""
+    settings = make_settings(tmp_path, db_url, **{**FAST, "sqlite_busy_timeout_ms": 1000})
+    app = create_app(settings, cards=cards)
+    with TestClient(app) as client:
+        auth, bodies = answer_bodies(client, 10)
+        holder = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")  # held for the whole test, well past 1 s
+            first, second = bodies[:5], bodies[5:]
+            waves = send_at_once(
+                app, [("POST", f"{API}/answers", {"json": b, "headers": auth}) for b in first]
+            )
+            waves += send_at_once(
+                app, [("POST", f"{API}/answers", {"json": b, "headers": auth}) for b in second]
+            )
+            for response, elapsed in waves:
+                assert_unavailable(response, "busy")
+                assert elapsed < 2.9, elapsed  # 1 s busy timeout + 1 s bound, with slack
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        keys = [b["client_answer_id"] for b in bodies]
+        assert stored_count(app, keys) == 0
+        for body in bodies:
+            assert client.post(f"{API}/answers", json=body, headers=auth).status_code == 200
+        assert stored_count(app, keys) == 10
+
+
+def test_an_answer_whose_write_hangs_gets_its_503_and_is_stored_once_when_sent_again(
+    tmp_path, cards, db_url, monkeypatch
+):
+    """A write that does not come back (a frozen file system holds the commit): the answer is a
+    busy 503 within the bound (busy timeout + 1 s) instead of a hang; when the file system
+    answers again, sending the same answer stores it once (or replays it when the stuck write
+    went through after all)."""
+    from app.practice import answers
+
+    frozen = threading.Event()
+    real_store = answers.store_batch
+
+    def store_on_a_frozen_disk(db, items):
+        frozen.wait(20)
+        return real_store(db, items)
+
+    monkeypatch.setattr(answers, "store_batch", store_on_a_frozen_disk)
+    app = create_app(make_settings(tmp_path, db_url, **FAST), cards=cards)
+    with TestClient(app) as client:
+        auth, [body] = answer_bodies(client, 1)
+        try:
+            response, elapsed = timed(
+                lambda: client.post(f"{API}/answers", json=body, headers=auth)
+            )
+            assert_unavailable(response, "busy")
+            assert 1.4 < elapsed < 3.5, elapsed  # the bound is 0.5 s + 1 s
+            assert stored_count(app, [body["client_answer_id"]]) == 0
+        finally:
+            frozen.set()
+        deadline = time.monotonic() + 10
+        while (again := client.post(f"{API}/answers", json=body, headers=auth)).status_code != 200:
+            assert again.status_code == 503 and time.monotonic() < deadline, again.text
+            time.sleep(0.2)
+        assert client.post(f"{API}/answers", json=body, headers=auth).json()["replayed"] is True
+        assert stored_count(app, [body["client_answer_id"]]) == 1
+
+
+def test_readyz_answers_within_a_second_when_the_file_system_does_not(
+    tmp_path, cards, db_url, monkeypatch
+):
+    """A data folder whose writes hang (a frozen file system): /readyz is a 503 saying the checks
+    did not finish, within about a second, and a second request does not start a second stuck
+    check; once the file system answers, /readyz is 200 again."""
+    frozen = threading.Event()
+    probes: list[Path] = []
+    real_probe = health.write_probe
+
+    def probe_on_a_frozen_disk(folder):
+        probes.append(folder)
+        frozen.wait(20)
+        real_probe(folder)
+
+    app = create_app(make_settings(tmp_path, db_url, **FAST), cards=cards)
+    with TestClient(app) as client:
+        assert client.get("/readyz").status_code == 200
+        monkeypatch.setattr(health, "write_probe", probe_on_a_frozen_disk)
+        try:
+            for _ in range(2):
+                ready, elapsed = timed(lambda: client.get("/readyz"))
+                assert ready.status_code == 503 and ready.headers["retry-after"] == "1"
+                assert not ready.json()["checks"]["checks_finished"]["ok"]
+                assert elapsed < 2.0, elapsed
+            assert len(probes) == 1  # the stuck check is waited for again, not started again
+        finally:
+            frozen.set()
+        deadline = time.monotonic() + 5
+        while client.get("/readyz").status_code != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)

@@ -9,11 +9,14 @@ database) and the data folder (writable), each with its status, and answers 503 
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import functools
 import logging
 import os
 import secrets
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -142,8 +145,43 @@ def readiness(app: FastAPI) -> dict[str, Any]:
     return checks
 
 
-def readyz_response(app: FastAPI) -> JSONResponse:
-    checks = readiness(app)
+READY_WITHIN_S = 1.0  # /readyz answers within this, whatever the file system or database does
+
+
+class ReadinessProbe:
+    """Runs :func:`readiness` on a thread of its own, at most one run at a time, and waits for it
+    at most ``within_s``: a frozen file system or a locked database makes ``/readyz`` a 503 that
+    says so within a second, not a hang. A run still stuck is waited for again by the next
+    request instead of starting another (stuck threads do not pile up)."""
+
+    def __init__(self, app: FastAPI, within_s: float = READY_WITHIN_S) -> None:
+        self._app = app
+        self._within_s = within_s
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="readyz")
+        self._running: concurrent.futures.Future[dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+
+    async def response(self) -> JSONResponse:
+        with self._lock:
+            if self._running is None or self._running.done():
+                self._running = self._pool.submit(readiness, self._app)
+            running = self._running
+        try:
+            checks = await asyncio.wait_for(
+                asyncio.shield(asyncio.wrap_future(running)), self._within_s
+            )
+        except TimeoutError:
+            checks = {
+                "checks_finished": {
+                    "ok": False,
+                    "detail": f"the checks did not finish within {self._within_s:g} s "
+                    "(the file system or the database does not answer)",
+                }
+            }
+        return readiness_response(self._app, checks)
+
+
+def readiness_response(app: FastAPI, checks: dict[str, Any]) -> JSONResponse:
     ready = all(check["ok"] for check in checks.values())
     headers = {} if ready else {"Retry-After": str(app.state.settings.db_retry_after_s)}
     return JSONResponse(
@@ -155,10 +193,11 @@ def readyz_response(app: FastAPI) -> JSONResponse:
 
 def install_readiness(app: FastAPI) -> None:
     """``/readyz``, left out of the OpenAPI document."""
+    probe = ReadinessProbe(app)
 
     @app.get("/readyz", include_in_schema=False)
-    def readyz() -> JSONResponse:
-        return readyz_response(app)
+    async def readyz() -> JSONResponse:
+        return await probe.response()
 
 
 # --- start-up ---------------------------------------------------------------------------------

@@ -237,9 +237,18 @@ def _position(
 _writers_lock = threading.Lock()
 
 
-def new_writer(sessions: sessionmaker[Session]) -> AnswerWriter[Graded]:
+def new_writer(sessions: sessionmaker[Session], wait_s: float = 30.0) -> AnswerWriter[Graded]:
     """A writer of answers (one per database and process: it is the one writer)."""
-    return AnswerWriter(sessions, store_batch, writer_order)
+    return AnswerWriter(sessions, store_batch, writer_order, wait_s=wait_s)
+
+
+def write_wait_s(settings: Any, dialect: str) -> float:
+    """How long an answer waits for the writer before its 503: the database's own bound (SQLite's
+    busy timeout; PostgreSQL's statement timeout, after which the client gives up a second
+    later) and one second more."""
+    if dialect == "sqlite":
+        return float(settings.sqlite_busy_timeout_ms) / 1000 + 1.0
+    return float(settings.db_statement_timeout_s) + 2.0
 
 
 def answer_writer(state: Any) -> AnswerWriter[Graded]:
@@ -249,6 +258,7 @@ def answer_writer(state: Any) -> AnswerWriter[Graded]:
         with _writers_lock:
             writer = getattr(state, "answer_writer", None)
             if writer is None:
-                writer = new_writer(state.sessionmaker)
+                dialect = state.sessionmaker.kw["bind"].dialect.name
+                writer = new_writer(state.sessionmaker, write_wait_s(state.settings, dialect))
                 state.answer_writer = writer
     return writer

@@ -8,7 +8,15 @@ wake-up per event loop; a thread of the threadpool waits on its event). A failed
 every answer of the batch its error: nothing is acknowledged that is not stored. A batch that
 cannot be stored whole (a lost insert race, a deadlock on PostgreSQL) is rolled back and tried
 again, then written answer by answer, each in its own savepoint, so one answer's failure is that
-answer's only.
+answer's only. Database trouble that waiting again cannot cure (SQLite locked by another process
+for the whole busy timeout, a full disk, a server that does not answer: ``app.db.NOT_TRIED_AGAIN``)
+fails the batch at once.
+
+Nobody waits longer than ``wait_s`` (the database's own bound, plus a second): past it the waiter
+gets :class:`~app.db.WriteTimedOut` (a busy 503 with Retry-After), whatever the batch does (a
+frozen file system can hold a commit for minutes). Its answers are then left out of any batch
+not yet begun; one already being written may still be stored, and sending the answer again
+(the same ``client_answer_id``) replays it: never twice.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import first_line, write_transaction
+from app.db import NOT_TRIED_AGAIN, WriteTimedOut, failure_kind, first_line, write_transaction
 from app.problems import Conflict
 
 WRITE_TRIES = 3  # a batch written whole, before it is written answer by answer
@@ -53,6 +61,8 @@ class _Group(Generic[T]):
     loop: asyncio.AbstractEventLoop | None = None
     future: asyncio.Future[None] | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    # "queued", then "writing" (taken into a batch) or "abandoned" (its waiter gave up first)
+    state: str = "queued"
 
 
 class AnswerWriter(Generic[T]):
@@ -67,40 +77,70 @@ class AnswerWriter(Generic[T]):
         order: Callable[[T], Any],
         *,
         max_batch: int = 256,
+        wait_s: float = 30.0,
     ) -> None:
         self._sessions = sessions
         self._store = store
         self._order = order
         self._max_batch = max_batch
+        self._wait_s = wait_s
+        self._states = threading.Lock()  # a group's state moves under it
         self._turn = WriterTurn(sessions.kw["bind"])
         self._queue: queue.SimpleQueue[_Group[T]] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="answer-writer", daemon=True)
         self._thread.start()
 
     async def submit(self, items: Sequence[T]) -> None:
-        """Store ``items`` (each gets its outcome or error), awaited on the event loop."""
+        """Store ``items`` (each gets its outcome or error), awaited on the event loop;
+        :class:`~app.db.WriteTimedOut` after ``wait_s``."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._queue.put(_Group(items, loop, future))
-        await future
+        group = _Group(items, loop, future)
+        self._queue.put(group)
+        try:
+            await asyncio.wait_for(asyncio.shield(future), self._wait_s)
+        except TimeoutError:
+            self._give_up(group)
 
     def wait(self, items: Sequence[T]) -> None:
-        """Store ``items`` (each gets its outcome or error), waited for by this thread."""
+        """Store ``items`` (each gets its outcome or error), waited for by this thread;
+        :class:`~app.db.WriteTimedOut` after ``wait_s``."""
         if items:
             group = _Group(items)
             self._queue.put(group)
-            group.done.wait()
+            if not group.done.wait(self._wait_s):
+                self._give_up(group)
+
+    def _give_up(self, group: _Group[T]) -> None:
+        with self._states:
+            if group.state == "queued":
+                group.state = "abandoned"
+        log.warning("%d answers were not stored within %.1f s", len(group.items), self._wait_s)
+        raise WriteTimedOut(f"the answers were not stored within {self._wait_s:.1f} s")
+
+    def _take(self, group: _Group[T]) -> bool:
+        """Whether ``group`` is still waited for (it is being written from now on)."""
+        with self._states:
+            if group.state == "abandoned":
+                return False
+            group.state = "writing"
+            return True
 
     def _run(self) -> None:
         while True:
-            groups = [self._queue.get()]
-            count = len(groups[0].items)
+            first = self._queue.get()
+            groups = [first] if self._take(first) else []
+            count = len(first.items) if groups else 0
             while count < self._max_batch:
                 try:
-                    groups.append(self._queue.get_nowait())
+                    group = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                count += len(groups[-1].items)
+                if self._take(group):
+                    groups.append(group)
+                    count += len(group.items)
+            if not groups:
+                continue
             self.write([item for group in groups for item in group.items])
             by_loop: dict[asyncio.AbstractEventLoop, list[_Group[T]]] = {}
             for group in groups:
@@ -126,6 +166,8 @@ class AnswerWriter(Generic[T]):
                             self._store(db, ordered)
                         return
                     except Exception as exc:  # noqa: BLE001 - rolled back: nothing is stored
+                        if failure_kind(exc) in NOT_TRIED_AGAIN:
+                            raise
                         log.info("%d answers are tried again (%d): %s", len(items), attempt, exc)
                 self._write_each(ordered)
         except BaseException as exc:  # noqa: BLE001 - the commit failed: acknowledge none
