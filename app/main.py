@@ -22,7 +22,7 @@ from swagger_ui_bundle import swagger_ui_path
 
 from app.api.openapi import install_openapi
 from app.api.router import API_PREFIX, API_ROUTERS, HOT_ROUTES
-from app.auth.cookies import BrowserSessionMiddleware, CsrfSigner
+from app.auth.cookies import BrowserSessionMiddleware, CsrfSigner, SessionCookie
 from app.auth.ratelimit import LoginLimiter
 from app.catalog.service import LiveCatalog
 from app.config import Settings, get_settings, resolve_secret_key
@@ -179,10 +179,15 @@ def create_app(
         seed_secret=hashlib.sha256(f"seeds:{secret_key}".encode()).digest(),
     )
     app.state.csrf = CsrfSigner(secret_key)
+    app.state.session_cookie = SessionCookie(secret_key)
     app.state.login_limiter = LoginLimiter(settings.rate_limit_storage)
     app.state.pages = make_pages()
 
-    app.add_middleware(BrowserSessionMiddleware, secure=settings.secure_cookies)
+    app.add_middleware(
+        BrowserSessionMiddleware,
+        secure=settings.secure_cookies,
+        cookie=app.state.session_cookie,
+    )
     body_limit = install_guards(app, settings)  # start-up gate, body limits, trusted hosts
     hsts = settings.hsts_max_age_s if settings.environment == "production" else 0
     # Outermost: request ids, logs, metrics, /readyz, the security headers on every response.

@@ -27,6 +27,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 
+from app.auth.cookies import SessionCookie
 from app.cli import migrate
 from app.db import ConnectGuard, failure_kind
 from app.main import create_app
@@ -197,7 +198,7 @@ def test_closed_port_requests_are_503s_and_other_routes_answer(tmp_path, cards):
     question = client.get(f"{API}/cards/{CARD_ID}/points/optimizer-memory/question?seed=1")
     assert question.status_code == 200 and question.json()["token"]
     # A page that needs the visitor's session: a 503 page, quickly, not a hang or a 500.
-    client.cookies.set("infracards_session", "s" * 40)
+    client.cookies.set("infracards_session", SessionCookie(TEST_SECRET).value("s" * 40))
     page, elapsed = timed(lambda: client.get("/"))
     assert page.status_code == 503 and "text/html" in page.headers["content-type"]
     assert page.headers["retry-after"] == "1" and elapsed < 1
@@ -546,7 +547,7 @@ def test_an_unreachable_database_never_gives_a_bare_500(tmp_path, cards):
         create_app(pg_settings(tmp_path, free_port()), cards=cards), raise_server_exceptions=False
     )
     token = {"Authorization": f"Bearer {uuid.uuid4().hex}"}
-    client.cookies.set("infracards_session", "s" * 40)
+    client.cookies.set("infracards_session", SessionCookie(TEST_SECRET).value("s" * 40))
     for method, path in [
         ("POST", f"{API}/learners"),
         ("GET", f"{API}/me/mistakes"),

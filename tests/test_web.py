@@ -295,7 +295,8 @@ def test_ending_a_session_forgets_its_remembered_visitor(client, app, clock):
     assert re.search(badge, practise(client, seed=3).text)
     assert re.search(badge, practise(client, seed=3).text)  # remembered
     with app.state.sessionmaker() as db:
-        end_web_session(db=db, secret=client.cookies.get(COOKIE_NAME))
+        secret = app.state.session_cookie.secret(client.cookies.get(COOKIE_NAME))
+        end_web_session(db=db, secret=secret)
     assert "badge" not in practise(client, seed=3).text
 
 
@@ -643,6 +644,31 @@ def test_an_oversized_or_garbled_session_cookie_is_a_new_guest(client, app, valu
     fields = {**form_fields(page.text), "choice_id": "a"}
     assert client.post("/answers", data=fields, headers=cookie).status_code == 403
     assert attempts(app) == 0
+
+
+def test_a_session_value_the_server_never_issued_is_not_adopted(app):
+    """Session fixation: someone plants a cookie value of their choosing in a victim's browser
+    before the victim's first answer. The server never issued it, so the victim is a new guest
+    with a session of the server's choosing, and the planted value reaches nobody's history."""
+    from app.auth.identity import hash_secret
+    from app.models import WebSession
+
+    planted = "p" * 43  # long enough, ASCII: accepted as a guest session before
+    with TestClient(app) as victim:
+        victim.cookies.set(COOKIE_NAME, planted)
+        page = practise(victim, seed=5)
+        issued = page.headers["set-cookie"].split(";")[0].split("=", 1)[1]
+        assert issued != planted
+        victim.cookies.set(COOKIE_NAME, issued)
+        submit(victim, page, "a")
+    assert attempts(app) == 1
+    with app.state.sessionmaker() as db:
+        hashes = set(db.scalars(select(WebSession.token_hash)))
+    assert hash_secret(planted) not in hashes
+    assert hash_secret(app.state.session_cookie.secret(issued)) in hashes
+    # An issued value altered by one character is not read back either.
+    forged = issued[:-1] + ("0" if issued[-1] != "0" else "1")
+    assert app.state.session_cookie.secret(forged) is None
 
 
 def test_another_browser_reusing_a_client_answer_id_learns_nothing(client, app):

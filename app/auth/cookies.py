@@ -1,7 +1,10 @@
 """The browser's session cookie and the CSRF token derived from it.
 
 The cookie holds a random session secret (the database keeps its SHA-256, see
-:mod:`app.auth.identity`). A browser without one gets a new secret, set as a cookie only when a
+:mod:`app.auth.identity`) and the server's signature of it (:class:`SessionCookie`): a value the
+server never issued is a new browser, so nobody can choose another browser's session for it
+(session fixation: a cookie planted before the victim's first answer would otherwise become
+the victim's guest session). A browser without one gets a new secret, set as a cookie only when a
 page used it (a form needs its CSRF token); nothing is written to the database until the browser
 stores something. The CSRF token of a form is an HMAC of the session secret, so it needs no
 storage and changes whenever the session does (log in, log out).
@@ -26,7 +29,8 @@ COOKIE_NAME = "infracards_session"
 # (app.auth.visitors); any other request forgets it.
 READ_METHODS = frozenset({"GET", "HEAD"})
 STATE_KEY = "browser_session"
-_MAX_SECRET = 100
+_MAX_VALUE = 200
+_MAC_HEX = 32  # 128 bits of HMAC-SHA256
 
 
 @dataclass
@@ -45,6 +49,29 @@ class BrowserSession:
 
     def clear(self) -> None:
         self.cleared = True
+
+
+class SessionCookie:
+    """The cookie value of a session secret: ``<secret>.<HMAC of it>``; only values this
+    server signed (with its secret key) are read back."""
+
+    def __init__(self, secret_key: str) -> None:
+        self._key = hashlib.sha256(f"session:{secret_key}".encode()).digest()
+
+    def _mac(self, secret: str) -> str:
+        return hmac.new(self._key, secret.encode(), hashlib.sha256).hexdigest()[:_MAC_HEX]
+
+    def value(self, secret: str) -> str:
+        return f"{secret}.{self._mac(secret)}"
+
+    def secret(self, value: str | None) -> str | None:
+        """The secret of a cookie value this server issued; None for anything else."""
+        if not value or len(value) > _MAX_VALUE or not value.isascii():
+            return None
+        secret, dot, mac = value.rpartition(".")
+        if not dot or len(secret) < 20 or not hmac.compare_digest(mac, self._mac(secret)):
+            return None
+        return secret
 
 
 class CsrfSigner:
@@ -77,17 +104,18 @@ class BrowserSessionMiddleware:
     """Puts the browser session on ``request.state``; sets or clears the cookie as needed (on
     pages only: see ``SESSIONLESS_PREFIXES``)."""
 
-    def __init__(self, app: ASGIApp, *, secure: bool) -> None:
+    def __init__(self, app: ASGIApp, *, secure: bool, cookie: SessionCookie) -> None:
         self.app = app
         self.secure = secure
+        self.cookie = cookie
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].startswith(SESSIONLESS_PREFIXES):
             await self.app(scope, receive, send)
             return
-        value = HTTPConnection(scope).cookies.get(COOKIE_NAME)
-        if value and 20 <= len(value) <= _MAX_SECRET and value.isascii():
-            browser = BrowserSession(secret=value, is_new=False)
+        secret = self.cookie.secret(HTTPConnection(scope).cookies.get(COOKIE_NAME))
+        if secret is not None:
+            browser = BrowserSession(secret=secret, is_new=False)
         else:
             browser = BrowserSession(secret=new_secret(), is_new=True)
         scope.setdefault("state", {})[STATE_KEY] = browser
@@ -102,9 +130,11 @@ class BrowserSessionMiddleware:
                 if browser.cleared:
                     headers.append("set-cookie", self._cookie("", max_age=0))
                 elif browser.new_secret is not None:
-                    headers.append("set-cookie", self._cookie(browser.new_secret))
+                    headers.append(
+                        "set-cookie", self._cookie(self.cookie.value(browser.new_secret))
+                    )
                 elif browser.is_new and browser.used:
-                    headers.append("set-cookie", self._cookie(browser.secret))
+                    headers.append("set-cookie", self._cookie(self.cookie.value(browser.secret)))
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)
