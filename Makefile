@@ -53,9 +53,15 @@ messages: install
 migrate: install
 	$(BIN)/python -m app.cli migrate
 
+# X-Forwarded-For is believed only from the proxies named in TRUSTED_PROXIES (addresses or
+# networks, comma-separated; empty by default): uvicorn's own default believes any loopback
+# client, so anyone on the machine could pick the address the login limits count.
+TRUSTED_PROXIES ?=
+PROXY_FLAGS = $(if $(strip $(TRUSTED_PROXIES)),--proxy-headers --forwarded-allow-ips '$(TRUSTED_PROXIES)',--no-proxy-headers)
+
 run: migrate catalogs
 	$(BIN)/python -m app.cli check-cards
-	$(BIN)/uvicorn app.main:create_app --factory --http httptools --loop asyncio --host $(HOST) --port $(PORT)
+	$(BIN)/uvicorn app.main:create_app --factory --http httptools --loop asyncio --host $(HOST) --port $(PORT) $(PROXY_FLAGS)
 
 # The browser tests (tests/browser) drive Debian's Chromium and need CJK fonts: installed when missing.
 BROWSER_DEBS := chromium fonts-noto-cjk fonts-noto-core

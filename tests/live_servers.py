@@ -59,13 +59,19 @@ def server_env(data_dir: Path, database_url: str, **extra: str) -> dict[str, str
 class ServerProcess:
     """One uvicorn process; always stopped by :meth:`stop` (the fixtures call it in finally)."""
 
-    def __init__(self, env: dict[str, str], log: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        log: Path,
+        port: int | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         cmd = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory"]
         cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--no-access-log"]
-        cmd += ["--log-level", "warning", "--timeout-graceful-shutdown", "3"]
+        cmd += ["--log-level", "warning", "--timeout-graceful-shutdown", "3", *extra_args]
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
                 cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

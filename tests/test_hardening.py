@@ -519,3 +519,65 @@ def test_response_headers_are_stamped_in_one_pass_keeping_or_replacing_the_respo
     bare = {"type": "http.response.start", "status": 204}
     stamp_headers(bare, (b"x-request-id", b"abc"), ())
     assert bare["headers"] == [(b"x-request-id", b"abc")]
+
+
+# --- X-Forwarded-For from anyone -------------------------------------------------------------
+
+
+def served_flags(**variables: str) -> list[str]:
+    """The flags ``make run`` passes uvicorn after ``--port`` (read from ``make -n run``)."""
+    import shlex
+    import subprocess
+
+    from conftest import ROOT
+
+    assigned = [f"{name}={value}" for name, value in variables.items()]
+    dry = subprocess.run(
+        ["make", "-n", "run", *assigned], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    serve = next(line for line in dry.splitlines() if "uvicorn app.main:create_app" in line)
+    words = shlex.split(serve)
+    return words[words.index("--port") + 2 :]
+
+
+def test_make_run_believes_forwarded_addresses_only_from_named_proxies() -> None:
+    assert served_flags() == ["--no-proxy-headers"]
+    assert served_flags(TRUSTED_PROXIES="10.0.0.2,10.0.1.0/24") == [
+        "--proxy-headers",
+        "--forwarded-allow-ips",
+        "10.0.0.2,10.0.1.0/24",
+    ]
+
+
+def test_a_spoofed_forwarded_address_per_guess_still_meets_the_address_limit(tmp_path) -> None:
+    """The server as ``make run`` starts it, guessed at from loopback with a new
+    X-Forwarded-For on every try (before: uvicorn believed loopback, 40 guesses gave 40 × 401):
+    the per-address limit (30 a minute) answers 429 from the 31st guess on."""
+    from live_servers import ServerProcess, server_env
+
+    from app.cli import migrate
+
+    url = f"sqlite:///{tmp_path / 'spoof.db'}"
+    migrate(url)
+    server = ServerProcess(
+        server_env(tmp_path / "data", url), tmp_path / "server.log", extra_args=served_flags()
+    )
+    try:
+        server.wait_ready(timeout_s=180)  # start-up compiles the cards: slow on a loaded machine
+        statuses = []
+        with server.client() as client:
+            for guess in range(40):
+                response = client.post(
+                    "/api/v1/auth/token",
+                    json={
+                        "email": f"someone{guess}@example.com",
+                        "password": "not it at all",
+                        "device_name": "a script",
+                    },
+                    headers={"X-Forwarded-For": f"203.0.113.{guess + 1}"},
+                )
+                statuses.append(response.status_code)
+        assert set(statuses[:30]) == {401}, statuses
+        assert set(statuses[30:]) == {429}, statuses
+    finally:
+        server.stop()
