@@ -41,7 +41,10 @@ FAST = {
     "db_pool_timeout_s": 1.0,
     "db_retry_after_s": 1,
     "sqlite_busy_timeout_ms": 500,
+    "metrics_token": "metrics-token-for-the-tests",
 }
+# /readyz shows its checks' details only to the metrics token.
+METRICS = {"Authorization": "Bearer metrics-token-for-the-tests"}
 
 
 def free_port() -> int:
@@ -184,7 +187,7 @@ def test_closed_port_requests_are_503s_and_other_routes_answer(tmp_path, cards):
     created, elapsed = timed(lambda: client.post(f"{API}/learners"))
     assert_unavailable(created, "unreachable")
     assert elapsed < 1
-    ready = client.get("/readyz")
+    ready = client.get("/readyz", headers=METRICS)
     assert ready.status_code == 503 and ready.headers["retry-after"] == "1"
     checks = ready.json()["checks"]
     assert ready.json()["status"] == "not ready"
@@ -239,7 +242,7 @@ def test_black_holed_requests_time_out_into_503s(tmp_path, cards, black_hole):
     again, elapsed = timed(lambda: client.post(f"{API}/learners"))
     assert_unavailable(again, "unreachable")
     assert elapsed < 0.5
-    ready, elapsed = timed(lambda: client.get("/readyz"))
+    ready, elapsed = timed(lambda: client.get("/readyz", headers=METRICS))
     assert ready.status_code == 503 and elapsed < 4
 
 
@@ -254,7 +257,7 @@ def test_postgres_that_stops_answering_mid_run(tmp_path, cards, pg_url):
         url = real.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
         settings = make_settings(tmp_path, url, **FAST)
         with TestClient(create_app(settings, cards=cards)) as client:
-            assert client.get("/readyz").status_code == 200
+            assert client.get("/readyz", headers=METRICS).status_code == 200
             assert client.post(f"{API}/learners").status_code == 201
             proxy.swallow()
             response, elapsed = timed(lambda: client.post(f"{API}/learners"))
@@ -266,14 +269,14 @@ def test_postgres_that_stops_answering_mid_run(tmp_path, cards, pg_url):
             assert_unavailable(again, "unreachable")
             assert elapsed < 0.5, elapsed
             assert_unrelated_routes_answer(client)
-            ready, elapsed = timed(lambda: client.get("/readyz"))
+            ready, elapsed = timed(lambda: client.get("/readyz", headers=METRICS))
             assert ready.status_code == 503 and elapsed < 5, elapsed
             proxy.forward()
             deadline = time.monotonic() + 10
             while client.post(f"{API}/learners").status_code != 201:
                 assert time.monotonic() < deadline, "the service did not recover"
                 time.sleep(0.3)
-            assert client.get("/readyz").status_code == 200
+            assert client.get("/readyz", headers=METRICS).status_code == 200
     finally:
         proxy.close()
 
@@ -362,7 +365,7 @@ def test_read_only_database_writes_are_503s_reads_go_on(tmp_path, cards, db_url)
         create_app(make_settings(tmp_path, read_only_url(db_url), **FAST), cards=cards)
     )
     assert_unavailable(client.post(f"{API}/learners"), "read_only")
-    ready = client.get("/readyz").json()
+    ready = client.get("/readyz", headers=METRICS).json()
     assert ready["checks"]["database"]["kind"] == "read_only"
     assert ready["checks"]["migrations"]["ok"] is True  # it can still be read
     assert client.get(f"{API}/cards").status_code == 200
@@ -379,7 +382,7 @@ def test_read_only_data_folder_refuses_to_start(tmp_path, cards, db_url, monkeyp
         with TestClient(app):
             pass
     client = TestClient(app)
-    ready = client.get("/readyz")
+    ready = client.get("/readyz", headers=METRICS)
     assert ready.status_code == 503 and ready.json()["checks"]["data_folder"]["ok"] is False
 
 
@@ -400,7 +403,7 @@ def test_full_disk_writes_are_503s_with_retry_after(tmp_path, cards, db_url):
         inject_disk_full(app.state.engine)
         for _ in range(3):
             assert_unavailable(client.post(f"{API}/learners"), "disk_full")
-        ready = client.get("/readyz")
+        ready = client.get("/readyz", headers=METRICS)
         assert ready.status_code == 503
         assert ready.json()["checks"]["database"]["kind"] == "disk_full"
         assert ready.json()["checks"]["database"]["last_failure"]["kind"] == "disk_full"
@@ -512,7 +515,7 @@ def test_a_card_changed_without_a_new_version_refuses_start_up_in_one_line(tmp_p
     cards_dir = tmp_path / "cards"
     shutil.copytree(CARDS_DIR, cards_dir)
     with TestClient(create_app(make_settings(tmp_path, db_url, cards_dir=cards_dir))) as client:
-        assert client.get("/readyz").status_code == 200  # published
+        assert client.get("/readyz", headers=METRICS).status_code == 200  # published
     path = cards_dir / f"{CARD_ID}.yaml"
     text = path.read_text(encoding="utf-8")
     edited = text.replace("How does ZeRO-Infinity go beyond ZeRO-Offload?", "How far past it?")
@@ -524,7 +527,7 @@ def test_a_card_changed_without_a_new_version_refuses_start_up_in_one_line(tmp_p
     with pytest.raises(StartupRefused, match="raise the card's 'version'"), TestClient(app):
         pass  # the lifespan refuses
     served = TestClient(app)  # without lifespan events: every request says why
-    ready = served.get("/readyz")
+    ready = served.get("/readyz", headers=METRICS)
     assert ready.status_code == 503 and not ready.json()["checks"]["cards"]["ok"]
     question = served.get(f"/api/v1/cards/{CARD_ID}/question")
     assert question.status_code == 503 and "raise the card's 'version'" in question.json()["detail"]
@@ -757,11 +760,11 @@ def test_readyz_answers_within_a_second_when_the_file_system_does_not(
 
     app = create_app(make_settings(tmp_path, db_url, **FAST), cards=cards)
     with TestClient(app) as client:
-        assert client.get("/readyz").status_code == 200
+        assert client.get("/readyz", headers=METRICS).status_code == 200
         monkeypatch.setattr(health, "write_probe", probe_on_a_frozen_disk)
         try:
             for _ in range(2):
-                ready, elapsed = timed(lambda: client.get("/readyz"))
+                ready, elapsed = timed(lambda: client.get("/readyz", headers=METRICS))
                 assert ready.status_code == 503 and ready.headers["retry-after"] == "1"
                 assert not ready.json()["checks"]["checks_finished"]["ok"]
                 assert elapsed < 2.0, elapsed
@@ -769,6 +772,29 @@ def test_readyz_answers_within_a_second_when_the_file_system_does_not(
         finally:
             frozen.set()
         deadline = time.monotonic() + 5
-        while client.get("/readyz").status_code != 200:
+        while client.get("/readyz", headers=METRICS).status_code != 200:
             assert time.monotonic() < deadline
             time.sleep(0.1)
+
+
+def test_readyz_keeps_its_details_for_the_metrics_token(tmp_path, cards, db_url):
+    """Anyone may ask whether the service is ready; where its data lives and how full the disk
+    is are for whoever holds the metrics token."""
+    app = create_app(make_settings(tmp_path, db_url, **FAST), cards=cards)
+    with TestClient(app) as client:
+        public = client.get("/readyz")
+        assert public.status_code == 200
+        assert public.json() == {
+            "status": "ready",
+            "checks": {
+                "data_folder": {"ok": True},
+                "database": {"ok": True},
+                "migrations": {"ok": True},
+                "cards": {"ok": True},
+            },
+        }
+        assert str(tmp_path) not in public.text and "free_bytes" not in public.text
+        for wrong in ("Bearer nope", "metrics-token-for-the-tests", ""):
+            assert "detail" not in client.get("/readyz", headers={"Authorization": wrong}).text
+        detailed = client.get("/readyz", headers=METRICS).json()["checks"]
+        assert detailed["data_folder"]["free_bytes"] > 0 and str(tmp_path) in str(detailed)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import hmac
 import logging
 import os
 import secrets
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from sqlalchemy.engine import Engine, make_url
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -161,7 +162,7 @@ class ReadinessProbe:
         self._running: concurrent.futures.Future[dict[str, Any]] | None = None
         self._lock = threading.Lock()
 
-    async def response(self) -> JSONResponse:
+    async def response(self, detailed: bool = True) -> JSONResponse:
         with self._lock:
             if self._running is None or self._running.done():
                 self._running = self._pool.submit(readiness, self._app)
@@ -178,26 +179,34 @@ class ReadinessProbe:
                     "(the file system or the database does not answer)",
                 }
             }
-        return readiness_response(self._app, checks)
+        return readiness_response(self._app, checks, detailed)
 
 
-def readiness_response(app: FastAPI, checks: dict[str, Any]) -> JSONResponse:
+def readiness_response(app: FastAPI, checks: dict[str, Any], detailed: bool = True) -> JSONResponse:
+    """The checks' verdicts; their details (paths, free bytes, errors) only when ``detailed``."""
     ready = all(check["ok"] for check in checks.values())
     headers = {} if ready else {"Retry-After": str(app.state.settings.db_retry_after_s)}
+    shown = checks if detailed else {name: {"ok": c["ok"]} for name, c in checks.items()}
     return JSONResponse(
-        {"status": "ready" if ready else "not ready", "checks": checks},
+        {"status": "ready" if ready else "not ready", "checks": shown},
         200 if ready else 503,
         headers={"Cache-Control": "no-store", **headers},
     )
 
 
 def install_readiness(app: FastAPI) -> None:
-    """``/readyz``, left out of the OpenAPI document."""
+    """``/readyz``, left out of the OpenAPI document: each check's verdict for anyone, and its
+    details (the data folder's path, free bytes, database errors) only with the metrics token
+    (``Authorization: Bearer <METRICS_TOKEN>``)."""
     probe = ReadinessProbe(app)
+    token = app.state.settings.metrics_token
+    expected = f"Bearer {token.get_secret_value()}" if token else None
 
     @app.get("/readyz", include_in_schema=False)
-    async def readyz() -> JSONResponse:
-        return await probe.response()
+    async def readyz(request: Request) -> JSONResponse:
+        given = request.headers.get("authorization", "")
+        detailed = expected is not None and hmac.compare_digest(given.encode(), expected.encode())
+        return await probe.response(detailed)
 
 
 # --- start-up ---------------------------------------------------------------------------------
