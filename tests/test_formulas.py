@@ -253,6 +253,8 @@ def test_formulas_are_plain_ascii_and_numbers_do_not_run_into_names():
     refused("2psi", "a number runs into a name", column=2)
     refused("1if 1 else 2", "a number runs into a name", column=2)
     refused("(" * 101 + "1" + ")" * 101, "brackets are nested deeper than 100 levels", 101)
+    refused("psi\t+ 1", "character '\\t' (U+0009) is not allowed", column=4)
+    refused("(psi\r\n+ 1)", "character '\\r' (U+000D) is not allowed", column=5)
     assert value("(psi\n+ n_d)", psi=1, n_d=2) == 3
 
 

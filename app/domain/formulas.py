@@ -84,10 +84,11 @@ MAX_TRANSCENDENTAL = 32
 PRECISIONS = (128, 512, 2048)
 
 _IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,31}")
-# Formulas are plain printable ASCII (tabs and line breaks allowed): no lookalike letters that
-# Python would fold into names (NFKC turns a full-width "ｐｓｉ" into psi), no control characters,
-# no backslash (escapes and line continuations have no place in a formula).
-_NOT_ALLOWED = re.compile(r"[^\x20-\x5b\x5d-\x7e\t\n\r]")
+# Formulas are plain printable ASCII (a line feed allowed, for a long formula written over lines):
+# no lookalike letters that Python would fold into names (NFKC turns a full-width "ｐｓｉ" into
+# psi), no other control character (a tab or a carriage return included), no backslash (escapes
+# and line continuations have no place in a formula).
+_NOT_ALLOWED = re.compile(r"[^\x20-\x5b\x5d-\x7e\n]")
 # A number running into a name ("1if", "2psi", "0x1f"): Python's tokenizer warns about it on
 # stderr (a SyntaxWarning, for every hostile text), so it is refused before ast sees it. Escape
 # sequences, the other source of tokenizer warnings, cannot occur: backslashes are refused.
