@@ -82,6 +82,32 @@ def test_check_cards_reports_a_broken_card_on_stderr(tmp_path, capsys):
     assert err.startswith("error: ") and "zero-memory-offload" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "nested",
+    ["[" * 5000 + "]" * 5000, "{a: " * 3000 + "1" + "}" * 3000, "\n  " + "- " * 3000 + "1"],
+)
+def test_a_card_nested_thousands_deep_is_a_one_line_error(tmp_path, capsys, nested):
+    folder = tmp_path / "cards"
+    folder.mkdir()
+    (folder / "deep.yaml").write_text(f"id: deep\nversion: 1\nx: {nested}\n", encoding="utf-8")
+    assert main(["check-cards", "--cards-dir", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: deep.yaml: nested too deeply") and "Traceback" not in err
+    assert err.count("\n") == 1
+
+
+def test_a_card_that_is_not_yaml_is_a_one_line_error_saying_where(tmp_path, capsys):
+    folder = tmp_path / "cards"
+    folder.mkdir()
+    (folder / "bad.yaml").write_text("id: bad\nx: - - 1\n", encoding="utf-8")
+    assert main(["check-cards", "--cards-dir", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "error: bad.yaml: not valid YAML: sequence entries are not allowed here (line 2, column 4)\n"
+    )
+
+
 def test_check_cards_with_a_missing_folder_fails_with_a_message(tmp_path, capsys):
     assert main(["check-cards", "--cards-dir", str(tmp_path / "nope")]) == 1
     assert "does not exist" in capsys.readouterr().err

@@ -304,6 +304,23 @@ def read_cards(directory: Path) -> dict[str, Card]:
     return cards
 
 
+def yaml_error(exc: yaml.YAMLError) -> str:
+    """The YAML reader's complaint on one line, with where it is."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return f"{exc.problem}{where}"
+    return " ".join(str(exc).split())
+
+
+def too_deep(name: str) -> Message:
+    return Message(
+        "%(file)s: nested too deeply (lists or mappings inside each other hundreds of levels "
+        "deep): a card is a few levels deep",
+        file=name,
+    )
+
+
 def read_card(path: Path) -> Card:
     """One card file, compiled (formulas parsed, shape checked), not validated over its domains."""
     path = Path(path)
@@ -315,9 +332,14 @@ def read_card(path: Path) -> Card:
         ) from None
     except yaml.YAMLError as exc:
         raise CardError(
-            Message("%(file)s: not valid YAML: %(error)s", file=path.name, error=str(exc))
+            Message("%(file)s: not valid YAML: %(error)s", file=path.name, error=yaml_error(exc))
         ) from None
-    card = parse_card(raw, source=path)
+    except RecursionError:  # the YAML reader recurses once per level of nesting
+        raise CardError(too_deep(path.name)) from None
+    try:
+        card = parse_card(raw, source=path)
+    except RecursionError:
+        raise CardError(too_deep(path.name)) from None
     if card.id != path.stem:
         raise CardError(
             Message(
