@@ -472,6 +472,7 @@ def test_an_unhandled_error_is_logged_and_answered_with_its_request_id(app, log_
     assert response.status_code == 500 and response.headers["x-request-id"] == "bug-1"
     assert response.json()["code"] == "internal_error" and "bug-1" in response.json()["detail"]
     assert response.headers["x-content-type-options"] == "nosniff"  # security headers too
+    assert response.headers["connection"] == "close"  # the server closes it: not reused
     error = next(line for line in log_lines if line["message"].startswith("unhandled error"))
     assert error["request_id"] == "bug-1" and "RuntimeError: a bug" in error["exception"]
 

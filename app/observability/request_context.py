@@ -162,7 +162,12 @@ class RequestContextMiddleware:
 
 
 def _internal_error(scope: Scope, request_id: str) -> Response:
+    """The 500 answer, with ``Connection: close``: the error is raised on to the server, which
+    then closes the connection; the client must not send its next request on it."""
     detail = f"Something went wrong on our side (request id {request_id})."
     if str(scope.get("path", "")).startswith(("/api/", "/openapi")):
-        return problem_response(500, "internal_error", detail)
-    return Response(detail, 500, media_type="text/plain; charset=utf-8")
+        response = problem_response(500, "internal_error", detail)
+    else:
+        response = Response(detail, 500, media_type="text/plain; charset=utf-8")
+    response.headers["Connection"] = "close"
+    return response
