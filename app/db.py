@@ -31,6 +31,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
+from app.domain.storable import text_problem
+
 # A naming convention gives every constraint a stable name, which Alembic's batch mode on
 # SQLite and later migrations need to find them again.
 NAMING_CONVENTION = {
@@ -88,6 +90,7 @@ def make_engine(
         kwargs.setdefault("connect_args", {}).setdefault("timeout", timeouts.sqlite_busy_ms / 1000)
         engine = create_engine(url, **kwargs)
         _install_sqlite_hooks(engine, sqlite_synchronous.upper())
+        guard_text(engine)
         _install_sqlite_busy_timeout(engine, timeouts)
         engine_health(engine)  # failures are recorded (and counted) for SQLite too
         return engine
@@ -101,6 +104,7 @@ def make_engine(
     if "poolclass" not in kwargs:
         kwargs.setdefault("pool_timeout", timeouts.pool_s)
     engine = create_engine(url, **kwargs)
+    guard_text(engine)
     _install_connect_guard(engine, timeouts)
     return engine
 
@@ -185,6 +189,28 @@ def engine_health(engine: Engine) -> EngineHealth:
 def first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+class UnstorableText(ValueError):
+    """A statement's parameter holds text no database stores (a NUL, an unpaired surrogate):
+    the request is refused with a 422, before the database sees it."""
+
+
+def _refuse_unstorable(
+    _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, many: bool
+) -> None:
+    rows = parameters if many else (parameters,)
+    for row in rows or ():
+        values = row.values() if isinstance(row, dict) else row
+        for value in values or ():
+            if isinstance(value, str) and (problem := text_problem(value)):
+                raise UnstorableText(problem)
+
+
+def guard_text(engine: Engine) -> None:
+    """Refuse text that PostgreSQL (a NUL) or SQLite (a lone surrogate) cannot store, on every
+    statement of ``engine``, whatever route it came from."""
+    event.listen(engine, "before_cursor_execute", _refuse_unstorable)
 
 
 class WriteTimedOut(Exception):

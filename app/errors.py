@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 from starlette.responses import JSONResponse, Response
 
-from app.db import WriteTimedOut, failure_kind, first_line
+from app.db import UnstorableText, WriteTimedOut, failure_kind, first_line
 from app.domain.languages import choose_lang
 from app.domain.messages import Message
 from app.domain.texts import Text
@@ -56,6 +56,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(PoolTimeout, _database_failure)  # type: ignore[arg-type]
     app.add_exception_handler(DBAPIError, _database_failure)  # type: ignore[arg-type]
     app.add_exception_handler(WriteTimedOut, _database_failure)  # type: ignore[arg-type]
+    app.add_exception_handler(UnstorableText, _unstorable_text)  # type: ignore[arg-type]
 
 
 def request_lang(request: Request) -> str:
@@ -221,6 +222,17 @@ def _database_failure(request: Request, exc: Exception) -> Response:
         headers={"Retry-After": retry_after},
         extra={"reason": kind},
     )
+
+
+UNSTORABLE = Message(
+    "The text sent holds a character that cannot be stored (a NUL or an unpaired surrogate): "
+    "remove it and send it again."
+)
+
+
+def _unstorable_text(request: Request, exc: UnstorableText) -> Response:
+    """Text no database stores reached a statement: the request's fault, a 422."""
+    return error_response(request, 422, UNSTORABLE, code="unstorable_text")
 
 
 def _validation_error(request: Request, exc: RequestValidationError) -> Response:

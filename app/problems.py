@@ -37,6 +37,14 @@ class InvalidInput(Problem):
     title = "Invalid input"
 
 
+class UnprocessableInput(Problem):
+    """Input in the right shape holding what cannot be used or stored (a NUL in a text, NaN)."""
+
+    status_code = 422
+    code = "unprocessable_input"
+    title = "Unprocessable input"
+
+
 class UnknownChoiceError(Problem):
     status_code = 422
     code = "unknown_choice"

@@ -582,3 +582,89 @@ def test_a_spoofed_forwarded_address_per_guess_still_meets_the_address_limit(tmp
         assert set(statuses[30:]) == {429}, statuses
     finally:
         server.stop()
+
+
+# --- text and numbers no database stores ------------------------------------------------------
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def as_json(body: object) -> str:
+    """JSON as a client library writes it: lone surrogates as \\u escapes."""
+    import json as jsonlib
+
+    return jsonlib.dumps(body)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_db_url(request, tmp_path, db_url):
+    if request.param == "sqlite":
+        return db_url
+    from app.cli import migrate
+
+    url = request.getfixturevalue("pg_url")
+    migrate(url)
+    return url
+
+
+def test_nul_surrogates_and_non_finite_numbers_are_422s_on_both_databases(
+    tmp_path, any_db_url, cards
+):
+    """PostgreSQL refuses a NUL in text and NaN in JSON, SQLite a lone surrogate: each arrives as
+    a 422 problem (or a page) saying what is wrong, never a 500, and nothing is stored."""
+    import copy
+    import json as jsonlib
+    from pathlib import Path
+
+    from test_authoring import instructor_headers
+
+    from app.models import CardVersion, Learner
+
+    card = jsonlib.loads(
+        (Path(__file__).parent / "cards_fixtures" / "kv_cache_card.json").read_text()
+    )
+    app = create_app(make_settings(tmp_path, any_db_url), cards=cards)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        prof = instructor_headers(client, app, email=f"p{uuid.uuid4().hex[:6]}@example.com")
+        for field, value in [
+            ("id", "kv\x00cache"),
+            ("title", {"en": "KV\x00cache", "zh": "KV 缓存"}),
+            ("definition", {"en": "fine", "zh": "坏\ud800字"}),
+        ]:
+            bad = {**copy.deepcopy(card), field: value}
+            response = client.post(
+                f"{API}/instructor/cards", content=as_json(bad), headers={**prof, **JSON}
+            )
+            assert response.status_code == 422, (field, response.status_code, response.text)
+            assert "NUL" in response.text or "surrogate" in response.text, response.text
+        for number in ("NaN", "Infinity", "-Infinity"):
+            text = jsonlib.dumps(card).replace('"values": [', f'"values": [{number}, ', 1)
+            assert number in text
+            response = client.post(
+                f"{API}/instructor/cards",
+                content=text,
+                headers={**prof, "Content-Type": "application/json"},
+            )
+            assert response.status_code == 422, (number, response.status_code, response.text)
+        for path, body in [
+            ("/auth/token", {"email": "a\x00@x.io", "password": "p" * 12, "device_name": "d"}),
+            ("/auth/register", {"email": "a\x00@x.io", "password": "p" * 12}),
+            ("/auth/register", {"email": "a\ud800@x.io", "password": "p" * 12}),
+        ]:
+            response = client.post(f"{API}{path}", content=as_json(body), headers=JSON)
+            assert 400 <= response.status_code < 500, (path, body, response.status_code)
+        page = client.get("/login")
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
+        for form in ("/login", "/signup"):
+            response = client.post(
+                form,
+                data={"csrf_token": csrf, "email": "a\x00@x.io", "password": "p" * 12},
+            )
+            assert 400 <= response.status_code < 500, (form, response.status_code)
+        with app.state.sessionmaker() as db:
+            assert (
+                db.query(CardVersion).filter(CardVersion.card_id != "zero-memory-offload").count()
+                == 0
+            )
+            assert db.query(Learner).filter(Learner.email.like("a%@x.io")).count() == 0

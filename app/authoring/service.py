@@ -24,8 +24,9 @@ from app.domain.authoring import CardProblem, Checked, diff_documents, next_vers
 from app.domain.cards import CardError, parse_card
 from app.domain.catalog import check_versions
 from app.domain.messages import Message, plural_message
+from app.domain.storable import value_problem
 from app.models import AuditEntry, CardDraft, CardState
-from app.problems import Conflict, InvalidInput, NotFound, Problem
+from app.problems import Conflict, InvalidInput, NotFound, Problem, UnprocessableInput
 
 MAX_DOCUMENT_BYTES = 2_000_000
 
@@ -87,6 +88,12 @@ def _check_size(document: object) -> dict[str, Any]:
         raise InvalidInput(Message("a card document is a JSON object"), code="invalid_document")
     if len(json.dumps(document, ensure_ascii=False)) > MAX_DOCUMENT_BYTES:
         raise InvalidInput(Message("the card document is too large"), code="document_too_large")
+    unstorable = value_problem(document)
+    if unstorable is not None:  # a NUL, a lone surrogate, NaN: refused before any database
+        raise UnprocessableInput(
+            Message("the card document cannot be stored: %(problem)s", problem=unstorable),
+            code="unstorable_document",
+        )
     return document
 
 

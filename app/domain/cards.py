@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from .formulas import Formula, FormulaError, is_identifier, parse_formula, parse_number
 from .languages import LANGS
 from .messages import Message, plural_message
+from .storable import value_problem
 from .texts import Text, TextTemplate, compile_text
 from .units import FORMATS, UNITS, UnitError, format_value
 
@@ -57,7 +58,7 @@ class CardError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class _TextIn(_Strict):
@@ -360,6 +361,9 @@ def parse_card(
     (the dashboard lists every problem); without it the first problem raises.
     """
     label: str | Text = source.name if source is not None else Message("card")
+    unstorable = value_problem(raw)
+    if unstorable is not None:  # a NUL, a lone surrogate, NaN: no database can store it
+        raise CardError(Message("%(where)s: %(problems)s", where=label, problems=unstorable))
     try:
         data = _CardIn.model_validate(raw)
     except ValidationError as exc:
