@@ -31,7 +31,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
-from app.domain.storable import text_problem
+from app.db_errors import WriteTimedOut, guard_text
 
 # A naming convention gives every constraint a stable name, which Alembic's batch mode on
 # SQLite and later migrations need to find them again.
@@ -189,38 +189,6 @@ def engine_health(engine: Engine) -> EngineHealth:
 def first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-class UnstorableText(ValueError):
-    """A statement's parameter holds text no database stores (a NUL, an unpaired surrogate):
-    the request is refused with a 422, before the database sees it."""
-
-
-def _refuse_unstorable(
-    _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, many: bool
-) -> None:
-    rows = parameters if many else (parameters,)
-    for row in rows or ():
-        values = row.values() if isinstance(row, dict) else row
-        for value in values or ():
-            if isinstance(value, str) and (problem := text_problem(value)):
-                raise UnstorableText(problem)
-
-
-def guard_text(engine: Engine) -> None:
-    """Refuse text that PostgreSQL (a NUL) or SQLite (a lone surrogate) cannot store, on every
-    statement of ``engine``, whatever route it came from."""
-    event.listen(engine, "before_cursor_execute", _refuse_unstorable)
-
-
-class WriteTimedOut(Exception):
-    """A write was not done within its bound (the database locked by another process, a
-    frozen file system): the request is a busy 503 and may be sent again."""
-
-
-# Database trouble a batch of writes does not try again: waiting again would only double the
-# wait (a lock held elsewhere, a full or read-only disk, a server that does not answer).
-NOT_TRIED_AGAIN = frozenset({"busy", "timeout", "disk_full", "read_only", "unreachable"})
 
 
 def failure_kind(exc: BaseException | None) -> str | None:

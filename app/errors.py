@@ -18,7 +18,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 from starlette.responses import JSONResponse, Response
 
-from app.db import UnstorableText, WriteTimedOut, failure_kind, first_line
+from app.db import failure_kind, first_line
+from app.db_errors import UnstorableText, WriteTimedOut
 from app.domain.languages import choose_lang
 from app.domain.messages import Message
 from app.domain.texts import Text

@@ -36,7 +36,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import NOT_TRIED_AGAIN, WriteTimedOut, failure_kind, first_line, write_transaction
+from app.db import failure_kind, first_line, write_transaction
+from app.db_errors import NOT_TRIED_AGAIN, WriteTimedOut
 from app.problems import Conflict
 
 WRITE_TRIES = 3  # a batch written whole, before it is written answer by answer
