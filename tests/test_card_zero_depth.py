@@ -138,7 +138,12 @@ def test_k_per_recipe(card):
         "pure bf16 AdamW 4",
     ):
         assert phrase in answer.en
-    for phrase in ("AdamW 取 12", "动量 SGD 取 8", "8 比特 Adam 分块量化两个矩，取 6", "纯 bf16 AdamW 取 4"):
+    for phrase in (
+        "AdamW 取 12",
+        "动量 SGD 取 8",
+        "8 比特 Adam 分块量化两个矩，取 6",
+        "纯 bf16 AdamW 取 4",
+    ):
         assert phrase in answer.zh
 
 
