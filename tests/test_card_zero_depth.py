@@ -98,13 +98,22 @@ def test_new_templates_kept_their_history_of_versions(card):
     # Chinese terminology).
     for template_id in new:
         revised[template_id] = revised.get(template_id, 0) + 1
+    # Card version 7: keys reworded so that the key is not the choice sharing the most words
+    # with the distractors (the convergence family).
+    for template_id in (
+        "p1-optimizer-recipes",
+        "p2-fsdp-strategies",
+        "p3-accumulation-by-stage",
+        "p4-zeropp-what-each-cuts",
+    ):
+        revised[template_id] += 1
     for template_id in new:
         template = card.template(template_id)
         assert template is not None, template_id
         assert template.version == 2 + revised.get(template_id, 0), template_id
         assert template.generator == 2, template_id
         assert len(template.pitfalls) >= 6, template_id
-    assert card.version == 6
+    assert card.version == 7
 
 
 # --- K for other recipes -----------------------------------------------------------------------
@@ -122,9 +131,19 @@ def test_k_per_recipe(card):
     answer = card.template("p1-optimizer-recipes").answer_statement
     # AdamW + fp32 master: 4 + 4 + 4; SGD momentum + master: 4 + 4; 8-bit Adam + master: 4 + 1 + 1;
     # pure bf16 AdamW: 2 + 2
-    for phrase in ("AdamW 12", "SGD with momentum 8", "8-bit Adam 6", "pure bf16 AdamW 4"):
+    for phrase in (
+        "AdamW 12",
+        "SGD with momentum 8",
+        "8-bit Adam, blockwise m and v, 6",
+        "pure bf16 AdamW 4",
+    ):
         assert phrase in answer.en
-    for phrase in ("AdamW 为 12", "动量 SGD 为 8", "8 比特 Adam 为 6", "纯 bf16 AdamW 为 4"):
+    for phrase in (
+        "AdamW 取 12",
+        "动量 SGD 取 8",
+        "8 比特 Adam 分块量化两个矩，取 6",
+        "纯 bf16 AdamW 取 4",
+    ):
         assert phrase in answer.zh
 
 
@@ -254,7 +273,7 @@ def test_fsdp_strategies_map_onto_zero_stages(card):
     assert "FULL_SHARD is ZeRO-3" in answer.en
     assert "SHARD_GRAD_OP is close to ZeRO-2" in answer.en
     assert "HYBRID_SHARD is FULL_SHARD in each node, replicated across all nodes" in answer.en
-    assert "FULL_SHARD 即 ZeRO-3" in answer.zh and "SHARD_GRAD_OP 接近 ZeRO-2" in answer.zh
+    assert "FULL_SHARD 相当于 ZeRO-3" in answer.zh and "SHARD_GRAD_OP 近似 ZeRO-2" in answer.zh
     solution = " ".join(step.source.en for step in card.template("p2-fsdp-strategies").solution)
     assert "reshard_after_forward=False" in solution
 

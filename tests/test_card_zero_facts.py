@@ -38,8 +38,9 @@ def test_zero_offload_as_published_keeps_the_full_fp16_parameters(card):
     # ZeRO-Offload (Ren et al. 2021) is built on ZeRO-2: every GPU keeps 2Ψ of fp16 weights.
     template = card.template("p5-what-offload-moves")
     assert "ZeRO-2" in template.stem.source.en and "ZeRO-2" in template.stem.source.zh
-    assert "each GPU keeps the full fp16 parameters" in template.answer_statement.en
-    assert "每张 GPU 保留完整的 fp16 参数" in template.answer_statement.zh
+    assert "each GPU holds whole fp16 weights" in template.answer_statement.en
+    assert "各卡照旧持有整份 fp16 权重" in template.answer_statement.zh
+    assert "optimizer states and gradients go to host RAM" in template.answer_statement.en
     # the 2Ψ they take is in the solution (the key alone carrying a formula gave it away)
     assert "full fp16 parameters, $2\\Psi$" in template.solution[1].source.en
     shard = next(p for p in template.pitfalls if p.id == "keeps-a-parameter-shard")

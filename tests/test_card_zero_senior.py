@@ -125,7 +125,7 @@ def test_fsdp2_dcp_checkpoint_writes_12_bytes_a_parameter_over_n_d(card):
 def test_loss_scale_overflow_is_decided_by_all_ranks(card):
     template = card.template("p1-loss-scale-overflow-shards")
     key = template.answer_statement.en
-    assert "max all-reduce" in key and "the whole job drops the step" in key
+    assert "max all-reduce" in key and "the job skips or takes that step as one" in key
     assert {p.id for p in template.pitfalls} >= {"each-rank-decides-alone", "reduction-dilutes-inf"}
 
 
@@ -255,7 +255,8 @@ def test_partial_offload_ratio_is_the_share_sent_to_the_cpu(card):
 
 def test_fsdp2_cpu_offload_moves_the_parameters_too(card):
     key = card.template("p5-fsdp2-cpu-offload-policy").answer_statement.en
-    assert "weights, grads and Adam state alike" in key and "the CPU computes the update" in key
+    assert "Weights, gradients and optimizer states live sharded in CPU RAM" in key
+    assert "the CPU itself computes the update" in key
 
 
 def test_nvme_swaps_the_optimizer_states_in_and_out(card):

@@ -391,3 +391,64 @@ def test_validation_refuses_a_key_whose_text_never_changes():
     del data["points"][0]["templates"][0]["answer_phrasings"]
     with pytest.raises(CardError, match="retry family"):
         validate_card(parse_card(data))
+
+
+def test_validation_refuses_a_key_each_distractor_changed_one_slot_of():
+    """Convergence is enforced: each wrong statement below swaps one slot of the key (what,
+    how, where), so in every shown set the key shares the most words with the others (it
+    differs from each distractor in one slot, they differ from each other in two): a guesser
+    picking the most shared words is right every time, 100 % against 25 % + 20."""
+    from app.domain.cards import CardError, parse_card
+    from app.domain.validation import validate_card
+
+    key = "The optimizer states are sharded across ranks"
+    shorter = [
+        "The gradients are sharded across ranks",
+        "The optimizer states are copied to ranks",
+        "The optimizer states are sharded by node",
+    ]
+    longer = [
+        "The fp16 weights and activations are sharded across ranks",
+        "The optimizer states are replicated in full across ranks",
+        "The optimizer states are sharded across nodes and GPUs",
+    ]
+    data = _statement_card(key, shorter + longer, other_wording=key + ".")
+    template = parse_card(data).templates()[0]
+    measured = template_giveaways(template, 300)
+    for lang in ("en", "zh"):
+        assert measured.languages[lang].families["convergence"] == ("most shared words", 1.0)
+    with pytest.raises(CardError, match="convergence family"):
+        validate_card(parse_card(data))
+    # The same key among distractors written as misconceptions of their own passes.
+    fair = ["The gradients alone", "The fp16 weights alone", "The activations alone"] + [
+        "The weights and the gradients both",
+        "The activations and the gradients",
+        "All three kinds of model state here",
+    ]
+    validate_card(parse_card(_statement_card("The optimizer states alone", fair)))
+
+
+def test_the_card_guesser_limit_waits_for_every_family(monkeypatch):
+    """The card-level limit (chance + 8 points) refuses a card once every family is enforced;
+    until then (the ratio hub is report-only) it is measured and reported only."""
+    from app.domain import giveaways
+    from app.domain.cards import CardError, parse_card
+    from app.domain.validation import check_card_guesser
+
+    def one(share):
+        return LanguageGiveaways("en", ({"longest": share}, {"longest": share}))
+
+    wrong = ["The gradients alone", "The fp16 weights alone", "The activations alone"]
+    card = parse_card(_statement_card("The optimizer states alone", wrong))
+    # 4 choices: chance 25 %, limit 33 %. Best guessers at 50 % and 30 %: 40 % over the card.
+    giving = [
+        TemplateGiveaways("a", 4, 10, {"en": one(0.5), "zh": one(0.5)}),
+        TemplateGiveaways("b", 4, 10, {"en": one(0.3), "zh": one(0.3)}),
+    ]
+    within = [TemplateGiveaways("a", 4, 10, {"en": one(0.33), "zh": one(0.3)})]
+    assert "ratio hub" not in ENFORCED_FAMILIES
+    check_card_guesser(card, giving)  # report-only while a family is
+    monkeypatch.setattr(giveaways, "ENFORCED_FAMILIES", frozenset(FAMILIES))
+    with pytest.raises(CardError, match="40.0%"):
+        check_card_guesser(card, giving)
+    check_card_guesser(card, within)  # 31.5 % <= 33 %

@@ -17,7 +17,9 @@ def t(en, zh):
     return {"en": en, "zh": zh}
 
 
-KEY = t("The optimizer states alone", "只有优化器状态被切分")
+# The Chinese key ends like the distractors (了): without it the key shared the fewest character
+# pairs with them, a convergence giveaway (46% held out) validation now refuses.
+KEY = t("The optimizer states alone", "只有优化器状态被切分了")
 KEY_2 = t("Just the optimizer states", "被切分的只是优化器状态")
 SHORT = [
     (
