@@ -366,3 +366,33 @@ def relative_gap(a: Fraction, b: Fraction) -> Fraction:
     if largest == 0:
         return Fraction(0)
     return abs(a - b) / largest
+
+
+# Units that measure the same thing, whatever their display family: a learner may type an answer
+# in any of them (105 GiB for a key of 112.7 GB: graded by value). Units not listed measure
+# something of their own (×, %, GPUs, plain numbers).
+DIMENSIONS: tuple[tuple[str, ...], ...] = (
+    ("B", "KB", "MB", "GB", "TB", "PB", "KiB", "MiB", "GiB", "TiB"),
+    ("us", "ms", "s"),
+    ("B/s", "MB/s", "GB/s", "TB/s"),
+)
+_DIMENSION_OF = {name: dimension for dimension in DIMENSIONS for name in dimension}
+
+
+def dimension(unit: str) -> tuple[str, ...]:
+    """The units that measure what ``unit`` measures (itself alone when none other does)."""
+    get_unit(unit)
+    return _DIMENSION_OF.get(unit, (unit,))
+
+
+def round_figures(value: Fraction, figures: int) -> Decimal:
+    """``value`` rounded half-to-even to ``figures`` significant figures, digits before the
+    point included (2411.7 at 3 -> 2.41E+3; 0.040625 at 3 -> 0.0406); ``figures`` 0: to a whole
+    number. Exact: the same value in two units rounds alike up to the units' ratio."""
+    if figures <= 0 or value == 0:
+        return round_decimal(value, 0)
+    with localcontext() as ctx:
+        ctx.prec = 80
+        exact = Decimal(value.numerator) / Decimal(value.denominator)
+        exponent = _magnitude(value) - figures + 1
+        return exact.quantize(Decimal(1).scaleb(exponent), rounding=ROUND_HALF_EVEN)

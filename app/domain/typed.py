@@ -1,0 +1,252 @@
+"""Typed answers: a numeric question answered with a number and a unit instead of a choice.
+
+``read_typed(variant, value, unit)`` checks what the learner typed (:class:`TypedError` names the
+field at fault: ``value`` or ``unit``); ``grade_typed(variant, typed)`` grades it.
+
+- **The number** is read strictly: an optional sign, digits with an optional decimal point, an
+  optional exponent (``1.5e3``); surrounding spaces are ignored. Thousands separators (``1,200``,
+  ``1 200``) and a decimal comma are refused with a message saying so, never guessed at. At most
+  :data:`MAX_LENGTH` characters and exponents up to :data:`MAX_EXPONENT`; the value is exact (a
+  ``Fraction`` of the decimal typed), never a float or anything a parser evaluates.
+- **The unit** is one of the units measuring what the question's unit measures
+  (:func:`app.domain.units.dimension`): a question in GB takes B ... PB and KiB ... TiB, one in
+  seconds µs, ms and s. Other units are refused.
+- **Grading** is at the template's precision, the same for the key and for every pitfall: the
+  typed value and the candidate, both expressed in the unit the learner typed, must round to the
+  same number at the template's significant figures (:func:`app.domain.generation.figures_of`;
+  whole counts: the same whole number), digits before the point included (2412 and 2410 both read
+  2.41 thousand). So the rounding is the choices' rounding, and since no pitfall comes within
+  :data:`~app.domain.generation.MIN_RELATIVE_GAP` (5 %) of the key, no typed value can match the
+  key and a pitfall at once. A value that misses the key is matched against *every* pitfall of the
+  template (not only those a choice question would show); when several match (pitfalls equal for
+  these parameters), the first in the template's order is the diagnosis and the others are named.
+- Statements cannot be typed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+
+from .generation import Grade, Variant, figures_of
+from .messages import Message
+from .texts import Text
+from .units import dimension, get_unit, round_figures, scaled
+
+MAX_LENGTH = 40  # characters of a typed number
+MAX_EXPONENT = 30  # |exponent| of a typed number (1e30 bytes is already a quettabyte)
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?")
+_GROUPED = re.compile(r"[+-]?[0-9]{1,3}(?:[, ' _][0-9]{3})+(?:\.[0-9]*)?")
+_DECIMAL_COMMA = re.compile(r"[+-]?[0-9]+,[0-9]+")
+
+
+class TypedError(ValueError):
+    """What the learner typed cannot be graded: ``field`` (``value`` or ``unit``) says where,
+    ``message`` why, in every language."""
+
+    def __init__(self, field: str, message: Message) -> None:
+        super().__init__(f"{field}: {message.en}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class TypedAnswer:
+    """A typed answer, read: the number as typed (spaces trimmed), its unit, its exact value in
+    base units."""
+
+    text: str
+    unit: str
+    value: Fraction
+
+    def shown(self, lang: str = "en") -> str:
+        """'105 GiB', '1.5×', '14 张 GPU' (zh): the number as typed with its unit's suffix."""
+        spec = get_unit(self.unit)
+        suffix = spec.suffix_for(self.text, lang)
+        if not suffix:
+            return self.text
+        return f"{self.text} {suffix}" if spec.spaced else f"{self.text}{suffix}"
+
+
+def parse_number(text: str) -> Fraction:
+    """The exact value of a typed number (see the module docstring); :class:`TypedError` on
+    ``value`` otherwise."""
+    typed = text.strip()
+    if not typed:
+        raise TypedError("value", Message("Type a number."))
+    if len(typed) > MAX_LENGTH:
+        raise TypedError(
+            "value", Message("That number is too long: at most %(max)s characters.", max=MAX_LENGTH)
+        )
+    match = _NUMBER.fullmatch(typed)
+    if match is None:
+        if _GROUPED.fullmatch(typed):
+            plain = re.sub(r"[, ' _]", "", typed)
+            raise TypedError(
+                "value",
+                Message(
+                    "Type the number without thousands separators: %(plain)s, not %(typed)s.",
+                    plain=plain,
+                    typed=typed,
+                ),
+            )
+        if _DECIMAL_COMMA.fullmatch(typed):
+            raise TypedError(
+                "value",
+                Message(
+                    "Use a decimal point, not a comma: %(plain)s, not %(typed)s.",
+                    plain=typed.replace(",", "."),
+                    typed=typed,
+                ),
+            )
+        raise TypedError(
+            "value",
+            Message(
+                "%(typed)s is not a number: type digits, with a decimal point and an exponent "
+                "(1.5e3) if you need them.",
+                typed=repr(typed),
+            ),
+        )
+    exponent = match.group(1)
+    if exponent is not None and abs(int(exponent)) > MAX_EXPONENT:
+        raise TypedError(
+            "value",
+            Message(
+                "%(typed)s is out of range: exponents go up to %(max)s.",
+                typed=typed,
+                max=MAX_EXPONENT,
+            ),
+        )
+    return Fraction(Decimal(typed))
+
+
+def accepted_units(variant: Variant) -> tuple[str, ...]:
+    """The units a typed answer to ``variant`` may be in (empty: it cannot be typed)."""
+    unit = variant.content.template.unit
+    if variant.kind != "numeric" or unit is None:
+        return ()
+    return dimension(unit)
+
+
+def typed_figures(variant: Variant) -> int | None:
+    """The significant figures a typed answer to ``variant`` is graded at (0: a whole number);
+    None for a statement."""
+    if not accepted_units(variant):
+        return None
+    template = variant.content.template
+    assert template.unit is not None
+    return 0 if get_unit(template.unit).whole else figures_of(template)
+
+
+def read_typed(variant: Variant, value: str, unit: str) -> TypedAnswer:
+    """What the learner typed, checked against the question (:class:`TypedError` otherwise)."""
+    units = accepted_units(variant)
+    if not units:
+        raise TypedError(
+            "value",
+            Message(
+                "This question is answered by choosing a statement: it cannot be typed. "
+                "Send a choice_id."
+            ),
+        )
+    number = parse_number(value)
+    unit = unit.strip()
+    if unit not in units:
+        raise TypedError(
+            "unit",
+            Message(
+                "%(unit)s is not a unit this question takes: use one of %(units)s.",
+                unit=repr(unit),
+                units=", ".join(units),
+            ),
+        )
+    return TypedAnswer(value.strip(), unit, number * get_unit(unit).scale)
+
+
+def same_at_precision(typed: Fraction, target: Fraction, unit: str, figures: int) -> bool:
+    """Whether ``typed`` reads as ``target`` (both in base units) in ``unit`` at ``figures``
+    significant figures (0: whole numbers)."""
+    if get_unit(unit).whole:
+        figures = 0
+    return round_figures(scaled(typed, unit), figures) == round_figures(
+        scaled(target, unit), figures
+    )
+
+
+def grade_typed(variant: Variant, typed: TypedAnswer) -> Grade:
+    """Right at the template's precision, or the pitfall whose value it is, or neither."""
+    content = variant.content
+    figures = figures_of(content.template)
+    answer = content.answer
+    assert answer.value is not None
+    key = answer.text
+    if same_at_precision(typed.value, answer.value, typed.unit, figures):
+        return Grade(
+            correct=True,
+            chosen_choice_id=None,
+            correct_choice_id=None,
+            pitfall=None,
+            pitfall_explanation=None,
+            explanation=Message("%(typed)s is right.", typed=_typed_text(typed)),
+            solution=content.solution(answer),
+            typed=typed,
+        )
+    matched = [
+        c
+        for c in content.pitfalls
+        if c.value is not None and same_at_precision(typed.value, c.value, typed.unit, figures)
+    ]
+    if not matched:
+        return Grade(
+            correct=False,
+            chosen_choice_id=None,
+            correct_choice_id=None,
+            pitfall=None,
+            pitfall_explanation=None,
+            explanation=Message(
+                "%(typed)s matches no pitfall we know; the answer is %(answer)s.",
+                typed=_typed_text(typed),
+                answer=key,
+            ),
+            solution=content.solution(answer),
+            typed=typed,
+        )
+    first = matched[0]
+    assert first.pitfall is not None
+    others = [c.pitfall for c in matched[1:] if c.pitfall is not None]
+    if others:
+        explanation: Text = Message(
+            "%(typed)s is the value the pitfall “%(pitfall)s” gives (and %(others)s gives it "
+            "too); the answer is %(answer)s.",
+            typed=_typed_text(typed),
+            pitfall=first.pitfall.title,
+            others=Text(
+                ", ".join(f"“{p.title.en}”" for p in others),
+                "、".join(f"「{p.title.zh}」" for p in others),
+            ),
+            answer=key,
+        )
+    else:
+        explanation = Message(
+            "%(typed)s is the value the pitfall “%(pitfall)s” gives; the answer is %(answer)s.",
+            typed=_typed_text(typed),
+            pitfall=first.pitfall.title,
+            answer=key,
+        )
+    return Grade(
+        correct=False,
+        chosen_choice_id=None,
+        correct_choice_id=None,
+        pitfall=first.pitfall,
+        pitfall_explanation=content.explanation(first, answer),
+        explanation=explanation,
+        solution=content.solution(answer),
+        typed=typed,
+        also_matched=tuple(others),
+    )
+
+
+def _typed_text(typed: TypedAnswer) -> Text:
+    return Text(typed.shown("en"), typed.shown("zh"))
