@@ -11,13 +11,14 @@ field at fault: ``value`` or ``unit``); ``grade_typed(variant, typed)`` grades i
 - **The unit** is one of the units measuring what the question's unit measures
   (:func:`app.domain.units.dimension`): a question in GB takes B ... PB and KiB ... TiB, one in
   seconds µs, ms and s. Other units are refused.
-- **Grading** is at the template's precision, the same for the key and for every pitfall: the
-  typed value and the candidate, both expressed in the unit the learner typed, must round to the
-  same number at the template's significant figures (:func:`app.domain.generation.figures_of`;
-  whole counts: the same whole number), digits before the point included (2412 and 2410 both read
-  2.41 thousand). So the rounding is the choices' rounding, and since no pitfall comes within
-  :data:`~app.domain.generation.MIN_RELATIVE_GAP` (5 %) of the key, no typed value can match the
-  key and a pitfall at once. A value that misses the key is matched against *every* pitfall of the
+- **Grading** is at the template's precision, the same for the key and for every pitfall: in the
+  unit the learner typed, the value must lie within half a unit of the candidate's last
+  significant figure at the template's figures (:func:`app.domain.generation.figures_of`;
+  :func:`app.domain.units.within_figures`), bounds included, so both roundings of a half (26.2
+  and 26.3 for 26.25 GB) and both readings of a long number (2410 and 2412 for 2411.7 GB) count;
+  whole counts (GPUs): the same whole number. That window is at most 0.5 % of the value either
+  side at 3 figures, and no pitfall comes within :data:`~app.domain.generation.MIN_RELATIVE_GAP`
+  (5 %) of the key, so no typed value matches the key and a pitfall at once. A value that misses the key is matched against *every* pitfall of the
   template (not only those a choice question would show); when several match (pitfalls equal for
   these parameters), the first in the template's order is the diagnosis and the others are named.
 - Statements cannot be typed.
@@ -33,7 +34,7 @@ from fractions import Fraction
 from .generation import Grade, Variant, figures_of
 from .messages import Message
 from .texts import Text
-from .units import dimension, get_unit, round_figures, scaled
+from .units import dimension, get_unit, scaled, within_figures
 
 MAX_LENGTH = 40  # characters of a typed number
 MAX_EXPONENT = 30  # |exponent| of a typed number (1e30 bytes is already a quettabyte)
@@ -166,13 +167,11 @@ def read_typed(variant: Variant, value: str, unit: str) -> TypedAnswer:
 
 
 def same_at_precision(typed: Fraction, target: Fraction, unit: str, figures: int) -> bool:
-    """Whether ``typed`` reads as ``target`` (both in base units) in ``unit`` at ``figures``
+    """Whether ``typed`` is ``target`` (both in base units) in ``unit`` at ``figures``
     significant figures (0: whole numbers)."""
     if get_unit(unit).whole:
         figures = 0
-    return round_figures(scaled(typed, unit), figures) == round_figures(
-        scaled(target, unit), figures
-    )
+    return within_figures(scaled(typed, unit), scaled(target, unit), figures)
 
 
 def grade_typed(variant: Variant, typed: TypedAnswer) -> Grade:

@@ -385,14 +385,15 @@ def dimension(unit: str) -> tuple[str, ...]:
     return _DIMENSION_OF.get(unit, (unit,))
 
 
-def round_figures(value: Fraction, figures: int) -> Decimal:
-    """``value`` rounded half-to-even to ``figures`` significant figures, digits before the
-    point included (2411.7 at 3 -> 2.41E+3; 0.040625 at 3 -> 0.0406); ``figures`` 0: to a whole
-    number. Exact: the same value in two units rounds alike up to the units' ratio."""
-    if figures <= 0 or value == 0:
-        return round_decimal(value, 0)
-    with localcontext() as ctx:
-        ctx.prec = 80
-        exact = Decimal(value.numerator) / Decimal(value.denominator)
-        exponent = _magnitude(value) - figures + 1
-        return exact.quantize(Decimal(1).scaleb(exponent), rounding=ROUND_HALF_EVEN)
+def within_figures(value: Fraction, target: Fraction, figures: int) -> bool:
+    """Whether ``value`` is ``target`` at ``figures`` significant figures: at most half a unit
+    of ``target``'s last significant figure away, either side, the bounds included (26.25 at 3
+    figures: 26.2, 26.3 and 26.25 all are; 2411.7: 2410 and 2412 are). ``figures`` 0: a whole
+    number, ``target`` rounded half-to-even. Exact arithmetic."""
+    if figures <= 0:
+        return value == Fraction(round_decimal(target, 0))
+    if target == 0:
+        return value == 0
+    exponent = _magnitude(target) - figures + 1
+    half = Fraction(10) ** exponent / 2
+    return abs(value - target) <= half
