@@ -16,6 +16,8 @@ its choices.
 
 from __future__ import annotations
 
+import html
+import re
 import uuid
 from fractions import Fraction
 
@@ -23,7 +25,9 @@ import pytest
 from conftest import CARD_ID
 from sqlalchemy import func, select
 
-from app.models import Attempt, ReviewLog
+from app.domain.units import get_unit
+from app.models import Attempt, PracticeSession, ReviewLog
+from app.practice.sessions import question_id_at
 
 API = "/api/v1"
 POINT = "zero-stage-memory"
@@ -348,3 +352,57 @@ def test_the_mistake_book_shows_a_typed_answer(client, auth):
     assert item["choice_text"] == "5.69 GB" and item["correct_choice_text"] == "3.17 GB"
     assert item["pitfall"]["id"] == "zero2-grads-replicated"
     assert "5.69 GB" in item["pitfall"]["explanation"]
+
+
+# --- the web: "Type the answer" ------------------------------------------------------------------
+
+
+def hidden_fields(text: str) -> dict[str, str]:
+    found = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', text))
+    return {k: html.unescape(v) for k, v in found.items()}
+
+
+def test_a_typed_web_session_takes_a_number_and_a_unit_and_diagnoses_the_pitfall(client, app, db):
+    page = client.get(f"/cards/{CARD_ID}?lang=zh")
+    assert "输入答案" in page.text  # "Type the answer" among the modes
+    response = client.post(
+        "/sessions",
+        data={"csrf_token": hidden_fields(page.text)["csrf_token"], "card_id": CARD_ID,
+              "mode": "point", "point": POINT, "typed": "1", "size": "20"},
+    )  # fmt: skip
+    assert response.status_code == 200
+    session_url = response.url.path
+    # Statements keep their choices; numeric questions ask for a number and a unit.
+    while 'name="value"' not in response.text:
+        assert 'type="radio" name="choice_id"' in response.text
+        first = re.search(r'name="choice_id" value="(\w)"', response.text).group(1)
+        client.post("/answers", data={**hidden_fields(response.text), "choice_id": first})
+        response = client.get(session_url)
+    assert 'name="choice_id"' not in response.text
+    assert '<option value="GiB">GiB</option>' in response.text
+    assert "按 3 位有效数字评分" in response.text
+    before = attempts(db)
+    form = hidden_fields(response.text)
+    bad = client.post("/answers", data={**form, "value": "3,17", "unit": "GB"})
+    assert bad.status_code == 422
+    assert "请用小数点，不要用逗号：输入 3.17，而不是 3,17。" in html.unescape(bad.text)
+    assert 'value="3,17"' in bad.text  # what was typed stays in the field
+    assert attempts(db) == before
+    # A pitfall's value in the question's unit (this is a flow test: the values themselves are
+    # pinned by hand in the API tests above).
+    content = app.state.context.signer.verify(form["token"])
+    row = db.get(PracticeSession, content.position.session_id)
+    db.commit()
+    variant = app.state.catalog.variant(
+        question_id_at(row, content.position.position, app.state.context.seed_secret)
+    )
+    pitfall = variant.content.pitfalls[0]
+    unit = variant.content.template.unit
+    value = f"{float(pitfall.value / get_unit(unit).scale):.6g}"
+    feedback = client.post("/answers", data={**form, "value": value, "unit": unit})
+    assert feedback.status_code == 200
+    text = html.unescape(feedback.text)
+    assert f"正是误区「{pitfall.pitfall.title.zh}」得出的值" in text
+    assert "为什么这种推理不对" in text  # the pitfall's explanation
+    assert "解题步骤" in text  # the worked solution
+    assert attempts(db) == before + 1
