@@ -22,10 +22,10 @@ from app.domain.cards import Card
 from app.domain.identity import MAX_SEED
 from app.domain.languages import other_lang
 from app.domain.messages import Message
+from app.domain.practice import MAX_SIZE, MODES
 from app.domain.texts import Text
 from app.domain.typed import accepted_units, typed_figures
 from app.domain.units import get_unit
-from app.domain.practice import MAX_SIZE, MODES
 from app.models import Attempt
 from app.practice.answers import Context, answer_question, answer_writer, resolve_token
 from app.practice.questions import Question, get_card, new_question, regenerate
