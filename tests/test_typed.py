@@ -95,6 +95,10 @@ def test_within_figures_is_half_a_unit_of_the_last_figure_either_side():
     # Whole numbers: that number only.
     assert within_figures(Fraction(14), Fraction(14), 0)
     assert not within_figures(Fraction(15), Fraction(14), 0)
+    # A pitfall's 13.7 GPUs: 14 as shown, or 13.7 as computed.
+    assert within_figures(Fraction(14), Fraction("13.7"), 0)
+    assert within_figures(Fraction("13.7"), Fraction("13.7"), 0)
+    assert not within_figures(Fraction(13), Fraction("13.7"), 0)
 
 
 def zero2(card, seed=34):

@@ -389,9 +389,10 @@ def within_figures(value: Fraction, target: Fraction, figures: int) -> bool:
     """Whether ``value`` is ``target`` at ``figures`` significant figures: at most half a unit
     of ``target``'s last significant figure away, either side, the bounds included (26.25 at 3
     figures: 26.2, 26.3 and 26.25 all are; 2411.7: 2410 and 2412 are). ``figures`` 0: a whole
-    number, ``target`` rounded half-to-even. Exact arithmetic."""
+    number: ``target`` rounded half-to-even, or ``target`` itself when it is not whole (a
+    pitfall's 13.7 GPUs, typed as computed). Exact arithmetic."""
     if figures <= 0:
-        return value == Fraction(round_decimal(target, 0))
+        return value in (Fraction(round_decimal(target, 0)), target)
     if target == 0:
         return value == 0
     exponent = _magnitude(target) - figures + 1
