@@ -23,6 +23,7 @@ from fractions import Fraction
 
 import pytest
 from conftest import CARD_ID
+from test_i18n import untranslated
 from sqlalchemy import func, select
 
 from app.domain.units import get_unit
@@ -381,12 +382,14 @@ def test_a_typed_web_session_takes_a_number_and_a_unit_and_diagnoses_the_pitfall
     assert 'name="choice_id"' not in response.text
     assert '<option value="GiB">GiB</option>' in response.text
     assert "按 3 位有效数字评分" in response.text
+    assert not untranslated(response.text)
     before = attempts(db)
     form = hidden_fields(response.text)
     bad = client.post("/answers", data={**form, "value": "3,17", "unit": "GB"})
     assert bad.status_code == 422
     assert "请用小数点，不要用逗号：输入 3.17，而不是 3,17。" in html.unescape(bad.text)
     assert 'value="3,17"' in bad.text  # what was typed stays in the field
+    assert not untranslated(bad.text)
     assert attempts(db) == before
     # A pitfall's value in the question's unit (this is a flow test: the values themselves are
     # pinned by hand in the API tests above).
@@ -405,4 +408,5 @@ def test_a_typed_web_session_takes_a_number_and_a_unit_and_diagnoses_the_pitfall
     assert f"正是误区「{pitfall.pitfall.title.zh}」得出的值" in text
     assert "为什么这种推理不对" in text  # the pitfall's explanation
     assert "解题步骤" in text  # the worked solution
+    assert not untranslated(feedback.text)
     assert attempts(db) == before + 1

@@ -1,4 +1,4 @@
-""""Type the answer" in a real browser, at 1280 px and 390 px, in English and Chinese: a numeric
+""" "Type the answer" in a real browser, at 1280 px and 390 px, in English and Chinese: a numeric
 question asks for a number and a unit, bad input is refused beside the field (nothing stored), a
 pitfall's value is diagnosed as that pitfall with its explanation and the worked solution."""
 
