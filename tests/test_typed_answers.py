@@ -23,8 +23,8 @@ from fractions import Fraction
 
 import pytest
 from conftest import CARD_ID
-from test_i18n import untranslated
 from sqlalchemy import func, select
+from test_i18n import untranslated
 
 from app.domain.units import get_unit
 from app.models import Attempt, PracticeSession, ReviewLog
