@@ -40,13 +40,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from .cards import Card, Pitfall, Template
 from .identity import QuestionId
 from .languages import LANGS
 from .messages import Message
 from .texts import BoundText, Text, TextTemplate
+from .typed_number import TypedAnswer
 from .units import (
     format_in,
     format_readable,
@@ -63,9 +64,6 @@ MIN_RELATIVE_GAP = Fraction(1, 20)
 _GAP = float(MIN_RELATIVE_GAP)
 CHOICE_IDS = "abcdefgh"
 T = TypeVar("T")
-
-if TYPE_CHECKING:
-    from .typed import TypedAnswer
 
 
 class UnknownChoice(KeyError):

@@ -24,8 +24,7 @@ from app.domain.languages import other_lang
 from app.domain.messages import Message
 from app.domain.practice import MAX_SIZE, MODES
 from app.domain.texts import Text
-from app.domain.typed import accepted_units, typed_figures
-from app.domain.units import get_unit
+from app.domain.typed import accepted_units, typed_figures, unit_label
 from app.models import Attempt
 from app.practice.answers import Context, answer_question, answer_writer, resolve_token
 from app.practice.questions import Question, get_card, new_question, regenerate
@@ -390,13 +389,6 @@ def _question_page(
         status_code=status_code,
         switch_url=switch,
     )
-
-
-def unit_label(unit: str) -> Text:
-    """A unit as the unit select shows it: its suffix (µs, ×, 张 GPU), or "no unit"."""
-    spec = get_unit(unit)
-    en, zh = spec.suffix_for("2", "en"), spec.suffix_for("2", "zh")
-    return Text(en, zh) if en else Message("no unit")
 
 
 def _seconds_left(state: SessionState | None, now: datetime) -> int | None:
