@@ -23,7 +23,7 @@ from app.db_errors import UnstorableText, WriteTimedOut
 from app.domain.languages import choose_lang
 from app.domain.messages import Message
 from app.domain.texts import Text
-from app.problems import Problem, TooManyRequests, Unauthorized
+from app.problems import InvalidAnswer, Problem, TooManyRequests, Unauthorized
 from app.routing import BodyTooLarge
 from app.web.templating import LANG_COOKIE, render_page
 
@@ -154,6 +154,8 @@ def _problem(request: Request, exc: Problem) -> Response:
     extra = None
     if getattr(exc, "problems", None) is not None:  # a card that cannot be published
         extra = {"problems": [p.to_json() for p in exc.problems]}  # type: ignore[attr-defined]
+    if isinstance(exc, InvalidAnswer):  # the field at fault, for the app to point at
+        extra = {"field": exc.field}
     return error_response(
         request, exc.status_code, exc.text, code=exc.code, headers=headers, extra=extra
     )

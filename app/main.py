@@ -49,6 +49,13 @@ answers are named pitfalls.
 `POST /api/v1/answers` with the question's `token`, a `choice_id` and a fresh `client_answer_id`
 (a UUID; resending it replays the stored result instead of recording a second attempt).
 
+**Typed answers:** `GET …/question?mode=typed` is the same question without its choices (a
+statement keeps them); answer it with `value` (the number as typed) and `unit` (one of the
+question's `typed_units`) instead of `choice_id`. It is graded at `typed_figures` significant
+figures, in any unit of the question's dimension (GiB for a question in GB), and a wrong value
+that is a pitfall's comes back with that `pitfall`. A number, unit or form that cannot be graded
+is a 422 problem whose `field` names the field.
+
 **Learner identity:** accounts register with `POST /api/v1/auth/register` and get a token per
 device from `POST /api/v1/auth/token`; anonymous installs call `POST /api/v1/learners`. Send
 `Authorization: Bearer <token>`; learner routes accept nothing else (no cookies).

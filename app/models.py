@@ -18,6 +18,7 @@ from sqlalchemy import (
     Integer,
     String,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -29,6 +30,7 @@ LEARNER_ID_LENGTH = 32  # uuid4().hex
 CLIENT_ANSWER_ID_MAX = 64
 EMAIL_MAX = 254
 SLUG_MAX = 100
+TYPED_VALUE_MAX = 40  # app.domain.typed.MAX_LENGTH
 
 
 def utcnow() -> datetime:
@@ -116,6 +118,9 @@ class PracticeSession(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     deadline_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # "Type the answer": numeric questions are answered with a number and a unit, no choices
+    # shown (statements keep their choices).
+    typed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class Attempt(Base):
@@ -150,8 +155,10 @@ class Attempt(Base):
     params: Mapped[dict[str, str]] = mapped_column(JSON)
     # The choices shown, in order: [{id, text: {en, zh}, value, unit, pitfall_id}].
     choices: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
-    choice_id: Mapped[str] = mapped_column(String(8))
-    correct_choice_id: Mapped[str] = mapped_column(String(8))
+    # The choice made and the right one; both null for a typed answer (no choice was shown:
+    # ``choices`` is empty and ``typed_value``/``typed_unit`` hold what was typed).
+    choice_id: Mapped[str | None] = mapped_column(String(8))
+    correct_choice_id: Mapped[str | None] = mapped_column(String(8))
     correct: Mapped[bool]
     pitfall_id: Mapped[str | None] = mapped_column(String(SLUG_MAX), index=True)
     client_answer_id: Mapped[str] = mapped_column(String(CLIENT_ANSWER_ID_MAX), unique=True)
@@ -165,6 +172,9 @@ class Attempt(Base):
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     # When the learner answered (the app's clock for offline answers); created_at is when stored.
     answered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # A typed answer: the number as the learner typed it (trimmed) and its unit's name ("GiB").
+    typed_value: Mapped[str | None] = mapped_column(String(TYPED_VALUE_MAX))
+    typed_unit: Mapped[str | None] = mapped_column(String(16))
     # Hidden from the mistake book by "I understand this now" (still counted in statistics).
     dismissed: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -7,6 +7,7 @@ message in the page's language.
 
 from __future__ import annotations
 
+from app.domain.messages import Message
 from app.domain.texts import Text
 
 
@@ -85,3 +86,19 @@ class TooManyRequests(Problem):
     def __init__(self, message: str | Text, *, retry_after_s: int) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class InvalidAnswer(Problem):
+    """An answer that cannot be graded as sent (an unparseable number, a unit the question does
+    not take, a typed value for a statement, a choice and a value at once): nothing is stored.
+    ``field`` names the field at fault (``value``, ``unit``, ``choice_id``); ``reason`` says
+    why without naming it (what a form shows beside the field)."""
+
+    status_code = 422
+    code = "invalid_answer"
+    title = "Invalid answer"
+
+    def __init__(self, field: str, reason: Text, *, code: str | None = None) -> None:
+        super().__init__(Message("%(field)s: %(reason)s", field=field, reason=reason), code=code)
+        self.field = field
+        self.reason = reason

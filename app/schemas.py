@@ -103,8 +103,22 @@ class QuestionPublic(BaseModel):
     params_display: dict[str, str] = Field(description="Parameters as shown, e.g. {'psi': '70B'}.")
     stem: str
     stem_mathml: str
-    choices: list[ChoicePublic]
+    choices: list[ChoicePublic] = Field(
+        description="The choices; empty when the question is asked typed (mode=typed)."
+    )
     expires_at: datetime = Field(description="After this the token is refused (question_expired).")
+    mode: Literal["choices", "typed"] = Field(
+        description="choices: answer with a choice_id; typed: with a value and a unit (numeric "
+        "questions; a statement is always asked with its choices)."
+    )
+    typed_units: list[str] = Field(
+        description="The units a typed answer may be in (those measuring what the question "
+        "asks, e.g. GB and GiB); empty for a statement, which cannot be typed."
+    )
+    typed_figures: int | None = Field(
+        description="The significant figures a typed answer is graded at (0: a whole number); "
+        "null for a statement."
+    )
 
 
 class QuestionBatchPublic(BaseModel):
@@ -125,7 +139,23 @@ class AnswerCreate(BaseModel):
     )
 
     token: str = Field(min_length=1, max_length=1000, description="The question's token.")
-    choice_id: str = Field(min_length=1, max_length=8, description="The id of the chosen choice.")
+    choice_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=8,
+        description="The id of the chosen choice; or send `value` and `unit` instead (not both).",
+    )
+    value: str | None = Field(
+        default=None,
+        max_length=100,
+        description="A typed answer: the number as typed (digits, optional sign, decimal point "
+        "and exponent; no thousands separators), e.g. '105' or '1.2e3'. With `unit`.",
+    )
+    unit: str | None = Field(
+        default=None,
+        max_length=16,
+        description="The typed value's unit: one of the question's `typed_units`, e.g. 'GiB'.",
+    )
     client_answer_id: str = ClientAnswerId
     answered_at: datetime | None = Field(
         default=None, description="When the learner answered (offline answers), ISO 8601."
@@ -160,13 +190,21 @@ class AnswerPublic(BaseModel):
     attempt_id: int
     client_answer_id: str
     correct: bool
-    choice_id: str
-    correct_choice_id: str
-    pitfall: PitfallPublic | None = Field(description="The misconception behind a wrong choice.")
+    choice_id: str | None = Field(description="The choice made; null for a typed answer.")
+    correct_choice_id: str | None = Field(description="Null for a typed answer (no choices).")
+    pitfall: PitfallPublic | None = Field(
+        description="The misconception behind a wrong choice, or the pitfall whose value a typed "
+        "answer is (null when it matches none)."
+    )
     explanation: str
     solution: list[str] = Field(description="Worked solution steps with this question's numbers.")
-    choices: list[ChoiceReviewPublic] = Field(description="Every choice with its pitfall.")
+    choices: list[ChoiceReviewPublic] = Field(
+        description="Every choice with its pitfall; empty for a typed answer."
+    )
     replayed: bool = Field(description="True when this is the stored first answer.")
+    value: str | None = Field(description="The typed number as stored; null for a choice.")
+    unit: str | None = Field(description="The typed number's unit; null for a choice.")
+    answer: str = Field(description="The right answer as the question shows it.")
 
 
 class BatchItemProblem(BaseModel):
@@ -230,13 +268,15 @@ class AttemptPublic(BaseModel):
     template_id: str
     template_version: int
     stem: str | None = Field(description="Null when the catalog no longer has the template.")
-    choice_id: str
-    choice_text: str
-    correct_choice_id: str
+    choice_id: str | None = Field(description="Null for a typed answer.")
+    choice_text: str = Field(description="The choice made, or the typed number and unit.")
+    correct_choice_id: str | None = Field(description="Null for a typed answer.")
     correct_choice_text: str
     correct: bool
     pitfall: PitfallPublic | None
     answered_at: datetime
+    typed_value: str | None = Field(default=None, description="A typed answer's number.")
+    typed_unit: str | None = Field(default=None, description="A typed answer's unit.")
 
 
 class AttemptPagePublic(BaseModel):

@@ -247,16 +247,27 @@ def english_interface_texts() -> tuple[frozenset[str], tuple[str, ...]]:
     return frozenset(whole), tuple(sorted(phrases, key=len, reverse=True))
 
 
+@lru_cache(maxsize=1)
+def phrase_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Each phrase with its pattern, compiled once: there are more phrases than the ``re``
+    module's cache holds (512), so searching by text recompiled every one for every piece."""
+    _, phrases = english_interface_texts()
+    return tuple(
+        (phrase, re.compile(r"(?<![A-Za-z])" + re.escape(phrase) + r"(?![A-Za-z])"))
+        for phrase in phrases
+    )
+
+
 def untranslated(page: str) -> list[str]:
-    whole, phrases = english_interface_texts()
+    whole, _ = english_interface_texts()
     found = []
     for piece in visible(page):
         piece = html.unescape(piece).strip(" :;,.()·—→←")
         if piece in whole:
             found.append(piece)
             continue
-        for phrase in phrases:
-            if re.search(r"(?<![A-Za-z])" + re.escape(phrase) + r"(?![A-Za-z])", piece):
+        for phrase, pattern in phrase_patterns():
+            if pattern.search(piece):
                 found.append(phrase)
                 break
     return found

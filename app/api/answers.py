@@ -51,7 +51,12 @@ ANSWER_ERRORS: dict[int | str, dict[str, Any]] = {
         "model": ProblemPublic,
         "description": "question_expired, question_retired, exam_over or answer_id_reused.",
     },
-    422: {"model": ProblemPublic, "description": "Malformed body or a choice the question lacks."},
+    422: {
+        "model": ProblemPublic,
+        "description": "Malformed body, a choice the question lacks, or an answer that cannot be "
+        "graded as sent (invalid_value, invalid_unit, not_typeable, answer_form: the problem's "
+        "`field` names the field).",
+    },
 }
 
 
@@ -59,7 +64,8 @@ ANSWER_ERRORS: dict[int | str, dict[str, Any]] = {
     "/answers", response_model=AnswerPublic, responses=ANSWER_ERRORS, openapi_extra=BEARER_SECURITY
 )
 async def create_answer(body: AnswerCreate, request: Request, call: LearnerCallDep) -> Response:
-    """Grade a choice and record the attempt; resending a client_answer_id replays the result.
+    """Grade a choice (or a typed value and unit) and record the attempt; resending a
+    client_answer_id replays the result.
 
     Answered 200 only once the attempt is committed (answers arriving together share one
     transaction: group commit, see app.practice.answers.AnswerWriter)."""
@@ -133,7 +139,13 @@ def create_answers(
 
 def _submission(body: AnswerCreate) -> Submission:
     return Submission(
-        body.token, body.choice_id, body.client_answer_id, body.duration_ms, body.answered_at
+        body.token,
+        body.choice_id,
+        body.client_answer_id,
+        body.duration_ms,
+        body.answered_at,
+        body.value,
+        body.unit,
     )
 
 

@@ -12,7 +12,7 @@ database is only asked in the threadpool when the cache misses).
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
@@ -65,6 +65,14 @@ Seed = Annotated[
     int | None,
     Query(ge=0, le=MAX_SEED, description="Variant seed; the same seed gives the same question."),
 ]
+Mode = Annotated[
+    Literal["choices", "typed"] | None,
+    Query(
+        description="typed: the same question (same token, parameters and key) without its "
+        "choices, to answer with a value and a unit; a statement keeps its choices. Default: "
+        "choices."
+    ),
+]
 MAX_BATCH = 50
 
 
@@ -105,12 +113,12 @@ def read_card(
     openapi_extra=BEARER_SECURITY,
 )
 async def read_point_question(
-    card_id: CardId, point: PointRef, call: ApiCallDep, seed: Seed = None
+    card_id: CardId, point: PointRef, call: ApiCallDep, seed: Seed = None, mode: Mode = None
 ) -> Response:
     """A question on one exam point (random seed unless given); nothing in it reveals the key.
 
     With a bearer token the question's token is bound to that learner."""
-    return question_response(call, card_id, point, seed)
+    return question_response(call, card_id, point, seed, mode)
 
 
 @router.get(
@@ -119,13 +127,18 @@ async def read_point_question(
     responses=NOT_FOUND,
     openapi_extra=BEARER_SECURITY,
 )
-async def read_card_question(card_id: CardId, call: ApiCallDep, seed: Seed = None) -> Response:
+async def read_card_question(
+    card_id: CardId, call: ApiCallDep, seed: Seed = None, mode: Mode = None
+) -> Response:
     """A question on a random exam point of the card (bound to the bearer token's learner)."""
-    return question_response(call, card_id, None, seed)
+    return question_response(call, card_id, None, seed, mode)
 
 
-def question_response(call: ApiCall, card_id: str, point: str | None, seed: int | None) -> Response:
-    """A new question on the exam point (a random one when None), as JSON."""
+def question_response(
+    call: ApiCall, card_id: str, point: str | None, seed: int | None, mode: str | None = None
+) -> Response:
+    """A new question on the exam point (a random one when None), as JSON (``mode`` typed:
+    without its choices)."""
     catalog = call.ctx.catalog
     item = new_question(
         catalog=catalog,
@@ -135,14 +148,16 @@ def question_response(call: ApiCall, card_id: str, point: str | None, seed: int 
         seed=seed,
         learner_id=call.learner.id if call.learner else None,
     )
-    return JSONBytesResponse(present.question_json(item, call.lang, _number(catalog, item)))
+    return JSONBytesResponse(
+        present.question_json(item, call.lang, _number(catalog, item), mode == "typed")
+    )
 
 
 # The two question routes served first, as read_point_question and read_card_question document
 # them (app.routing): FastAPI's dependency solver would double a question's cost.
 POINT_PATH = Values("path", card_id=(CardId, ...), point=(PointRef, ...))
 CARD_PATH = Values("path", card_id=(CardId, ...))
-SEED_QUERY = Values("query", seed=(Seed, None))
+SEED_QUERY = Values("query", seed=(Seed, None), mode=(Mode, None))
 
 
 class QuestionHot:
@@ -163,7 +178,9 @@ class QuestionHot:
             SEED_QUERY.read(query, errors)
             raise refuse(errors)
         call = await get_api_call(request, values.get("lang"))
-        return question_response(call, values["card_id"], values.get("point"), values.get("seed"))
+        return question_response(
+            call, values["card_id"], values.get("point"), values.get("seed"), values.get("mode")
+        )
 
 
 HOT_ROUTES = (
@@ -192,6 +209,7 @@ def read_card_questions(
     db: DbDep,
     count: Annotated[int, Query(ge=1, le=MAX_BATCH)] = 10,
     point: Annotated[str | None, Query(max_length=100)] = None,
+    mode: Mode = None,
 ) -> QuestionBatchPublic:
     """Several questions at once, for offline use; each carries its ``expires_at`` (bound to
     the bearer token's learner).
@@ -209,7 +227,9 @@ def read_card_questions(
         learner_id=learner.id if learner else None,
     )
     return QuestionBatchPublic(
-        items=[present.question(item, lang, _number(catalog, item)) for item in items]
+        items=[
+            present.question(item, lang, _number(catalog, item), mode == "typed") for item in items
+        ]
     )
 
 

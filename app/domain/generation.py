@@ -45,7 +45,9 @@ from typing import TypeVar
 from .cards import Card, Pitfall, Template
 from .identity import QuestionId
 from .languages import LANGS
+from .messages import Message
 from .texts import BoundText, Text, TextTemplate
+from .typed_number import TypedAnswer
 from .units import (
     format_in,
     format_readable,
@@ -142,13 +144,20 @@ class Variant:
 
 @dataclass(frozen=True, eq=False)
 class Grade:
+    """A graded answer: a choice (``chosen_choice_id``), or a typed number (``typed``, no choice
+    ids: none were shown; see app.domain.typed)."""
+
     correct: bool
-    chosen_choice_id: str
-    correct_choice_id: str
+    chosen_choice_id: str | None
+    correct_choice_id: str | None
     pitfall: Pitfall | None
     pitfall_explanation: Text | None
     explanation: Text
     solution: tuple[Text, ...]
+    typed: TypedAnswer | None = None
+    # Other pitfalls a typed value matches as well (the first in the template's order is
+    # ``pitfall``).
+    also_matched: tuple[Pitfall, ...] = ()
 
     @property
     def pitfall_id(self) -> str | None:
@@ -768,25 +777,22 @@ def grade(variant: Variant, choice_id: str) -> Grade:
     """Right or wrong, the pitfall behind a wrong choice, and the worked solution."""
     chosen = variant.choice(choice_id)
     correct = variant.choice(variant.correct_choice_id)
+    explanation: Text
     if chosen.pitfall is None:
-        explanation = Text(
-            en=f"{correct.text.en} is right.",
-            zh=f"{correct.text.zh} 是正确答案。",
+        explanation = Message("%(answer)s is right.", answer=correct.text)
+    elif variant.kind == "numeric":
+        explanation = Message(
+            "%(chosen)s is what the pitfall “%(pitfall)s” gives; the answer is %(answer)s.",
+            chosen=chosen.text,
+            pitfall=chosen.pitfall.title,
+            answer=correct.text,
         )
     else:
-        title = chosen.pitfall.title
-        if variant.kind == "numeric":
-            explanation = Text(
-                en=f"{chosen.text.en} is what the pitfall “{title.en}” gives; "
-                f"the answer is {correct.text.en}.",
-                zh=f"{chosen.text.zh} 来自误区「{title.zh}」；正确答案是 {correct.text.zh}。",
-            )
-        else:
-            explanation = Text(
-                en=f"That statement is the pitfall “{title.en}”. "
-                f"The correct statement: {correct.text.en}",
-                zh=f"这个说法属于误区「{title.zh}」。正确的说法：{correct.text.zh}",
-            )
+        explanation = Message(
+            "That statement is the pitfall “%(pitfall)s”. The correct statement: %(answer)s",
+            pitfall=chosen.pitfall.title,
+            answer=correct.text,
+        )
     return Grade(
         correct=chosen.pitfall is None,
         chosen_choice_id=chosen.id,

@@ -40,6 +40,8 @@ class Answer:
     first_answer: bool
     # The card's templates offering the pitfall of a wrong answer (template id -> exam point).
     carriers: Mapping[str, str] = field(default_factory=dict)
+    # Typed (a number recalled) rather than chosen: a right one rates stronger (scheduling).
+    typed: bool = False
 
     @property
     def item(self) -> ReviewKey:
@@ -158,6 +160,7 @@ def rate(answers: Sequence[Answer], known: Known) -> Writes:
             now=answer.at,
             exam_date=known.exam_dates.get(answer.learner_id),
             item_key=":".join(key),
+            typed=answer.typed,
         )
         logs.append(
             Log(

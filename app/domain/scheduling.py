@@ -2,7 +2,8 @@
 
 A wrong first answer rates ``Again`` (the item comes back within FSRS's learning steps, minutes
 away, so the learner meets it again in the same sitting with new numbers); a right one ``Good``,
-or ``Hard`` when it took long and ``Easy`` when it was quick (only when the time is known). Fuzzing is off, so schedules are
+or ``Hard`` when it took long and ``Easy`` when it was quick (only when the time is known); a
+right typed answer one step stronger (recall, not recognition: :func:`rating_for`). Fuzzing is off, so schedules are
 reproducible for a given clock.
 
 With an exam date, an item whose next review would fall after the exam is pulled before it: FSRS
@@ -60,16 +61,25 @@ class Review:
     due: datetime
 
 
-def rating_for(correct: bool, duration_ms: int | None) -> Rating:
+def rating_for(correct: bool, duration_ms: int | None, typed: bool = False) -> Rating:
+    """Again for a wrong answer; for a right one Good, Hard when slow, Easy when quick.
+
+    A right *typed* answer (the number recalled and worked out, no choices to recognise or to
+    eliminate) is stronger evidence than a right choice: one step up (Hard -> Good, Good ->
+    Easy, Easy stays Easy). A wrong typed answer is Again, like a wrong choice."""
     if not correct:
         return Rating.Again
     if duration_ms is None:
-        return Rating.Good
-    if duration_ms > SLOW_ANSWER_S * 1000:
-        return Rating.Hard
-    if duration_ms < FAST_ANSWER_S * 1000:
-        return Rating.Easy
-    return Rating.Good
+        rating = Rating.Good
+    elif duration_ms > SLOW_ANSWER_S * 1000:
+        rating = Rating.Hard
+    elif duration_ms < FAST_ANSWER_S * 1000:
+        rating = Rating.Easy
+    else:
+        rating = Rating.Good
+    if typed:
+        return Rating(min(int(rating) + 1, int(Rating.Easy)))
+    return rating
 
 
 def new_state(item_id: int, now: datetime) -> FsrsState:
@@ -85,9 +95,11 @@ def review(
     now: datetime,
     exam_date: date | None = None,
     item_key: str = "",
+    typed: bool = False,
 ) -> Review:
-    """Rate an item and schedule it; ``exam_date`` pulls a later due date before the exam."""
-    rating = rating_for(correct, duration_ms)
+    """Rate an item and schedule it; ``exam_date`` pulls a later due date before the exam;
+    ``typed``: the answer was typed, not chosen (see :func:`rating_for`)."""
+    rating = rating_for(correct, duration_ms, typed)
     card, _log = _SCHEDULER.review_card(FsrsCard.from_dict(state), rating, review_datetime=now)
     due = card.due
     if exam_date is not None:

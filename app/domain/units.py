@@ -366,3 +366,35 @@ def relative_gap(a: Fraction, b: Fraction) -> Fraction:
     if largest == 0:
         return Fraction(0)
     return abs(a - b) / largest
+
+
+# Units that measure the same thing, whatever their display family: a learner may type an answer
+# in any of them (105 GiB for a key of 112.7 GB: graded by value). Units not listed measure
+# something of their own (×, %, GPUs, plain numbers).
+DIMENSIONS: tuple[tuple[str, ...], ...] = (
+    ("B", "KB", "MB", "GB", "TB", "PB", "KiB", "MiB", "GiB", "TiB"),
+    ("us", "ms", "s"),
+    ("B/s", "MB/s", "GB/s", "TB/s"),
+)
+_DIMENSION_OF = {name: dimension for dimension in DIMENSIONS for name in dimension}
+
+
+def dimension(unit: str) -> tuple[str, ...]:
+    """The units that measure what ``unit`` measures (itself alone when none other does)."""
+    get_unit(unit)
+    return _DIMENSION_OF.get(unit, (unit,))
+
+
+def within_figures(value: Fraction, target: Fraction, figures: int) -> bool:
+    """Whether ``value`` is ``target`` at ``figures`` significant figures: at most half a unit
+    of ``target``'s last significant figure away, either side, the bounds included (26.25 at 3
+    figures: 26.2, 26.3 and 26.25 all are; 2411.7: 2410 and 2412 are). ``figures`` 0: a whole
+    number: ``target`` rounded half-to-even, or ``target`` itself when it is not whole (a
+    pitfall's 13.7 GPUs, typed as computed). Exact arithmetic."""
+    if figures <= 0:
+        return value in (Fraction(round_decimal(target, 0)), target)
+    if target == 0:
+        return value == 0
+    exponent = _magnitude(target) - figures + 1
+    half = Fraction(10) ** exponent / 2
+    return abs(value - target) <= half

@@ -28,9 +28,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.auth.service import LearnerRef, now_utc
 from app.domain.catalog import Catalog
-from app.domain.generation import UnknownChoice, grade
+from app.domain.generation import Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
 from app.domain.messages import Message
+from app.domain.typed import TypedError, accepted_units, grade_typed, read_typed
 from app.models import PracticeSession
 from app.practice.questions import (
     QuestionSigner,
@@ -48,7 +49,7 @@ from app.practice.storing import (
     writer_order,
 )
 from app.practice.writer import AnswerWriter
-from app.problems import Problem, UnknownChoiceError
+from app.problems import InvalidAnswer, Problem, UnknownChoiceError
 
 MAX_DURATION_MS = 24 * 3600 * 1000
 
@@ -66,13 +67,16 @@ class Context:
 
 @dataclass(frozen=True)
 class Submission:
-    """An answer as a client sends it."""
+    """An answer as a client sends it: a ``choice_id``, or a typed ``value`` with its ``unit``
+    (exactly one of the two forms; see :func:`graded`)."""
 
     token: str
-    choice_id: str
+    choice_id: str | None
     client_answer_id: str
     duration_ms: int | None = None
     answered_at: datetime | None = None
+    value: str | None = None
+    unit: str | None = None
 
 
 # --- the entry points ---------------------------------------------------------------------------
@@ -85,15 +89,20 @@ def answer_question(
     ctx: Context,
     learner: LearnerRef,
     token: str,
-    choice_id: str,
+    choice_id: str | None,
     client_answer_id: str,
     duration_ms: int | None = None,
     answered_at: datetime | None = None,
     now: datetime | None = None,
+    value: str | None = None,
+    unit: str | None = None,
 ) -> AnswerOutcome:
-    """Grade ``choice_id`` for the question in ``token`` and store the attempt (once); returns
-    once it is committed (a thread of the web framework's threadpool waits for the writer)."""
-    submission = Submission(token, choice_id, client_answer_id, duration_ms, answered_at)
+    """Grade ``choice_id`` (or the typed ``value`` in ``unit``) for the question in ``token`` and
+    store the attempt (once); returns once it is committed (a thread of the web framework's
+    threadpool waits for the writer)."""
+    submission = Submission(
+        token, choice_id, client_answer_id, duration_ms, answered_at, value, unit
+    )
     (result,) = answer_questions(
         db=db, writer=writer, ctx=ctx, learner=learner, submissions=[submission], now=now
     )
@@ -188,17 +197,7 @@ def prepare(
         except Problem as problem:
             refusal = problem
     variant = regenerate(ctx.catalog, question)
-    try:
-        result = grade(variant, submission.choice_id)
-    except UnknownChoice:
-        offered = ", ".join(c.id for c in variant.choices)
-        raise UnknownChoiceError(
-            Message(
-                "Unknown choice %(choice)s: this question offers %(offered)s.",
-                choice=repr(submission.choice_id),
-                offered=offered,
-            )
-        ) from None
+    result = graded(variant, submission)
     duration_ms = submission.duration_ms
     if duration_ms is not None:
         duration_ms = max(0, min(duration_ms, MAX_DURATION_MS))
@@ -206,6 +205,45 @@ def prepare(
         ctx.catalog, learner, question, content.position, variant, result,
         submission.client_answer_id, duration_ms, submission.answered_at, now, refusal,
     )  # fmt: skip
+
+
+def graded(variant: Variant, submission: Submission) -> Grade:
+    """The submission's choice or typed value graded; :class:`InvalidAnswer` (422, naming the
+    field) or :class:`UnknownChoiceError` when it cannot be, so nothing is stored."""
+    typed = submission.value is not None or submission.unit is not None
+    if submission.choice_id is not None and typed:
+        raise InvalidAnswer(
+            "choice_id",
+            Message("Send either choice_id, or value and unit: not both."),
+            code="answer_form",
+        )
+    if not typed:
+        if submission.choice_id is None:
+            raise InvalidAnswer(
+                "choice_id", Message("Send choice_id, or value and unit."), code="answer_form"
+            )
+        try:
+            return grade(variant, submission.choice_id)
+        except UnknownChoice:
+            offered = ", ".join(c.id for c in variant.choices)
+            raise UnknownChoiceError(
+                Message(
+                    "Unknown choice %(choice)s: this question offers %(offered)s.",
+                    choice=repr(submission.choice_id),
+                    offered=offered,
+                )
+            ) from None
+    if submission.unit is None:
+        raise InvalidAnswer(
+            "unit", Message("Say which unit the number is in."), code="invalid_unit"
+        )
+    try:
+        return grade_typed(variant, read_typed(variant, submission.value or "", submission.unit))
+    except TypedError as error:
+        code = "invalid_unit" if error.field == "unit" else "invalid_value"
+        if not accepted_units(variant):
+            code = "not_typeable"
+        raise InvalidAnswer(error.field, error.message, code=code) from None
 
 
 def resolve_token(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from fractions import Fraction
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -16,11 +17,12 @@ from sqlalchemy.orm import Session
 from app.auth.service import as_utc
 from app.db import write_transaction
 from app.domain.catalog import Catalog
-from app.domain.generation import Variant, grade
+from app.domain.generation import Grade, Variant
 from app.domain.texts import Text
+from app.domain.typed import TypedAnswer
 from app.models import Attempt
 from app.practice.questions import find_variant
-from app.practice.storing import stored_question
+from app.practice.storing import regrade, stored_question
 
 MAX_PAGE = 500
 
@@ -37,25 +39,35 @@ class AttemptView:
         return as_utc(self.attempt.answered_at or self.attempt.created_at)
 
     def chosen_text(self) -> Text:
-        return _stored_text(self.attempt, self.attempt.choice_id)
+        """The choice made, or the number and unit typed."""
+        row = self.attempt
+        if row.choice_id is None:
+            typed = TypedAnswer(row.typed_value or "", row.typed_unit or "1", Fraction(0))
+            return Text(typed.shown("en"), typed.shown("zh"))
+        return _stored_text(row, row.choice_id)
 
     def correct_text(self) -> Text:
+        if self.attempt.correct_choice_id is None:  # typed: the key as the question shows it
+            return self.variant.answer if self.variant is not None else Text.verbatim("?")
         return _stored_text(self.attempt, self.attempt.correct_choice_id)
+
+    def regraded(self) -> Grade | None:
+        if self.variant is None:
+            return None
+        row = self.attempt
+        return regrade(self.variant, row.choice_id, row.typed_value, row.typed_unit)
 
     def pitfall_title(self) -> Text | None:
         if self.variant is None or self.attempt.pitfall_id is None:
             return None
-        chosen = _choice(self.variant, self.attempt.choice_id)
-        return chosen.pitfall.title if chosen and chosen.pitfall else None
+        result = self.regraded()
+        return result.pitfall.title if result and result.pitfall else None
 
     def pitfall_explanation(self) -> Text | None:
         if self.variant is None or self.attempt.correct:
             return None
-        return grade(self.variant, self.attempt.choice_id).pitfall_explanation
-
-
-def _choice(variant: Variant, choice_id: str):  # type: ignore[no-untyped-def]
-    return next((c for c in variant.choices if c.id == choice_id), None)
+        result = self.regraded()
+        return result.pitfall_explanation if result else None
 
 
 def _stored_text(attempt: Attempt, choice_id: str) -> Text:

@@ -85,8 +85,10 @@ def start_session(
     size: int | None = None,
     templates: list[str] | None = None,
     now: datetime | None = None,
+    typed: bool = False,
 ) -> PracticeSession:
-    """A new session of ``mode`` on a card (``templates`` narrows mistakes mode to those).
+    """A new session of ``mode`` on a card (``templates`` narrows mistakes mode to those;
+    ``typed``: numeric questions are answered by typing the number and its unit).
 
     Its questions are chosen now, after the learner's latest answers (app.domain.selection):
     "practise again" on one template is a mistakes session narrowed to it."""
@@ -146,6 +148,7 @@ def start_session(
         deadline_at=now + timedelta(seconds=EXAM_SECONDS_PER_QUESTION * size)
         if mode == "exam"
         else None,
+        typed=typed,
     )
     with write_transaction(db):
         db.add(row)

@@ -28,6 +28,7 @@ from app.domain.catalog import Catalog
 from app.domain.generation import Grade, Variant, grade
 from app.domain.identity import QuestionId
 from app.domain.messages import Message
+from app.domain.typed import grade_typed, read_typed
 from app.models import Attempt
 from app.practice.questions import SessionPosition
 from app.problems import Conflict, Problem
@@ -37,7 +38,7 @@ from app.review.service import known_of, known_reads, store_ratings
 @dataclass(frozen=True, slots=True)
 class StoredAttempt:
     """What answering needs of a stored attempt (a row of ``attempts``): its ids, the question
-    it answered and the choice it made."""
+    it answered and the choice it made (or the number and unit it typed)."""
 
     id: int
     client_answer_id: str
@@ -46,8 +47,10 @@ class StoredAttempt:
     template_id: str
     template_version: int
     seed: int
-    choice_id: str
+    choice_id: str | None  # None: a typed answer
     practice_session_id: str | None
+    typed_value: str | None = None
+    typed_unit: str | None = None
 
 
 _STORED_COLUMNS = tuple(StoredAttempt.__slots__)
@@ -188,8 +191,18 @@ def store_batch(db: Session, items: Sequence[Graded]) -> None:
         if isinstance(stored, AnswerOutcome):
             stored = stored.attempt
         assert isinstance(stored, StoredAttempt)
-        replayed = grade(item.variant, stored.choice_id)
+        replayed = regrade(item.variant, stored.choice_id, stored.typed_value, stored.typed_unit)
         item.outcome = AnswerOutcome(stored, item.variant, replayed, replayed=True)
+
+
+def regrade(
+    variant: Variant, choice_id: str | None, typed_value: str | None, typed_unit: str | None
+) -> Grade:
+    """A stored answer graded again: its choice, or the number and unit it typed."""
+    if choice_id is None:
+        assert typed_value is not None and typed_unit is not None
+        return grade_typed(variant, read_typed(variant, typed_value, typed_unit))
+    return grade(variant, choice_id)
 
 
 def _stored_of(attempt_id: int, row: dict[str, Any]) -> StoredAttempt:
@@ -225,6 +238,7 @@ def _rating_answer(item: Graded, first_answer: bool) -> rating.Answer:
     return rating.Answer(
         item.learner.id, question.card_id, question.point, question.template_id,
         result.correct, result.pitfall_id, item.duration_ms, item.now, first_answer, carriers,
+        typed=result.typed is not None,
     )  # fmt: skip
 
 
@@ -240,7 +254,7 @@ def _attempt_row(item: Graded, first_answer: bool) -> dict[str, Any]:
         "template_version": identity.template_version,
         "seed": identity.seed,
         "params": dict(item.variant.params),
-        "choices": stored_choices(item.variant),
+        "choices": [] if result.typed is not None else stored_choices(item.variant),
         "choice_id": result.chosen_choice_id,
         "correct_choice_id": result.correct_choice_id,
         "correct": result.correct,
@@ -248,6 +262,8 @@ def _attempt_row(item: Graded, first_answer: bool) -> dict[str, Any]:
         "client_answer_id": item.client_answer_id,
         "first_answer": first_answer,
         "practice_session_id": position.session_id if position else None,
+        "typed_value": result.typed.text if result.typed is not None else None,
+        "typed_unit": result.typed.unit if result.typed is not None else None,
         "position": position.position if position else None,
         "duration_ms": item.duration_ms,
         "answered_at": item.answered_at,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Annotated
@@ -18,11 +19,12 @@ from starlette.responses import RedirectResponse, Response
 from app.auth.service import as_utc
 from app.deps import ContextDep, DbDep, Visitor, VisitorDep, in_db
 from app.domain.cards import Card
-from app.domain.generation import grade
 from app.domain.identity import MAX_SEED
 from app.domain.languages import other_lang
 from app.domain.messages import Message
 from app.domain.practice import MAX_SIZE, MODES
+from app.domain.texts import Text
+from app.domain.typed import accepted_units, typed_figures, unit_label
 from app.models import Attempt
 from app.practice.answers import Context, answer_question, answer_writer, resolve_token
 from app.practice.questions import Question, get_card, new_question, regenerate
@@ -34,8 +36,8 @@ from app.practice.sessions import (
     start_session,
     summarise,
 )
-from app.practice.storing import stored_question
-from app.problems import InvalidInput, NotFound
+from app.practice.storing import regrade, stored_question
+from app.problems import InvalidAnswer, InvalidInput, NotFound
 from app.web.forms import check_csrf, web_learner
 from app.web.templating import link, render_page
 
@@ -48,6 +50,14 @@ _CLIENT_ANSWER_ID_CHARS = frozenset(
 
 
 PICK_ONE = Message("Pick one of the choices.")
+
+
+@dataclass(frozen=True)
+class TypedForm:
+    """What a typed answer's form sent (shown again beside an error)."""
+
+    value: str | None
+    unit: str
 
 
 def _see_other(url: str) -> RedirectResponse:
@@ -103,8 +113,9 @@ def start(
     point: Annotated[str | None, Form(max_length=100)] = None,
     size: Annotated[int | None, Form(ge=1, le=MAX_SIZE)] = None,
     templates: Annotated[str | None, Form(max_length=5000)] = None,
+    typed: Annotated[str | None, Form(max_length=8)] = None,
 ) -> Response:
-    """Start a session in a mode, then show its first question."""
+    """Start a session in a mode (``typed``: "Type the answer"), then show its first question."""
     check_csrf(visitor, csrf_token)
     if mode not in MODES:
         raise InvalidInput(Message("Unknown practice mode."), code="invalid_mode")
@@ -120,6 +131,7 @@ def start(
         size=size,
         templates=[t for t in templates.split(",") if t] if templates else None,
         now=ctx.clock(),
+        typed=bool(typed),
     )
     return _see_other(link(f"/sessions/{row.id}", visitor.lang))
 
@@ -202,8 +214,10 @@ async def submit_answer(
     choice_id: Annotated[str | None, Form(max_length=8)] = None,
     client_answer_id: Annotated[str | None, Form(max_length=64)] = None,
     shown_at: Annotated[int | None, Form(ge=0, le=2**53)] = None,
+    value: Annotated[str | None, Form(max_length=100)] = None,
+    unit: Annotated[str | None, Form(max_length=16)] = None,
 ) -> Response:
-    """Grade the chosen answer; show its feedback (in an exam: the next question)."""
+    """Grade the chosen (or typed) answer; show its feedback (in an exam: the next question)."""
     check_csrf(visitor, csrf_token)
     if not token:
         raise InvalidInput(
@@ -212,8 +226,9 @@ async def submit_answer(
         )
     if not client_answer_id or not set(client_answer_id) <= _CLIENT_ANSWER_ID_CHARS:
         client_answer_id = uuid.uuid4().hex
+    typed = TypedForm(value, unit) if choice_id is None and unit is not None else None
     answer = partial(
-        _answer_form, request, ctx, visitor, token, choice_id, client_answer_id, shown_at
+        _answer_form, request, ctx, visitor, token, choice_id, client_answer_id, shown_at, typed
     )
     return await in_db(request, answer)
 
@@ -226,11 +241,14 @@ def _answer_form(
     choice_id: str | None,
     client_answer_id: str,
     shown_at: int | None,
+    typed: TypedForm | None,
     db: Session,
 ) -> Response:
     """The answer form's blocking part, in the threadpool with its own database session."""
     learner = web_learner(db, visitor)
-    if not choice_id:
+
+    def again(error: Message | Text) -> Response:
+        """The question again with ``error`` beside the form (nothing was stored)."""
         question, position = resolve_token(db=db, ctx=ctx, learner=learner, token=token)
         variant = regenerate(ctx.catalog, question)
         item = Question(
@@ -245,18 +263,29 @@ def _answer_form(
             if position
             else None
         )
-        return _question_page(request, ctx, visitor, item, state, error=PICK_ONE, status_code=422)
+        return _question_page(
+            request, ctx, visitor, item, state, error=error, status_code=422, typed=typed
+        )
+
+    if not choice_id and typed is None:
+        return again(PICK_ONE)
     duration_ms = int(time.time() * 1000) - shown_at if shown_at else None
-    outcome = answer_question(
-        db=db,
-        writer=answer_writer(request.app.state),
-        ctx=ctx,
-        learner=learner,
-        token=token,
-        choice_id=choice_id,
-        client_answer_id=client_answer_id,
-        duration_ms=duration_ms if duration_ms is None or duration_ms >= 0 else None,
-    )
+    try:
+        outcome = answer_question(
+            db=db,
+            writer=answer_writer(request.app.state),
+            ctx=ctx,
+            learner=learner,
+            token=token,
+            choice_id=choice_id or None,
+            client_answer_id=client_answer_id,
+            duration_ms=duration_ms if duration_ms is None or duration_ms >= 0 else None,
+            value=typed.value if typed is not None else None,
+            unit=typed.unit if typed is not None else None,
+        )
+    except InvalidAnswer as problem:
+        db.rollback()
+        return again(problem.reason)
     attempt = outcome.attempt
     if attempt.practice_session_id is not None:
         state = load_session(db=db, learner_id=learner.id, session_id=attempt.practice_session_id)
@@ -288,7 +317,7 @@ def feedback_page(
             return _see_other(link(f"/sessions/{state.row.id}", visitor.lang))
     variant = regenerate(ctx.catalog, stored_question(attempt))
     card = ctx.catalog.locate(variant.id).card
-    result = grade(variant, attempt.choice_id)
+    result = regrade(variant, attempt.choice_id, attempt.typed_value, attempt.typed_unit)
     if state is not None and not state.over(ctx.clock()):
         next_url = link(f"/sessions/{state.row.id}", visitor.lang)
     elif state is not None:
@@ -318,11 +347,14 @@ def _question_page(
     item: Question,
     state: SessionState | None,
     *,
-    error: Message | None = None,
+    error: Text | None = None,
     status_code: int = 200,
+    typed: TypedForm | None = None,
 ) -> Response:
     card: Card = ctx.catalog.locate(item.variant.id).card
     position = item.position.position if item.position else None
+    # "Type the answer": a number and a unit instead of choices, where the question can be typed.
+    units = accepted_units(item.variant) if state is not None and state.row.typed else ()
     context = {
         "card": card,
         "point": card.point_by_slug(item.variant.id.point),
@@ -337,6 +369,9 @@ def _question_page(
         "error": error,
         "deadline": state.row.deadline_at if state else None,
         "seconds_left": _seconds_left(state, ctx.clock()),
+        "typed_units": [(unit, unit_label(unit)) for unit in units],
+        "typed_figures": typed_figures(item.variant) if units else None,
+        "typed": typed or TypedForm("", item.variant.content.template.unit or ""),
     }
     switch = None
     if state is None:
