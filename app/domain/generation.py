@@ -768,10 +768,15 @@ def grade(variant: Variant, choice_id: str) -> Grade:
     """Right or wrong, the pitfall behind a wrong choice, and the worked solution."""
     chosen = variant.choice(choice_id)
     correct = variant.choice(variant.correct_choice_id)
-    if chosen.pitfall is None:
+    if chosen.pitfall is None and variant.kind == "numeric":
         explanation = Text(
             en=f"{correct.text.en} is right.",
             zh=f"{correct.text.zh} 是正确答案。",
+        )
+    elif chosen.pitfall is None:  # a statement is a sentence of its own, full stop included
+        explanation = Text(
+            en=f"That statement is right: {correct.text.en}",
+            zh=f"这个说法是正确的：{correct.text.zh}",
         )
     else:
         title = chosen.pitfall.title

@@ -1,4 +1,11 @@
-"""Practice sessions: start one in a mode, serve its questions in order, summarise it at the end."""
+"""Practice sessions: start one in a mode, serve its questions in order, summarise it at the end.
+
+A session ends when the learner ends it, when every question has an answer, or (a timed exam) at
+its deadline, whatever the browser does (app.domain.practice.session_end): every reader computes
+that end the same way, and the summary stores it in ``finished_at`` on its first read after it
+(:func:`settle_session`, idempotent). A new answer after the end is refused with the summary's URL
+(:class:`SessionOver`); an answer sent as an exam's clock ran out still counts (``EXAM_GRACE``).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +14,14 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc, new_id, now_utc
 from app.db import write_transaction
 from app.domain.cards import Card, Template
 from app.domain.catalog import Catalog
+from app.domain.generation import Choice, Variant
 from app.domain.identity import QuestionId
 from app.domain.messages import Message
 from app.domain.practice import (
@@ -24,6 +32,7 @@ from app.domain.practice import (
     plan_session,
     position_seed,
     same_points,
+    session_end,
 )
 from app.domain.texts import Text
 from app.models import Attempt, PracticeSession, ReviewItem
@@ -31,6 +40,7 @@ from app.practice.questions import (
     Question,
     QuestionSigner,
     SessionPosition,
+    find_variant,
     get_card,
     point_slug,
     regenerate,
@@ -58,19 +68,60 @@ class SessionState:
                 return position
         return None
 
+    @property
+    def is_exam(self) -> bool:
+        return self.row.mode == "exam"
+
+    def ended_at(self, now: datetime) -> datetime | None:
+        """When the session ended (None while it runs): app.domain.practice.session_end."""
+        row = self.row
+        return session_end(
+            started_at=as_utc(row.started_at),
+            deadline=as_utc(row.deadline_at) if row.deadline_at is not None else None,
+            finished_at=as_utc(row.finished_at) if row.finished_at is not None else None,
+            answered_at=[as_utc(a.created_at) for a in self.answered.values()],
+            size=self.size,
+            now=now,
+        )
+
     def over(self, now: datetime) -> bool:
-        if self.row.finished_at is not None or self.next_position is None:
-            return True
-        deadline = self.row.deadline_at
-        return deadline is not None and now > as_utc(deadline)
+        return self.ended_at(now) is not None
 
 
-def nothing_to_practise(mode: str) -> Conflict:
-    if mode == "review":
-        text = Message("Nothing is due for review right now.")
-    else:
-        text = Message("No mistakes to practise yet: answer some questions first.")
-    return Conflict(text, code="nothing_to_practise")
+def summary_path(session_id: str) -> str:
+    """Where a session's summary is (a page of this server)."""
+    return f"/sessions/{session_id}/summary"
+
+
+class SessionOver(Conflict):
+    """A new answer in a session that is over (an exam past its time, or ended by the learner):
+    not counted; the problem carries the summary's URL (``summary_url``)."""
+
+    def __init__(self, row: PracticeSession) -> None:
+        if row.mode == "exam":
+            text = Message("The exam is over: this answer was not counted. See your results.")
+            code = "exam_over"
+        else:
+            text = Message("This session is over: this answer was not counted.")
+            code = "session_over"
+        super().__init__(text, code=code, members={"summary_url": summary_path(row.id)})
+        self.session_id = row.id
+        self.exam = row.mode == "exam"
+
+
+class NothingToPractise(Conflict):
+    """A mistakes or review session with nothing in scope (a new learner, mistakes understood)."""
+
+    def __init__(self, mode: str, *, narrowed: bool = False) -> None:
+        if mode == "review":
+            text = Message("Nothing is due for review right now.")
+        elif narrowed:
+            text = Message("Nothing left to practise here: you marked this mistake as understood.")
+        else:
+            text = Message("No mistakes to practise yet: answer some questions first.")
+        super().__init__(text, code="nothing_to_practise")
+        self.mode = mode
+        self.narrowed = narrowed
 
 
 def start_session(
@@ -120,7 +171,7 @@ def start_session(
             else _due_templates(db, card, learner_id, now)
         )
         if not scope:
-            raise nothing_to_practise(mode)
+            raise NothingToPractise(mode, narrowed=mode == "mistakes" and templates is not None)
         if mode == "review":
             size = min(size, len(scope))
         # A review serves its due templates themselves (with new numbers), never others instead.
@@ -242,19 +293,44 @@ def question_at(
 
 
 def check_can_answer(state: SessionState, now: datetime) -> None:
-    deadline = state.row.deadline_at
-    if deadline is not None and now > as_utc(deadline) + EXAM_GRACE:
-        raise Conflict(
-            Message("The exam's time is up: see your results."),
-            code="exam_over",
+    """Refuse a new answer in a session that is over (:class:`SessionOver`): past an exam's
+    deadline (and its grace), or ended by the learner. Answering a position again is not a new
+    answer (app.practice.storing replays the first one), so it is never refused here."""
+    row = state.row
+    deadline = as_utc(row.deadline_at) if row.deadline_at is not None else None
+    late = deadline is not None and now > deadline + EXAM_GRACE
+    # Ended by the learner; an exam stored as ended at its deadline still takes the grace.
+    ended = row.finished_at is not None and (deadline is None or as_utc(row.finished_at) < deadline)
+    if late or ended:
+        raise SessionOver(row)
+
+
+def _store_end(db: Session, session_id: str, end: datetime) -> None:
+    """``finished_at`` set once: the first writer's end stays (every reader computes the same)."""
+    with write_transaction(db):
+        db.execute(
+            update(PracticeSession)
+            .where(PracticeSession.id == session_id, PracticeSession.finished_at.is_(None))
+            .values(finished_at=end)
         )
 
 
-def finish_session(*, db: Session, session_id: str, now: datetime | None = None) -> None:
-    with write_transaction(db):
-        row = db.get(PracticeSession, session_id)
-        if row is not None and row.finished_at is None:
-            row.finished_at = now or now_utc()
+def finish_session(*, db: Session, state: SessionState, now: datetime | None = None) -> None:
+    """The learner ends the session now (the rest counts as unanswered); a session already over
+    keeps the end it had."""
+    now = now or now_utc()
+    _store_end(db, state.row.id, state.ended_at(now) or now)
+
+
+def settle_session(*, db: Session, state: SessionState, now: datetime) -> SessionState:
+    """The session with its end stored once it is over (the first read after its end)."""
+    end = state.ended_at(now)
+    if end is None or state.row.finished_at is not None:
+        return state
+    _store_end(db, state.row.id, end)
+    db.refresh(state.row)
+    db.commit()
+    return state
 
 
 @dataclass(frozen=True)
@@ -274,6 +350,21 @@ class PitfallFallen:
 
 
 @dataclass(frozen=True)
+class QuestionLine:
+    """One question of a summary: what was asked, the learner's choice, the key."""
+
+    position: int
+    variant: Variant
+    key: Choice
+    chosen: Choice | None  # None: unanswered
+    attempt_id: int | None
+
+    @property
+    def correct(self) -> bool:
+        return self.chosen is not None and self.chosen.pitfall is None
+
+
+@dataclass(frozen=True)
 class Summary:
     mode: str
     card_id: str
@@ -285,10 +376,13 @@ class Summary:
     pitfalls: list[PitfallFallen]
     seconds: int
     wrong_templates: list[str]
+    questions: list[QuestionLine]
 
 
-def summarise(*, catalog: Catalog, state: SessionState, now: datetime) -> Summary:
-    """Right and wrong per exam point, the pitfalls fallen for, the time spent."""
+def summarise(*, catalog: Catalog, state: SessionState, now: datetime, secret: bytes) -> Summary:
+    """Right and wrong per exam point, the pitfalls fallen for, the time spent, and each question
+    answered (every question once the session is over; an exam lists none before its end, when
+    nothing of it is told)."""
     per_point: dict[str, list[int]] = {}
     pitfalls: dict[tuple[str, str], int] = {}
     wrong_templates: list[str] = []
@@ -307,7 +401,8 @@ def summarise(*, catalog: Catalog, state: SessionState, now: datetime) -> Summar
                 key = (attempt.template_id, attempt.pitfall_id)
                 pitfalls[key] = pitfalls.get(key, 0) + 1
     last = max((as_utc(a.created_at) for a in state.answered.values()), default=None)
-    end = as_utc(state.row.finished_at) if state.row.finished_at else (last or now)
+    ended = state.ended_at(now)
+    end = ended or last or now
     fallen = []
     for (template_id, pitfall_id), times in sorted(pitfalls.items(), key=lambda kv: -kv[1]):
         template = catalog.template_anywhere(state.row.card_id, template_id)
@@ -333,4 +428,97 @@ def summarise(*, catalog: Catalog, state: SessionState, now: datetime) -> Summar
         pitfalls=fallen,
         seconds=max(0, int((end - as_utc(state.row.started_at)).total_seconds())),
         wrong_templates=wrong_templates,
+        questions=_question_lines(catalog, state, secret, over=ended is not None),
     )
+
+
+def _question_lines(
+    catalog: Catalog, state: SessionState, secret: bytes, *, over: bool
+) -> list[QuestionLine]:
+    if state.is_exam and not over:
+        return []
+    lines = []
+    for position in range(state.size):
+        attempt = state.answered.get(position)
+        if attempt is None and not over:
+            continue  # a question still to come is not shown before it is asked
+        identity = question_id_at(state.row, position, secret)
+        if attempt is not None:  # what was asked then (a plan's question, by its stored seed)
+            identity = QuestionId(
+                attempt.card_id,
+                attempt.point,
+                attempt.template_id,
+                attempt.template_version,
+                attempt.seed,
+            )
+        variant = find_variant(catalog, identity)
+        if variant is None:
+            continue  # its template was retired since
+        lines.append(
+            QuestionLine(
+                position=position,
+                variant=variant,
+                key=variant.choice(variant.correct_choice_id),
+                chosen=variant.choice(attempt.choice_id) if attempt is not None else None,
+                attempt_id=attempt.id if attempt is not None else None,
+            )
+        )
+    return lines
+
+
+@dataclass(frozen=True)
+class ExamResult:
+    """A past exam: when it started, its score, the time it used."""
+
+    session_id: str
+    started_at: datetime
+    right: int
+    size: int
+    seconds: int
+
+
+PAST_EXAMS = 10
+
+
+def past_exams(
+    *, db: Session, learner_id: str, card_id: str, now: datetime, limit: int = PAST_EXAMS
+) -> list[ExamResult]:
+    """The learner's latest exams on a card that are over (newest first): an exam past its
+    deadline counts as over here too, whether or not its summary was ever opened."""
+    rows = db.scalars(
+        select(PracticeSession)
+        .where(
+            PracticeSession.learner_id == learner_id,
+            PracticeSession.card_id == card_id,
+            PracticeSession.mode == "exam",
+        )
+        .order_by(PracticeSession.started_at.desc(), PracticeSession.id)
+        .limit(limit + 1)  # one may still be running
+    ).all()
+    attempts = db.scalars(
+        select(Attempt)
+        .where(Attempt.practice_session_id.in_([row.id for row in rows]))
+        .order_by(Attempt.created_at, Attempt.id)
+    ).all()
+    db.commit()
+    answered: dict[str, dict[int, Attempt]] = {row.id: {} for row in rows}
+    for attempt in attempts:
+        if attempt.practice_session_id is not None and attempt.position is not None:
+            answered[attempt.practice_session_id].setdefault(attempt.position, attempt)
+    results = []
+    for row in rows:
+        state = SessionState(row=row, answered=answered[row.id])
+        end = state.ended_at(now)
+        if end is None:
+            continue
+        started = as_utc(row.started_at)
+        results.append(
+            ExamResult(
+                session_id=row.id,
+                started_at=started,
+                right=sum(1 for a in state.answered.values() if a.correct),
+                size=state.size,
+                seconds=max(0, int((end - started).total_seconds())),
+            )
+        )
+    return results[:limit]

@@ -5,6 +5,7 @@ redirect to their feedback page (so Back, reload and a language switch show the 
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from datetime import datetime
@@ -27,12 +28,17 @@ from app.models import Attempt
 from app.practice.answers import Context, answer_question, answer_writer, resolve_token
 from app.practice.questions import Question, get_card, new_question, regenerate
 from app.practice.sessions import (
+    NothingToPractise,
+    SessionOver,
     SessionState,
     finish_session,
     load_session,
+    past_exams,
     question_at,
+    settle_session,
     start_session,
     summarise,
+    summary_path,
 )
 from app.practice.storing import stored_question
 from app.problems import InvalidInput, NotFound
@@ -94,6 +100,7 @@ async def practise_point(
 
 @router.post("/sessions")
 def start(
+    request: Request,
     db: DbDep,
     ctx: ContextDep,
     visitor: VisitorDep,
@@ -109,31 +116,62 @@ def start(
     if mode not in MODES:
         raise InvalidInput(Message("Unknown practice mode."), code="invalid_mode")
     learner = web_learner(db, visitor)
-    row = start_session(
-        db=db,
-        catalog=ctx.catalog,
-        learner_id=learner.id,
-        card_id=card_id,
-        mode=mode,
-        seed_secret=ctx.seed_secret,
-        point=point or None,
-        size=size,
-        templates=[t for t in templates.split(",") if t] if templates else None,
-        now=ctx.clock(),
-    )
+    chosen = [t for t in templates.split(",") if t] if templates else None
+    try:
+        row = start_session(
+            db=db,
+            catalog=ctx.catalog,
+            learner_id=learner.id,
+            card_id=card_id,
+            mode=mode,
+            seed_secret=ctx.seed_secret,
+            point=point or None,
+            size=size,
+            templates=chosen,
+            now=ctx.clock(),
+        )
+    except NothingToPractise as nothing:
+        return _nothing_page(request, ctx, visitor, card_id, nothing, chosen)
     return _see_other(link(f"/sessions/{row.id}", visitor.lang))
+
+
+def _nothing_page(
+    request: Request,
+    ctx: Context,
+    visitor: Visitor,
+    card_id: str,
+    nothing: NothingToPractise,
+    templates: list[str] | None,
+) -> Response:
+    """No mistakes (or nothing due) to practise: said on a page that offers practice instead."""
+    card = get_card(ctx.catalog, card_id)
+    found = [card.template(t) for t in templates or ()]
+    points = {t.point for t in found if t is not None}
+    context = {
+        "card": card,
+        "message": nothing.text,
+        "point": card.point_by_slug(points.pop()) if len(points) == 1 else None,
+        "csrf_token": visitor.csrf_token,
+    }
+    return render_page(request, "nothing_to_practise.html", context, lang=visitor.lang)
 
 
 @router.get("/sessions/{session_id}")
 def session_page(
-    request: Request, session_id: str, db: DbDep, ctx: ContextDep, visitor: VisitorDep
+    request: Request,
+    session_id: str,
+    db: DbDep,
+    ctx: ContextDep,
+    visitor: VisitorDep,
+    answered: Annotated[int | None, Query(ge=1, le=MAX_SIZE)] = None,
 ) -> Response:
-    """The session's next question, or its summary when it is over."""
+    """The session's next question, or its summary when it is over (``answered``: the number of
+    a question answered again, whose first answer counts)."""
     state = _state(db, visitor, session_id)
     now = ctx.clock()
     position = state.next_position
     if position is None or state.over(now):
-        return _see_other(link(f"/sessions/{session_id}/summary", visitor.lang))
+        return _see_other(link(summary_path(state.row.id), visitor.lang))
     item = question_at(
         catalog=ctx.catalog,
         signer=ctx.signer,
@@ -141,7 +179,8 @@ def session_page(
         state=state,
         position=position,
     )
-    return _question_page(request, ctx, visitor, item, state)
+    first = state.answered.get(answered - 1) if answered is not None else None
+    return _question_page(request, ctx, visitor, item, state, first_answer=first)
 
 
 @router.post("/sessions/{session_id}/finish")
@@ -154,28 +193,38 @@ def finish(
 ) -> Response:
     """End a session now (the rest counts as unanswered) and show the summary."""
     check_csrf(visitor, csrf_token)
-    _state(db, visitor, session_id)
-    finish_session(db=db, session_id=session_id, now=ctx.clock())
-    return _see_other(link(f"/sessions/{session_id}/summary", visitor.lang))
+    state = _state(db, visitor, session_id)
+    finish_session(db=db, state=state, now=ctx.clock())
+    return _see_other(link(summary_path(state.row.id), visitor.lang))
 
 
 @router.get("/sessions/{session_id}/summary")
 def summary_page(
-    request: Request, session_id: str, db: DbDep, ctx: ContextDep, visitor: VisitorDep
+    request: Request,
+    session_id: str,
+    db: DbDep,
+    ctx: ContextDep,
+    visitor: VisitorDep,
+    late: Annotated[int | None, Query(ge=0, le=1)] = None,
 ) -> Response:
-    """Right and wrong per exam point, the pitfalls fallen for, time spent, practise again."""
+    """Right and wrong per exam point, the pitfalls fallen for, time spent, each question with
+    its key, practise again; an exam's past results (``late``: an answer came after the end)."""
     state = _state(db, visitor, session_id)
     now = ctx.clock()
-    if state.row.finished_at is None and state.over(now):
-        finish_session(db=db, session_id=session_id, now=now)
-        state = _state(db, visitor, session_id)
+    state = settle_session(db=db, state=state, now=now)
     card = get_card(ctx.catalog, state.row.card_id, offered=False)
+    exams = []
+    if state.is_exam:
+        exams = past_exams(db=db, learner_id=state.row.learner_id, card_id=card.id, now=now)
     context = {
         "card": card,
-        "summary": summarise(catalog=ctx.catalog, state=state, now=now),
+        "summary": summarise(catalog=ctx.catalog, state=state, now=now, secret=ctx.seed_secret),
         "state": state,
         "csrf_token": visitor.csrf_token,
-        "finished": state.row.finished_at is not None,
+        "finished": state.over(now),
+        "late": bool(late),
+        "past_exams": exams,
+        "time_zone": visitor.time_zone,
     }
     return render_page(request, "summary.html", context, lang=visitor.lang)
 
@@ -232,6 +281,10 @@ def _answer_form(
     learner = web_learner(db, visitor)
     if not choice_id:
         question, position = resolve_token(db=db, ctx=ctx, learner=learner, token=token)
+        if position is not None:
+            state = load_session(db=db, learner_id=learner.id, session_id=position.session_id)
+            if state.over(ctx.clock()):
+                return _see_other(link(summary_path(state.row.id), visitor.lang))
         variant = regenerate(ctx.catalog, question)
         item = Question(
             variant=variant,
@@ -247,22 +300,36 @@ def _answer_form(
         )
         return _question_page(request, ctx, visitor, item, state, error=PICK_ONE, status_code=422)
     duration_ms = int(time.time() * 1000) - shown_at if shown_at else None
-    outcome = answer_question(
-        db=db,
-        writer=answer_writer(request.app.state),
-        ctx=ctx,
-        learner=learner,
-        token=token,
-        choice_id=choice_id,
-        client_answer_id=client_answer_id,
-        duration_ms=duration_ms if duration_ms is None or duration_ms >= 0 else None,
-    )
+    try:
+        outcome = answer_question(
+            db=db,
+            writer=answer_writer(request.app.state),
+            ctx=ctx,
+            learner=learner,
+            token=token,
+            choice_id=choice_id,
+            client_answer_id=client_answer_id,
+            duration_ms=duration_ms if duration_ms is None or duration_ms >= 0 else None,
+        )
+    except SessionOver as over:  # not counted: the summary says so
+        return _see_other(link(summary_path(over.session_id), visitor.lang, late=1))
     attempt = outcome.attempt
+    # Back, another choice, submit: the position's first answer counts, and the page says so.
+    again = outcome.replayed and attempt.client_answer_id != client_answer_id
     if attempt.practice_session_id is not None:
         state = load_session(db=db, learner_id=learner.id, session_id=attempt.practice_session_id)
         if state.row.mode == "exam":
-            return _see_other(link(f"/sessions/{state.row.id}", visitor.lang))
-    return _see_other(link(f"/answers/{attempt.id}", visitor.lang))
+            number = _question_number(state, attempt.id) if again else None
+            return _see_other(link(f"/sessions/{state.row.id}", visitor.lang, answered=number))
+    return _see_other(link(f"/answers/{attempt.id}", visitor.lang, again=1 if again else None))
+
+
+def _question_number(state: SessionState, attempt_id: int) -> int | None:
+    """The question number (from 1) a session's stored answer answered."""
+    for position, attempt in state.answered.items():
+        if attempt.id == attempt_id:
+            return position + 1
+    return None
 
 
 @router.get("/answers/{attempt_id}")
@@ -272,8 +339,10 @@ def feedback_page(
     db: DbDep,
     ctx: ContextDep,
     visitor: VisitorDep,
+    again: Annotated[int | None, Query(ge=0, le=1)] = None,
 ) -> Response:
-    """The feedback of one stored answer: every choice with its pitfall, the worked solution."""
+    """The feedback of one stored answer: every choice with its pitfall, the worked solution
+    (``again``: the question was answered again, and this first answer counts)."""
     attempt = db.get(Attempt, attempt_id) if 0 < attempt_id < 2**62 else None
     db.commit()
     if attempt is None or visitor.learner is None or attempt.learner_id != visitor.learner.id:
@@ -292,7 +361,7 @@ def feedback_page(
     if state is not None and not state.over(ctx.clock()):
         next_url = link(f"/sessions/{state.row.id}", visitor.lang)
     elif state is not None:
-        next_url = link(f"/sessions/{state.row.id}/summary", visitor.lang)
+        next_url = link(summary_path(state.row.id), visitor.lang)
     else:
         next_url = link(f"/cards/{card.id}/points/{variant.id.point}/practice", visitor.lang)
     context = {
@@ -307,6 +376,7 @@ def feedback_page(
         "again_template": variant.id.template_id,
         "position": attempt.position,
         "seconds_left": None,
+        "answered_again": bool(again),
     }
     return render_page(request, "feedback.html", context, lang=visitor.lang)
 
@@ -320,6 +390,7 @@ def _question_page(
     *,
     error: Message | None = None,
     status_code: int = 200,
+    first_answer: Attempt | None = None,
 ) -> Response:
     card: Card = ctx.catalog.locate(item.variant.id).card
     position = item.position.position if item.position else None
@@ -337,6 +408,9 @@ def _question_page(
         "error": error,
         "deadline": state.row.deadline_at if state else None,
         "seconds_left": _seconds_left(state, ctx.clock()),
+        "summary_url": link(summary_path(state.row.id), visitor.lang) if state else None,
+        "first_answer": first_answer,
+        "time_zone": visitor.time_zone,
     }
     switch = None
     if state is None:
@@ -357,6 +431,7 @@ def _question_page(
 
 
 def _seconds_left(state: SessionState | None, now: datetime) -> int | None:
+    """Whole seconds to the deadline, rounded up: a countdown at 0 is at or past it."""
     if state is None or state.row.deadline_at is None:
         return None
-    return max(0, int((as_utc(state.row.deadline_at) - now).total_seconds()))
+    return max(0, math.ceil((as_utc(state.row.deadline_at) - now).total_seconds()))
