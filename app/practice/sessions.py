@@ -106,7 +106,6 @@ class SessionOver(Conflict):
             code = "session_over"
         super().__init__(text, code=code, members={"summary_url": summary_path(row.id)})
         self.session_id = row.id
-        self.exam = row.mode == "exam"
 
 
 class NothingToPractise(Conflict):
