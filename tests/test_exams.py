@@ -366,3 +366,36 @@ def test_a_statements_verdict_reads_as_a_sentence_in_both_languages(card):
     variant = generate(card, numeric, 7)
     key = variant.choice(variant.correct_choice_id).text
     assert grade(variant, variant.correct_choice_id).explanation.en == f"{key.en} is right."
+
+
+def test_on_postgres_an_exam_ends_at_its_deadline_once_and_refuses_late_answers(
+    pg_url, tmp_path, cards
+):
+    import dataclasses
+    from datetime import datetime
+
+    from conftest import FakeClock, make_settings
+    from fastapi.testclient import TestClient
+
+    from app.cli import migrate
+    from app.main import create_app
+
+    migrate(pg_url)
+    app = create_app(make_settings(tmp_path, pg_url), cards=cards)
+    clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
+    app.state.context = dataclasses.replace(app.state.context, clock=clock)
+    with TestClient(app) as client:
+        page = start(client, "exam", size=2)
+        row = session_row(app, page)
+        submit(client, page, shown_variant(app, page).correct_choice_id)
+        page = client.get(f"/sessions/{row.id}")
+        past_the_deadline(clock, row)
+        late = submit(client, page, shown_variant(app, page).correct_choice_id)
+        assert late.url.params["late"] == "1" and attempts(app) == 1
+        for _ in range(2):  # idempotent
+            summary = client.get(f"/sessions/{row.id}/summary").context["summary"]
+            assert (summary.right, summary.unanswered) == (1, 1)
+            with app.state.sessionmaker() as db:
+                stored = db.get(PracticeSession, row.id).finished_at
+            assert stored == row.deadline_at
+    app.state.sessionmaker.kw["bind"].dispose()
