@@ -399,3 +399,33 @@ def test_on_postgres_an_exam_ends_at_its_deadline_once_and_refuses_late_answers(
                 stored = db.get(PracticeSession, row.id).finished_at
             assert stored == row.deadline_at
     app.state.sessionmaker.kw["bind"].dispose()
+
+
+def test_the_new_chinese_pages_show_no_english_interface_text(client, app, clock):
+    from test_i18n import untranslated
+
+    client.get("/", params={"lang": "zh"})  # remembered for the next pages
+    card = client.get(f"/cards/{CARD_ID}")
+    pages = {
+        "nothing to practise": client.post(
+            "/sessions",
+            data={"csrf_token": csrf(card.text), "card_id": CARD_ID, "mode": "mistakes"},
+        ).text
+    }
+    page = start(client, "exam", size=3)
+    row = session_row(app, page)
+    submit(client, page, shown_variant(app, page).correct_choice_id)
+    second = submit(client, page, wrong_of(app, page).id, client_answer_id="again-zh")
+    pages["exam answered again"] = second.text
+    pages["running exam summary"] = client.get(f"/sessions/{row.id}/summary").text
+    past_the_deadline(clock, row)
+    pages["late summary"] = submit(client, second, "b", client_answer_id="late-zh").text
+    practice = start(client, "point", point="offload")
+    submit(client, practice, wrong_of(app, practice).id)
+    pages["feedback again"] = submit(
+        client, practice, shown_variant(app, practice).correct_choice_id, client_answer_id="x"
+    ).text
+    assert "以你第一次的答案为准" in pages["feedback again"]
+    assert "时间已到" in pages["late summary"] and "各题回顾" in pages["late summary"]
+    found = {name: untranslated(text) for name, text in pages.items()}
+    assert not any(found.values()), found
