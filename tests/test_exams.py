@@ -429,3 +429,34 @@ def test_the_new_chinese_pages_show_no_english_interface_text(client, app, clock
     assert "时间已到" in pages["late summary"] and "各题回顾" in pages["late summary"]
     found = {name: untranslated(text) for name, text in pages.items()}
     assert not any(found.values()), found
+
+
+def test_a_sessions_end_is_one_moment_for_every_read():
+    from datetime import datetime
+
+    from app.domain.practice import session_end
+
+    t0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+    deadline = t0 + timedelta(minutes=3)
+
+    def end(now, finished=None, answered=(), size=2, limit=deadline):
+        return session_end(
+            started_at=t0, deadline=limit, finished_at=finished, answered_at=list(answered),
+            size=size, now=now,
+        )  # fmt: skip
+
+    assert end(deadline) is None  # at the deadline itself it still runs
+    assert end(deadline + timedelta(seconds=1)) == deadline
+    assert end(deadline + timedelta(days=3)) == deadline  # the same for every later read
+    # Ended by the learner; a stored end after the deadline (an old read) reads as the deadline.
+    assert end(t0 + timedelta(minutes=1), finished=t0 + timedelta(minutes=1)) == t0 + timedelta(
+        minutes=1
+    )
+    assert end(t0, finished=deadline + timedelta(hours=1)) == deadline
+    # Every question answered: its last answer, never past the deadline (an answer in the grace).
+    last = t0 + timedelta(minutes=2)
+    assert end(last, answered=[t0 + timedelta(minutes=1), last]) == last
+    late = deadline + timedelta(seconds=5)
+    assert end(late, answered=[t0, late]) == deadline
+    # A practice session without a deadline runs until every question has an answer.
+    assert end(t0 + timedelta(days=9), answered=[t0], limit=None) is None
