@@ -1,6 +1,7 @@
 """Practice pages: single questions (permalinks), practice sessions in every mode, answers and
-their feedback, session summaries. Every state change is a POST checked for CSRF; answers
-redirect to their feedback page (so Back, reload and a language switch show the same feedback).
+their feedback (summaries are in app.web.sessions). Every state change is a POST checked for
+CSRF; answers redirect to their feedback page (so Back, reload and a language switch show the same
+feedback).
 """
 
 from __future__ import annotations
@@ -26,23 +27,21 @@ from app.domain.messages import Message
 from app.domain.practice import MAX_SIZE, MODES
 from app.models import Attempt
 from app.practice.answers import Context, answer_question, answer_writer, resolve_token
-from app.practice.questions import Question, get_card, new_question, regenerate
+from app.practice.questions import Question, new_question, regenerate
 from app.practice.sessions import (
     NothingToPractise,
     SessionOver,
     SessionState,
     finish_session,
     load_session,
-    past_exams,
     question_at,
-    settle_session,
     start_session,
-    summarise,
     summary_path,
 )
 from app.practice.storing import stored_question
 from app.problems import InvalidInput, NotFound
 from app.web.forms import check_csrf, web_learner
+from app.web.sessions import nothing_page, session_state
 from app.web.templating import link, render_page
 
 router = APIRouter(include_in_schema=False)
@@ -131,29 +130,8 @@ def start(
             now=ctx.clock(),
         )
     except NothingToPractise as nothing:
-        return _nothing_page(request, ctx, visitor, card_id, nothing, chosen)
+        return nothing_page(request, ctx, visitor, card_id, nothing, chosen)
     return _see_other(link(f"/sessions/{row.id}", visitor.lang))
-
-
-def _nothing_page(
-    request: Request,
-    ctx: Context,
-    visitor: Visitor,
-    card_id: str,
-    nothing: NothingToPractise,
-    templates: list[str] | None,
-) -> Response:
-    """No mistakes (or nothing due) to practise: said on a page that offers practice instead."""
-    card = get_card(ctx.catalog, card_id)
-    found = [card.template(t) for t in templates or ()]
-    points = {t.point for t in found if t is not None}
-    context = {
-        "card": card,
-        "message": nothing.text,
-        "point": card.point_by_slug(points.pop()) if len(points) == 1 else None,
-        "csrf_token": visitor.csrf_token,
-    }
-    return render_page(request, "nothing_to_practise.html", context, lang=visitor.lang)
 
 
 @router.get("/sessions/{session_id}")
@@ -167,7 +145,7 @@ def session_page(
 ) -> Response:
     """The session's next question, or its summary when it is over (``answered``: the number of
     a question answered again, whose first answer counts)."""
-    state = _state(db, visitor, session_id)
+    state = session_state(db, visitor, session_id)
     now = ctx.clock()
     position = state.next_position
     if position is None or state.over(now):
@@ -193,49 +171,9 @@ def finish(
 ) -> Response:
     """End a session now (the rest counts as unanswered) and show the summary."""
     check_csrf(visitor, csrf_token)
-    state = _state(db, visitor, session_id)
+    state = session_state(db, visitor, session_id)
     finish_session(db=db, state=state, now=ctx.clock())
     return _see_other(link(summary_path(state.row.id), visitor.lang))
-
-
-@router.get("/sessions/{session_id}/summary")
-def summary_page(
-    request: Request,
-    session_id: str,
-    db: DbDep,
-    ctx: ContextDep,
-    visitor: VisitorDep,
-    late: Annotated[int | None, Query(ge=0, le=1)] = None,
-) -> Response:
-    """Right and wrong per exam point, the pitfalls fallen for, time spent, each question with
-    its key, practise again; an exam's past results (``late``: an answer came after the end)."""
-    state = _state(db, visitor, session_id)
-    now = ctx.clock()
-    state = settle_session(db=db, state=state, now=now)
-    card = get_card(ctx.catalog, state.row.card_id, offered=False)
-    exams = []
-    if state.is_exam:
-        exams = past_exams(db=db, learner_id=state.row.learner_id, card_id=card.id, now=now)
-    context = {
-        "card": card,
-        "summary": summarise(catalog=ctx.catalog, state=state, now=now, secret=ctx.seed_secret),
-        "state": state,
-        "csrf_token": visitor.csrf_token,
-        "finished": state.over(now),
-        "late": bool(late),
-        "past_exams": exams,
-        "time_zone": visitor.time_zone,
-    }
-    return render_page(request, "summary.html", context, lang=visitor.lang)
-
-
-def _state(db: DbDep, visitor: VisitorDep, session_id: str) -> SessionState:
-    if visitor.learner is None:
-        raise NotFound(
-            Message("This practice session does not exist."),
-            code="session_not_found",
-        )
-    return load_session(db=db, learner_id=visitor.learner.id, session_id=session_id[:64])
 
 
 # --- answering --------------------------------------------------------------------------------
