@@ -151,7 +151,7 @@ def _problem(request: Request, exc: Problem) -> Response:
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(exc, TooManyRequests):
         headers["Retry-After"] = str(exc.retry_after_s)
-    extra = None
+    extra = dict(exc.members) or None
     if getattr(exc, "problems", None) is not None:  # a card that cannot be published
         extra = {"problems": [p.to_json() for p in exc.problems]}  # type: ignore[attr-defined]
     if isinstance(exc, InvalidAnswer):  # the field at fault, for the app to point at

@@ -7,6 +7,8 @@ message in the page's language.
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.domain.messages import Message
 from app.domain.texts import Text
 
@@ -18,12 +20,20 @@ class Problem(Exception):
     code = "bad_request"
     title = "Bad request"
 
-    def __init__(self, message: str | Text, *, code: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str | Text,
+        *,
+        code: str | None = None,
+        members: dict[str, Any] | None = None,
+    ) -> None:
         text = message if isinstance(message, Text) else Text.verbatim(message)
         super().__init__(text.en)
         self.text = text
         if code is not None:
             self.code = code
+        # Extension members of the problem document (RFC 9457), e.g. an exam's summary_url.
+        self.members: dict[str, Any] = dict(members or {})
 
     @property
     def message(self) -> str:

@@ -29,6 +29,17 @@ class ProblemPublic(BaseModel):
     detail: str = Field(description="What was wrong, in the requested language.")
 
 
+class AnswerConflictPublic(ProblemPublic):
+    """A 409 to an answer; a session that ended first (exam_over, session_over) says where its
+    results are."""
+
+    summary_url: str | None = Field(
+        default=None,
+        description="exam_over, session_over: the session's summary page on this server (the "
+        "answer was not counted).",
+    )
+
+
 class PointSummaryPublic(BaseModel):
     slug: str = Field(description="The exam point's stable id.")
     number: int = Field(description="Its position on the card (display only).")
@@ -211,6 +222,11 @@ class BatchItemProblem(BaseModel):
     status: int
     code: str
     detail: str
+    summary_url: str | None = Field(
+        default=None,
+        exclude_if=lambda url: url is None,
+        description="exam_over, session_over: the session's summary page on this server.",
+    )
 
 
 class AnswerBatchPublic(BaseModel):

@@ -32,6 +32,7 @@ from app.routing import HotRoute, query_values, read_body, read_model, refuse
 from app.schemas import (
     AnswerBatchCreate,
     AnswerBatchPublic,
+    AnswerConflictPublic,
     AnswerCreate,
     AnswerPublic,
     BatchItemProblem,
@@ -48,8 +49,10 @@ ANSWER_ERRORS: dict[int | str, dict[str, Any]] = {
         "description": "token_not_yours: the question was issued to another learner.",
     },
     409: {
-        "model": ProblemPublic,
-        "description": "question_expired, question_retired, exam_over or answer_id_reused.",
+        "model": AnswerConflictPublic,
+        "description": "question_expired, question_retired, answer_id_reused, or exam_over / "
+        "session_over: the session ended before this answer (not counted; summary_url says "
+        "where its results are).",
     },
     422: {
         "model": ProblemPublic,
@@ -152,6 +155,9 @@ def _submission(body: AnswerCreate) -> Submission:
 def _item_result(result: AnswerOutcome | Problem, lang: str) -> AnswerPublic | BatchItemProblem:
     if isinstance(result, Problem):
         return BatchItemProblem(
-            status=result.status_code, code=result.code, detail=result.text.get(lang)
+            status=result.status_code,
+            code=result.code,
+            detail=result.text.get(lang),
+            summary_url=result.members.get("summary_url"),
         )
     return present.answer(result, lang)

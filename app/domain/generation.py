@@ -778,8 +778,10 @@ def grade(variant: Variant, choice_id: str) -> Grade:
     chosen = variant.choice(choice_id)
     correct = variant.choice(variant.correct_choice_id)
     explanation: Text
-    if chosen.pitfall is None:
+    if chosen.pitfall is None and variant.kind == "numeric":
         explanation = Message("%(answer)s is right.", answer=correct.text)
+    elif chosen.pitfall is None:  # a statement is a sentence of its own, full stop included
+        explanation = Message("That statement is right: %(answer)s", answer=correct.text)
     elif variant.kind == "numeric":
         explanation = Message(
             "%(chosen)s is what the pitfall “%(pitfall)s” gives; the answer is %(answer)s.",

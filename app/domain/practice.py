@@ -20,6 +20,7 @@ import hmac
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from .cards import Card, Template
 from .identity import MAX_SEED
@@ -78,3 +79,32 @@ def position_seed(secret: bytes, session_id: str, position: int, draw: int = 0) 
     message = f"{session_id}:{position}" if draw == 0 else f"{session_id}:{position}:{draw}"
     digest = hmac.new(secret, message.encode(), hashlib.sha256).digest()
     return int.from_bytes(digest[:8], "big") % (MAX_SEED + 1)
+
+
+def session_end(
+    *,
+    started_at: datetime,
+    deadline: datetime | None,
+    finished_at: datetime | None,
+    answered_at: Sequence[datetime],
+    size: int,
+    now: datetime,
+) -> datetime | None:
+    """When a session ended, or None while it runs (every moment timezone-aware).
+
+    It ends when the learner ends it (``finished_at``), else at its last answer once every
+    question has one, else at its deadline once that has passed: a timed exam ends itself,
+    whatever the browser does. Never after the deadline: the time an exam used is at most its
+    time (an answer sent before the deadline and arriving just after still counts, but does not
+    lengthen the exam). The same moment for every read after the end, so storing it is
+    idempotent."""
+    end: datetime | None = finished_at
+    if end is None and size > 0 and len(answered_at) >= size:
+        end = max(answered_at)
+    if end is None and deadline is not None and now > deadline:
+        end = deadline
+    if end is not None and deadline is not None:
+        end = min(end, deadline)
+    if end is not None:
+        end = max(end, started_at)
+    return end

@@ -1,4 +1,11 @@
-"""Practice sessions: start one in a mode, serve its questions in order, summarise it at the end."""
+"""Practice sessions: start one in a mode, serve its questions in order, summarise it at the end.
+
+A session ends when the learner ends it, when every question has an answer, or (a timed exam) at
+its deadline, whatever the browser does (app.domain.practice.session_end): every reader computes
+that end the same way, and the summary stores it in ``finished_at`` on its first read after it
+(:func:`settle_session`, idempotent). A new answer after the end is refused with the summary's URL
+(:class:`SessionOver`); an answer sent as an exam's clock ran out still counts (``EXAM_GRACE``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc, new_id, now_utc
@@ -24,8 +31,8 @@ from app.domain.practice import (
     plan_session,
     position_seed,
     same_points,
+    session_end,
 )
-from app.domain.texts import Text
 from app.models import Attempt, PracticeSession, ReviewItem
 from app.practice.questions import (
     Question,
@@ -58,19 +65,59 @@ class SessionState:
                 return position
         return None
 
+    @property
+    def is_exam(self) -> bool:
+        return self.row.mode == "exam"
+
+    def ended_at(self, now: datetime) -> datetime | None:
+        """When the session ended (None while it runs): app.domain.practice.session_end."""
+        row = self.row
+        return session_end(
+            started_at=as_utc(row.started_at),
+            deadline=as_utc(row.deadline_at) if row.deadline_at is not None else None,
+            finished_at=as_utc(row.finished_at) if row.finished_at is not None else None,
+            answered_at=[as_utc(a.created_at) for a in self.answered.values()],
+            size=self.size,
+            now=now,
+        )
+
     def over(self, now: datetime) -> bool:
-        if self.row.finished_at is not None or self.next_position is None:
-            return True
-        deadline = self.row.deadline_at
-        return deadline is not None and now > as_utc(deadline)
+        return self.ended_at(now) is not None
 
 
-def nothing_to_practise(mode: str) -> Conflict:
-    if mode == "review":
-        text = Message("Nothing is due for review right now.")
-    else:
-        text = Message("No mistakes to practise yet: answer some questions first.")
-    return Conflict(text, code="nothing_to_practise")
+def summary_path(session_id: str) -> str:
+    """Where a session's summary is (a page of this server)."""
+    return f"/sessions/{session_id}/summary"
+
+
+class SessionOver(Conflict):
+    """A new answer in a session that is over (an exam past its time, or ended by the learner):
+    not counted; the problem carries the summary's URL (``summary_url``)."""
+
+    def __init__(self, row: PracticeSession) -> None:
+        if row.mode == "exam":
+            text = Message("The exam is over: this answer was not counted. See your results.")
+            code = "exam_over"
+        else:
+            text = Message("This session is over: this answer was not counted.")
+            code = "session_over"
+        super().__init__(text, code=code, members={"summary_url": summary_path(row.id)})
+        self.session_id = row.id
+
+
+class NothingToPractise(Conflict):
+    """A mistakes or review session with nothing in scope (a new learner, mistakes understood)."""
+
+    def __init__(self, mode: str, *, narrowed: bool = False) -> None:
+        if mode == "review":
+            text = Message("Nothing is due for review right now.")
+        elif narrowed:
+            text = Message("Nothing left to practise here: you marked this mistake as understood.")
+        else:
+            text = Message("No mistakes to practise yet: answer some questions first.")
+        super().__init__(text, code="nothing_to_practise")
+        self.mode = mode
+        self.narrowed = narrowed
 
 
 def start_session(
@@ -122,7 +169,7 @@ def start_session(
             else _due_templates(db, card, learner_id, now)
         )
         if not scope:
-            raise nothing_to_practise(mode)
+            raise NothingToPractise(mode, narrowed=mode == "mistakes" and templates is not None)
         if mode == "review":
             size = min(size, len(scope))
         # A review serves its due templates themselves (with new numbers), never others instead.
@@ -245,95 +292,41 @@ def question_at(
 
 
 def check_can_answer(state: SessionState, now: datetime) -> None:
-    deadline = state.row.deadline_at
-    if deadline is not None and now > as_utc(deadline) + EXAM_GRACE:
-        raise Conflict(
-            Message("The exam's time is up: see your results."),
-            code="exam_over",
-        )
+    """Refuse a new answer in a session that is over (:class:`SessionOver`): past an exam's
+    deadline (and its grace), or ended by the learner. Answering a position again is not a new
+    answer (app.practice.storing replays the first one), so it is never refused here."""
+    row = state.row
+    deadline = as_utc(row.deadline_at) if row.deadline_at is not None else None
+    late = deadline is not None and now > deadline + EXAM_GRACE
+    # Ended by the learner; an exam stored as ended at its deadline still takes the grace.
+    ended = row.finished_at is not None and (deadline is None or as_utc(row.finished_at) < deadline)
+    if late or ended:
+        raise SessionOver(row)
 
 
-def finish_session(*, db: Session, session_id: str, now: datetime | None = None) -> None:
+def _store_end(db: Session, session_id: str, end: datetime) -> None:
+    """``finished_at`` set once: the first writer's end stays (every reader computes the same)."""
     with write_transaction(db):
-        row = db.get(PracticeSession, session_id)
-        if row is not None and row.finished_at is None:
-            row.finished_at = now or now_utc()
-
-
-@dataclass(frozen=True)
-class PointScore:
-    point: str
-    right: int
-    wrong: int
-    unanswered: int
-
-
-@dataclass(frozen=True)
-class PitfallFallen:
-    template_id: str
-    pitfall_id: str
-    title: Text
-    times: int
-
-
-@dataclass(frozen=True)
-class Summary:
-    mode: str
-    card_id: str
-    size: int
-    right: int
-    wrong: int
-    unanswered: int
-    points: list[PointScore]
-    pitfalls: list[PitfallFallen]
-    seconds: int
-    wrong_templates: list[str]
-
-
-def summarise(*, catalog: Catalog, state: SessionState, now: datetime) -> Summary:
-    """Right and wrong per exam point, the pitfalls fallen for, the time spent."""
-    per_point: dict[str, list[int]] = {}
-    pitfalls: dict[tuple[str, str], int] = {}
-    wrong_templates: list[str] = []
-    for position, planned in enumerate(state.row.plan):
-        score = per_point.setdefault(str(planned["point"]), [0, 0, 0])
-        attempt = state.answered.get(position)
-        if attempt is None:
-            score[2] += 1
-        elif attempt.correct:
-            score[0] += 1
-        else:
-            score[1] += 1
-            if attempt.template_id not in wrong_templates:
-                wrong_templates.append(attempt.template_id)
-            if attempt.pitfall_id:
-                key = (attempt.template_id, attempt.pitfall_id)
-                pitfalls[key] = pitfalls.get(key, 0) + 1
-    last = max((as_utc(a.created_at) for a in state.answered.values()), default=None)
-    end = as_utc(state.row.finished_at) if state.row.finished_at else (last or now)
-    fallen = []
-    for (template_id, pitfall_id), times in sorted(pitfalls.items(), key=lambda kv: -kv[1]):
-        template = catalog.template_anywhere(state.row.card_id, template_id)
-        pitfall = (
-            next((p for p in template.pitfalls if p.id == pitfall_id), None) if template else None
+        db.execute(
+            update(PracticeSession)
+            .where(PracticeSession.id == session_id, PracticeSession.finished_at.is_(None))
+            .values(finished_at=end)
         )
-        title = pitfall.title if pitfall else Text.verbatim(pitfall_id)
-        fallen.append(PitfallFallen(template_id, pitfall_id, title, times))
-    card = catalog.latest(state.row.card_id)
-    order = [p.slug for p in card.points] if card else []
-    points = sorted(
-        (PointScore(slug, *score) for slug, score in per_point.items()),
-        key=lambda s: order.index(s.point) if s.point in order else len(order),
-    )
-    return Summary(
-        mode=state.row.mode,
-        card_id=state.row.card_id,
-        size=state.size,
-        right=sum(s.right for s in points),
-        wrong=sum(s.wrong for s in points),
-        unanswered=sum(s.unanswered for s in points),
-        points=points,
-        pitfalls=fallen,
-        seconds=max(0, int((end - as_utc(state.row.started_at)).total_seconds())),
-        wrong_templates=wrong_templates,
-    )
+
+
+def finish_session(*, db: Session, state: SessionState, now: datetime | None = None) -> None:
+    """The learner ends the session now (the rest counts as unanswered); a session already over
+    keeps the end it had."""
+    now = now or now_utc()
+    _store_end(db, state.row.id, state.ended_at(now) or now)
+
+
+def settle_session(*, db: Session, state: SessionState, now: datetime) -> SessionState:
+    """The session with its end stored once it is over (the first read after its end)."""
+    end = state.ended_at(now)
+    if end is None or state.row.finished_at is not None:
+        return state
+    _store_end(db, state.row.id, end)
+    db.refresh(state.row)
+    db.commit()
+    return state

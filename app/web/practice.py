@@ -1,10 +1,12 @@
 """Practice pages: single questions (permalinks), practice sessions in every mode, answers and
-their feedback, session summaries. Every state change is a POST checked for CSRF; answers
-redirect to their feedback page (so Back, reload and a language switch show the same feedback).
+their feedback (summaries are in app.web.sessions). Every state change is a POST checked for
+CSRF; answers redirect to their feedback page (so Back, reload and a language switch show the same
+feedback).
 """
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from dataclasses import dataclass
@@ -27,18 +29,21 @@ from app.domain.texts import Text
 from app.domain.typed import accepted_units, typed_figures, unit_label
 from app.models import Attempt
 from app.practice.answers import Context, answer_question, answer_writer, resolve_token
-from app.practice.questions import Question, get_card, new_question, regenerate
+from app.practice.questions import Question, new_question, regenerate
 from app.practice.sessions import (
+    NothingToPractise,
+    SessionOver,
     SessionState,
     finish_session,
     load_session,
     question_at,
     start_session,
-    summarise,
+    summary_path,
 )
 from app.practice.storing import regrade, stored_question
 from app.problems import InvalidAnswer, InvalidInput, NotFound
 from app.web.forms import check_csrf, web_learner
+from app.web.sessions import nothing_page, session_state
 from app.web.templating import link, render_page
 
 router = APIRouter(include_in_schema=False)
@@ -104,6 +109,7 @@ async def practise_point(
 
 @router.post("/sessions")
 def start(
+    request: Request,
     db: DbDep,
     ctx: ContextDep,
     visitor: VisitorDep,
@@ -120,32 +126,42 @@ def start(
     if mode not in MODES:
         raise InvalidInput(Message("Unknown practice mode."), code="invalid_mode")
     learner = web_learner(db, visitor)
-    row = start_session(
-        db=db,
-        catalog=ctx.catalog,
-        learner_id=learner.id,
-        card_id=card_id,
-        mode=mode,
-        seed_secret=ctx.seed_secret,
-        point=point or None,
-        size=size,
-        templates=[t for t in templates.split(",") if t] if templates else None,
-        now=ctx.clock(),
-        typed=bool(typed),
-    )
+    chosen = [t for t in templates.split(",") if t] if templates else None
+    try:
+        row = start_session(
+            db=db,
+            catalog=ctx.catalog,
+            learner_id=learner.id,
+            card_id=card_id,
+            mode=mode,
+            seed_secret=ctx.seed_secret,
+            point=point or None,
+            size=size,
+            templates=chosen,
+            now=ctx.clock(),
+            typed=bool(typed),
+        )
+    except NothingToPractise as nothing:
+        return nothing_page(request, ctx, visitor, card_id, nothing, chosen)
     return _see_other(link(f"/sessions/{row.id}", visitor.lang))
 
 
 @router.get("/sessions/{session_id}")
 def session_page(
-    request: Request, session_id: str, db: DbDep, ctx: ContextDep, visitor: VisitorDep
+    request: Request,
+    session_id: str,
+    db: DbDep,
+    ctx: ContextDep,
+    visitor: VisitorDep,
+    answered: Annotated[int | None, Query(ge=1, le=MAX_SIZE)] = None,
 ) -> Response:
-    """The session's next question, or its summary when it is over."""
-    state = _state(db, visitor, session_id)
+    """The session's next question, or its summary when it is over (``answered``: the number of
+    a question answered again, whose first answer counts)."""
+    state = session_state(db, visitor, session_id)
     now = ctx.clock()
     position = state.next_position
     if position is None or state.over(now):
-        return _see_other(link(f"/sessions/{session_id}/summary", visitor.lang))
+        return _see_other(link(summary_path(state.row.id), visitor.lang))
     item = question_at(
         catalog=ctx.catalog,
         signer=ctx.signer,
@@ -153,7 +169,8 @@ def session_page(
         state=state,
         position=position,
     )
-    return _question_page(request, ctx, visitor, item, state)
+    first = state.answered.get(answered - 1) if answered is not None else None
+    return _question_page(request, ctx, visitor, item, state, first_answer=first)
 
 
 @router.post("/sessions/{session_id}/finish")
@@ -166,39 +183,9 @@ def finish(
 ) -> Response:
     """End a session now (the rest counts as unanswered) and show the summary."""
     check_csrf(visitor, csrf_token)
-    _state(db, visitor, session_id)
-    finish_session(db=db, session_id=session_id, now=ctx.clock())
-    return _see_other(link(f"/sessions/{session_id}/summary", visitor.lang))
-
-
-@router.get("/sessions/{session_id}/summary")
-def summary_page(
-    request: Request, session_id: str, db: DbDep, ctx: ContextDep, visitor: VisitorDep
-) -> Response:
-    """Right and wrong per exam point, the pitfalls fallen for, time spent, practise again."""
-    state = _state(db, visitor, session_id)
-    now = ctx.clock()
-    if state.row.finished_at is None and state.over(now):
-        finish_session(db=db, session_id=session_id, now=now)
-        state = _state(db, visitor, session_id)
-    card = get_card(ctx.catalog, state.row.card_id, offered=False)
-    context = {
-        "card": card,
-        "summary": summarise(catalog=ctx.catalog, state=state, now=now),
-        "state": state,
-        "csrf_token": visitor.csrf_token,
-        "finished": state.row.finished_at is not None,
-    }
-    return render_page(request, "summary.html", context, lang=visitor.lang)
-
-
-def _state(db: DbDep, visitor: VisitorDep, session_id: str) -> SessionState:
-    if visitor.learner is None:
-        raise NotFound(
-            Message("This practice session does not exist."),
-            code="session_not_found",
-        )
-    return load_session(db=db, learner_id=visitor.learner.id, session_id=session_id[:64])
+    state = session_state(db, visitor, session_id)
+    finish_session(db=db, state=state, now=ctx.clock())
+    return _see_other(link(summary_path(state.row.id), visitor.lang))
 
 
 # --- answering --------------------------------------------------------------------------------
@@ -250,6 +237,10 @@ def _answer_form(
     def again(error: Message | Text) -> Response:
         """The question again with ``error`` beside the form (nothing was stored)."""
         question, position = resolve_token(db=db, ctx=ctx, learner=learner, token=token)
+        if position is not None:
+            state = load_session(db=db, learner_id=learner.id, session_id=position.session_id)
+            if state.over(ctx.clock()):
+                return _see_other(link(summary_path(state.row.id), visitor.lang))
         variant = regenerate(ctx.catalog, question)
         item = Question(
             variant=variant,
@@ -286,12 +277,27 @@ def _answer_form(
     except InvalidAnswer as problem:
         db.rollback()
         return again(problem.reason)
+    except SessionOver as over:  # not counted: the summary says so
+        return _see_other(link(summary_path(over.session_id), visitor.lang, late=1))
     attempt = outcome.attempt
+    # Back, another choice, submit: the position's first answer counts, and the page says so.
+    answered_before = outcome.replayed and attempt.client_answer_id != client_answer_id
     if attempt.practice_session_id is not None:
         state = load_session(db=db, learner_id=learner.id, session_id=attempt.practice_session_id)
         if state.row.mode == "exam":
-            return _see_other(link(f"/sessions/{state.row.id}", visitor.lang))
-    return _see_other(link(f"/answers/{attempt.id}", visitor.lang))
+            number = _question_number(state, attempt.id) if answered_before else None
+            return _see_other(link(f"/sessions/{state.row.id}", visitor.lang, answered=number))
+    return _see_other(
+        link(f"/answers/{attempt.id}", visitor.lang, again=1 if answered_before else None)
+    )
+
+
+def _question_number(state: SessionState, attempt_id: int) -> int | None:
+    """The question number (from 1) a session's stored answer answered."""
+    for position, attempt in state.answered.items():
+        if attempt.id == attempt_id:
+            return position + 1
+    return None
 
 
 @router.get("/answers/{attempt_id}")
@@ -301,8 +307,10 @@ def feedback_page(
     db: DbDep,
     ctx: ContextDep,
     visitor: VisitorDep,
+    again: Annotated[int | None, Query(ge=0, le=1)] = None,
 ) -> Response:
-    """The feedback of one stored answer: every choice with its pitfall, the worked solution."""
+    """The feedback of one stored answer: every choice with its pitfall, the worked solution
+    (``again``: the question was answered again, and this first answer counts)."""
     attempt = db.get(Attempt, attempt_id) if 0 < attempt_id < 2**62 else None
     db.commit()
     if attempt is None or visitor.learner is None or attempt.learner_id != visitor.learner.id:
@@ -321,7 +329,7 @@ def feedback_page(
     if state is not None and not state.over(ctx.clock()):
         next_url = link(f"/sessions/{state.row.id}", visitor.lang)
     elif state is not None:
-        next_url = link(f"/sessions/{state.row.id}/summary", visitor.lang)
+        next_url = link(summary_path(state.row.id), visitor.lang)
     else:
         next_url = link(f"/cards/{card.id}/points/{variant.id.point}/practice", visitor.lang)
     context = {
@@ -336,6 +344,7 @@ def feedback_page(
         "again_template": variant.id.template_id,
         "position": attempt.position,
         "seconds_left": None,
+        "answered_again": bool(again),
     }
     return render_page(request, "feedback.html", context, lang=visitor.lang)
 
@@ -350,6 +359,7 @@ def _question_page(
     error: Text | None = None,
     status_code: int = 200,
     typed: TypedForm | None = None,
+    first_answer: Attempt | None = None,
 ) -> Response:
     card: Card = ctx.catalog.locate(item.variant.id).card
     position = item.position.position if item.position else None
@@ -372,6 +382,9 @@ def _question_page(
         "typed_units": [(unit, unit_label(unit)) for unit in units],
         "typed_figures": typed_figures(item.variant) if units else None,
         "typed": typed or TypedForm("", item.variant.content.template.unit or ""),
+        "summary_url": link(summary_path(state.row.id), visitor.lang) if state else None,
+        "first_answer": first_answer,
+        "time_zone": visitor.time_zone,
     }
     switch = None
     if state is None:
@@ -392,6 +405,7 @@ def _question_page(
 
 
 def _seconds_left(state: SessionState | None, now: datetime) -> int | None:
+    """Whole seconds to the deadline, rounded up: a countdown at 0 is at or past it."""
     if state is None or state.row.deadline_at is None:
         return None
-    return max(0, int((as_utc(state.row.deadline_at) - now).total_seconds()))
+    return max(0, math.ceil((as_utc(state.row.deadline_at) - now).total_seconds()))

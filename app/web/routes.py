@@ -4,6 +4,7 @@ not in the OpenAPI document."""
 from __future__ import annotations
 
 from app.web import account, pages, practice, review
+from app.web import sessions as session_pages
 from app.web.analytics import router as analytics_router
 from app.web.authoring import cards as authoring_cards
 from app.web.authoring import editor as authoring_editor
@@ -13,6 +14,7 @@ from app.web.classes import router as classes_router
 PAGE_ROUTERS = (
     pages.router,
     practice.router,
+    session_pages.router,
     review.router,
     account.router,
     authoring_cards.router,

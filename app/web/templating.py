@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from babel import Locale
-from babel.dates import format_skeleton
+from babel.dates import format_datetime, format_skeleton
 from babel.numbers import format_decimal
 from fastapi import Request
 from fastapi.templating import Jinja2Templates
@@ -28,6 +28,7 @@ from jinja2.runtime import Context
 from markupsafe import Markup
 from starlette.responses import Response
 
+from app.domain.calendar import zone
 from app.domain.languages import LANGS, other_lang
 from app.domain.messages import Message, check_catalogs, translations
 from app.domain.texts import Text
@@ -189,18 +190,22 @@ def format_plain(value: float | None, lang: str = "en") -> str:
     return format_decimal(value, format="@###", locale=lang)
 
 
-def format_when(moment: datetime | None, lang: str = "en") -> str:
-    """A stored moment in UTC as the page's locale writes a date and a 24-hour time (Babel):
-    ``Jan 5, 2025, 15:04 UTC``, ``2025年1月5日 15:04 UTC``."""
+def format_when(moment: datetime | None, lang: str = "en", zone_name: str | None = None) -> str:
+    """A stored moment as the page's locale writes a date and a 24-hour time (Babel), on the
+    learner's clock (``zone_name``, an IANA name; UTC when None or unknown):
+    ``Jan 5, 2025, 15:04 UTC``, ``2025年1月5日 23:04 GMT+08:00``."""
     if moment is None:
         return "—"
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     locale = Locale.parse(lang)
-    date = format_skeleton("yMMMd", moment, tzinfo=UTC, locale=locale)
-    time = format_skeleton("Hm", moment, tzinfo=UTC, locale=locale)
+    where = zone(zone_name)
+    date = format_skeleton("yMMMd", moment, tzinfo=where, locale=locale)
+    time = format_skeleton("Hm", moment, tzinfo=where, locale=locale)
     joined = str(locale.datetime_formats["medium"]).replace("{1}", date).replace("{0}", time)
-    return f"{joined} UTC"
+    if where is UTC or zone_name in ("UTC", "Etc/UTC"):
+        return f"{joined} UTC"
+    return f"{joined} {format_datetime(moment, 'OOOO', tzinfo=where, locale=locale)}"
 
 
 @pass_context
@@ -210,7 +215,8 @@ def _number_filter(context: Context, value: float | None) -> str:
 
 @pass_context
 def _when_filter(context: Context, moment: datetime | None) -> str:
-    return format_when(moment, context.get("lang", "en"))
+    """A moment on the learner's clock when the page knows it (``time_zone`` in its context)."""
+    return format_when(moment, context.get("lang", "en"), context.get("time_zone"))
 
 
 def format_duration(seconds: int, lang: str) -> str:

@@ -1,0 +1,246 @@
+"""A practice session's summary: right and wrong per exam point, the pitfalls fallen for, the
+time it took, and each question with the learner's answer and the key; an exam's past results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.auth.service import as_utc
+from app.domain.cards import Pitfall
+from app.domain.catalog import Catalog
+from app.domain.generation import Choice, Variant
+from app.domain.identity import QuestionId
+from app.domain.texts import Text
+from app.models import Attempt, PracticeSession
+from app.practice.questions import find_variant
+from app.practice.sessions import SessionState, question_id_at
+
+
+@dataclass(frozen=True)
+class PointScore:
+    point: str
+    right: int
+    wrong: int
+    unanswered: int
+
+
+@dataclass(frozen=True)
+class PitfallFallen:
+    template_id: str
+    pitfall_id: str
+    title: Text
+    times: int
+
+
+@dataclass(frozen=True)
+class QuestionLine:
+    """One question of a summary: what was asked, the learner's choice, the key."""
+
+    position: int
+    variant: Variant
+    key: Choice
+    chosen: Choice | None  # None: unanswered, or answered by typing
+    attempt_id: int | None
+    typed: str | None = None  # a typed answer: the value and unit typed
+    typed_correct: bool = False
+    typed_pitfall: Pitfall | None = None  # the pitfall a wrong typed value was diagnosed as
+
+    @property
+    def answered(self) -> bool:
+        return self.chosen is not None or self.typed is not None
+
+    @property
+    def correct(self) -> bool:
+        if self.typed is not None:
+            return self.typed_correct
+        return self.chosen is not None and self.chosen.pitfall is None
+
+    @property
+    def pitfall(self) -> Pitfall | None:
+        return (
+            self.typed_pitfall
+            if self.typed is not None
+            else (self.chosen.pitfall if self.chosen is not None else None)
+        )
+
+
+@dataclass(frozen=True)
+class Summary:
+    mode: str
+    card_id: str
+    size: int
+    right: int
+    wrong: int
+    unanswered: int
+    points: list[PointScore]
+    pitfalls: list[PitfallFallen]
+    seconds: int
+    wrong_templates: list[str]
+    questions: list[QuestionLine]
+
+
+def summarise(*, catalog: Catalog, state: SessionState, now: datetime, secret: bytes) -> Summary:
+    """Right and wrong per exam point, the pitfalls fallen for, the time spent, and each question
+    answered (every question once the session is over; an exam lists none before its end, when
+    nothing of it is told)."""
+    per_point: dict[str, list[int]] = {}
+    pitfalls: dict[tuple[str, str], int] = {}
+    wrong_templates: list[str] = []
+    for position, planned in enumerate(state.row.plan):
+        score = per_point.setdefault(str(planned["point"]), [0, 0, 0])
+        attempt = state.answered.get(position)
+        if attempt is None:
+            score[2] += 1
+        elif attempt.correct:
+            score[0] += 1
+        else:
+            score[1] += 1
+            if attempt.template_id not in wrong_templates:
+                wrong_templates.append(attempt.template_id)
+            if attempt.pitfall_id:
+                key = (attempt.template_id, attempt.pitfall_id)
+                pitfalls[key] = pitfalls.get(key, 0) + 1
+    last = max((as_utc(a.created_at) for a in state.answered.values()), default=None)
+    ended = state.ended_at(now)
+    end = ended or last or now
+    fallen = []
+    for (template_id, pitfall_id), times in sorted(pitfalls.items(), key=lambda kv: -kv[1]):
+        template = catalog.template_anywhere(state.row.card_id, template_id)
+        pitfall = (
+            next((p for p in template.pitfalls if p.id == pitfall_id), None) if template else None
+        )
+        title = pitfall.title if pitfall else Text.verbatim(pitfall_id)
+        fallen.append(PitfallFallen(template_id, pitfall_id, title, times))
+    card = catalog.latest(state.row.card_id)
+    order = [p.slug for p in card.points] if card else []
+    points = sorted(
+        (PointScore(slug, *score) for slug, score in per_point.items()),
+        key=lambda s: order.index(s.point) if s.point in order else len(order),
+    )
+    return Summary(
+        mode=state.row.mode,
+        card_id=state.row.card_id,
+        size=state.size,
+        right=sum(s.right for s in points),
+        wrong=sum(s.wrong for s in points),
+        unanswered=sum(s.unanswered for s in points),
+        points=points,
+        pitfalls=fallen,
+        seconds=max(0, int((end - as_utc(state.row.started_at)).total_seconds())),
+        wrong_templates=wrong_templates,
+        questions=_question_lines(catalog, state, secret, over=ended is not None),
+    )
+
+
+def _question_lines(
+    catalog: Catalog, state: SessionState, secret: bytes, *, over: bool
+) -> list[QuestionLine]:
+    if state.is_exam and not over:
+        return []
+    lines = []
+    for position in range(state.size):
+        attempt = state.answered.get(position)
+        if attempt is None and not over:
+            continue  # a question still to come is not shown before it is asked
+        identity = question_id_at(state.row, position, secret)
+        if attempt is not None:  # what was asked then (a plan's question, by its stored seed)
+            identity = QuestionId(
+                attempt.card_id,
+                attempt.point,
+                attempt.template_id,
+                attempt.template_version,
+                attempt.seed,
+            )
+        variant = find_variant(catalog, identity)
+        if variant is None:
+            continue  # its template was retired since
+        lines.append(
+            QuestionLine(
+                position=position,
+                variant=variant,
+                key=variant.choice(variant.correct_choice_id),
+                chosen=(
+                    variant.choice(attempt.choice_id)
+                    if attempt is not None and attempt.choice_id is not None
+                    else None
+                ),
+                attempt_id=attempt.id if attempt is not None else None,
+                typed=(
+                    f"{attempt.typed_value} {attempt.typed_unit}"
+                    if attempt is not None and attempt.typed_value is not None
+                    else None
+                ),
+                typed_correct=bool(attempt.correct) if attempt is not None else False,
+                typed_pitfall=next(
+                    (
+                        p
+                        for p in variant.content.template.pitfalls
+                        if attempt is not None and p.id == attempt.pitfall_id
+                    ),
+                    None,
+                ),
+            )
+        )
+    return lines
+
+
+@dataclass(frozen=True)
+class ExamResult:
+    """A past exam: when it started, its score, the time it used."""
+
+    session_id: str
+    started_at: datetime
+    right: int
+    size: int
+    seconds: int
+
+
+PAST_EXAMS = 10
+
+
+def past_exams(
+    *, db: Session, learner_id: str, card_id: str, now: datetime, limit: int = PAST_EXAMS
+) -> list[ExamResult]:
+    """The learner's latest exams on a card that are over (newest first): an exam past its
+    deadline counts as over here too, whether or not its summary was ever opened."""
+    rows = db.scalars(
+        select(PracticeSession)
+        .where(
+            PracticeSession.learner_id == learner_id,
+            PracticeSession.card_id == card_id,
+            PracticeSession.mode == "exam",
+        )
+        .order_by(PracticeSession.started_at.desc(), PracticeSession.id)
+        .limit(limit + 1)  # one may still be running
+    ).all()
+    attempts = db.scalars(
+        select(Attempt)
+        .where(Attempt.practice_session_id.in_([row.id for row in rows]))
+        .order_by(Attempt.created_at, Attempt.id)
+    ).all()
+    db.commit()
+    answered: dict[str, dict[int, Attempt]] = {row.id: {} for row in rows}
+    for attempt in attempts:
+        if attempt.practice_session_id is not None and attempt.position is not None:
+            answered[attempt.practice_session_id].setdefault(attempt.position, attempt)
+    results = []
+    for row in rows:
+        state = SessionState(row=row, answered=answered[row.id])
+        end = state.ended_at(now)
+        if end is None:
+            continue
+        started = as_utc(row.started_at)
+        results.append(
+            ExamResult(
+                session_id=row.id,
+                started_at=started,
+                right=sum(1 for a in state.answered.values() if a.correct),
+                size=state.size,
+                seconds=max(0, int((end - started).total_seconds())),
+            )
+        )
+    return results[:limit]
