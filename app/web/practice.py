@@ -38,6 +38,7 @@ from app.practice.storing import stored_question
 from app.problems import InvalidInput, NotFound
 from app.web.forms import check_csrf, web_learner
 from app.web.templating import link, render_page
+from app.web.today import next_review_view
 
 router = APIRouter(include_in_schema=False)
 
@@ -307,6 +308,7 @@ def feedback_page(
         "again_template": variant.id.template_id,
         "position": attempt.position,
         "seconds_left": None,
+        "next_review": next_review_view(db=db, attempt=attempt, now=ctx.clock(), visitor=visitor),
     }
     return render_page(request, "feedback.html", context, lang=visitor.lang)
 

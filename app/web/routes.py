@@ -3,7 +3,7 @@ not in the OpenAPI document."""
 
 from __future__ import annotations
 
-from app.web import account, pages, practice, review
+from app.web import account, pages, practice, review, today
 from app.web.analytics import router as analytics_router
 from app.web.authoring import cards as authoring_cards
 from app.web.authoring import editor as authoring_editor
@@ -11,6 +11,7 @@ from app.web.calculator import router as calculator_router
 from app.web.classes import router as classes_router
 
 PAGE_ROUTERS = (
+    today.router,
     pages.router,
     practice.router,
     review.router,
