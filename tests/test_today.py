@@ -394,7 +394,7 @@ def test_the_review_page_draws_the_charts_with_tables(client, app, clock):
     assert rows == sorted(rows, key=order.index)
     assert "no figure yet" in text
     zh = client.get("/review?lang=zh").text
-    assert "未来 14 天的复习" in zh and "没有数据" in zh
+    assert "未来 14 天的复习" in zh and "暂无数据" in zh
 
 
 def test_the_card_page_puts_the_practise_buttons_first(client):
