@@ -119,17 +119,25 @@ def test_the_card_page_s_first_practise_button_is_in_the_first_screen(
     assert not problems, "\n".join(problems)
 
 
-def answer_wrong_then_right(page: Page, live_server: LiveServer, lang: str) -> None:
+def pick(page: Page, choice_id: str, lang: str, phone: bool) -> None:
+    if not phone:
+        choose(page, choice_id, lang)
+        return
+    page.locator(f"input[name=choice_id][value='{choice_id}']").tap()
+    page.get_by_role("button", name=TEXTS[lang]["check"]).tap()
+
+
+def answer_wrong_then_right(page: Page, live_server: LiveServer, lang: str, phone: bool) -> None:
     """On the card page: practise the first exam point, one wrong answer and one right."""
     page.goto(f"/cards/{CARD_ID}?lang={lang}")
     start_first_point(page, lang)
     _, wrong = live_server.wrong_choice(page)
-    choose(page, wrong.id, lang)
+    pick(page, wrong.id, lang, phone)
     expect(page.locator(".verdict h1")).to_have_text(TEXTS[lang]["wrong"])
     expect(page.locator(".next-review")).to_be_visible()
     page.get_by_role("link", name=TEXTS[lang]["next"]).click()
     _, right = live_server.answer_key(page)
-    choose(page, right.id, lang)
+    pick(page, right.id, lang, phone)
     expect(page.locator(".verdict h1")).to_have_text(TEXTS[lang]["correct"])
     expect(page.locator(".next-review")).to_contain_text(re.compile(r"\d"))
 
@@ -140,9 +148,10 @@ def test_today_with_reviews_due_and_a_streak_then_the_charts(
 ) -> None:
     page, size = sized
     texts = TODAY[lang]
-    answer_wrong_then_right(page, live_server, lang)  # day 1
+    phone = size == "phone"
+    answer_wrong_then_right(page, live_server, lang, phone)  # day 1
     live_server.clock.advance(timedelta(days=1))
-    answer_wrong_then_right(page, live_server, lang)  # day 2
+    answer_wrong_then_right(page, live_server, lang, phone)  # day 2
     live_server.clock.advance(timedelta(minutes=3))  # the wrong ones are due
     page.goto(f"/?lang={lang}")
     expect(page.locator("h1")).to_have_text(texts["today"])
