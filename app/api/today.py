@@ -43,7 +43,10 @@ def _zone(learner: LearnerRef) -> str:
 @router.patch(
     "/me",
     response_model=LearnerPublic,
-    responses={422: {"model": ProblemPublic, "description": "An unknown time zone."}},
+    responses={
+        400: {"model": ProblemPublic, "description": "A body that is not JSON."},
+        422: {"model": ProblemPublic, "description": "An unknown time zone."},
+    },
 )
 def update_me(
     body: Annotated[LearnerUpdate, Body()], db: DbDep, learner: ApiLearner

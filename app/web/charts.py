@@ -126,7 +126,7 @@ def activity_chart(days: Sequence[tuple[date, int]], lang: str) -> ActivityChart
         cells=cells,
         months=months,
         weekdays=weekdays,
-        width=LEFT + columns * (CELL + CELL_GAP),
+        width=LEFT + columns * (CELL + CELL_GAP) + 14,  # room for a last month's name
         height=HEAD + 7 * (CELL + CELL_GAP),
         total=sum(count for _, count in days),
         active_days=sum(1 for _, count in days if count),
