@@ -90,10 +90,16 @@ def start(client, mode="card", **fields):
 
 
 def test_the_card_list_links_to_each_card(client, card):
-    response = client.get("/")
+    response = client.get("/cards")
     assert response.status_code == 200 and response.template.name == "cards.html"
     assert f'href="/cards/{CARD_ID}"' in response.text
     assert html.escape(card.title.en) in response.text
+    # Today lists the cards too, each exam point a link to practise it
+    today = client.get("/")
+    assert today.status_code == 200 and today.template.name == "today.html"
+    assert f'href="/cards/{CARD_ID}"' in today.text
+    for point in card.points:
+        assert f'href="/cards/{CARD_ID}/points/{point.slug}/practice"' in today.text
 
 
 def test_the_card_page_has_contents_a_practise_button_per_point_and_the_modes(client, card):

@@ -76,7 +76,11 @@ def create_learner(db: DbDep) -> LearnerCreatedPublic:
 def read_me(learner: ApiLearner) -> LearnerPublic:
     """Who the token belongs to."""
     return LearnerPublic(
-        learner_id=learner.id, kind=learner.kind, role=learner.role, email=learner.email
+        learner_id=learner.id,
+        kind=learner.kind,
+        role=learner.role,
+        email=learner.email,
+        time_zone=learner.time_zone,
     )
 
 

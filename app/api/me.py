@@ -14,6 +14,7 @@ from app.practice.choosing import practise_again, review_question
 from app.practice.mistakes import MAX_PAGE, list_attempts, mistake_book
 from app.practice.recent import recent_answers
 from app.problems import InvalidInput
+from app.review.habits import pitfall_mastery
 from app.review.service import MAX_DUE_PAGE, due_items, progress
 from app.schemas import (
     AttemptPagePublic,
@@ -21,6 +22,7 @@ from app.schemas import (
     DueItemPublic,
     DuePagePublic,
     PitfallCountPublic,
+    PitfallMasteryPublic,
     PointProgressPublic,
     ProblemPublic,
     ProgressPublic,
@@ -143,10 +145,13 @@ def read_practise_again(
 
 
 @router.get("/me/progress", response_model=ProgressPublic)
-def read_my_progress(db: DbDep, ctx: ContextDep, learner: ApiLearner) -> ProgressPublic:
-    """Per card and exam point: first answers, share right, reviews due, FSRS retention."""
+def read_my_progress(
+    db: DbDep, ctx: ContextDep, learner: ApiLearner, lang: ApiLang
+) -> ProgressPublic:
+    """Per card, in the card's exam-point order: first answers, share right, reviews due, FSRS
+    retention of the questions answered right (none yet: null); and mastery per pitfall."""
     cards: dict[str, list[PointProgressPublic]] = {}
-    for item in progress(db=db, learner_id=learner.id, now=ctx.clock()):
+    for item in progress(db=db, learner_id=learner.id, now=ctx.clock(), catalog=ctx.catalog):
         cards.setdefault(item.card_id, []).append(
             PointProgressPublic(
                 point=item.point,
@@ -154,10 +159,27 @@ def read_my_progress(db: DbDep, ctx: ContextDep, learner: ApiLearner) -> Progres
                 share_right=item.right / item.attempts if item.attempts else None,
                 due=item.due,
                 retention=item.retention,
+                reviewed=item.reviewed,
+                learning=item.learning,
+            )
+        )
+    pitfalls: dict[str, list[PitfallMasteryPublic]] = {}
+    for row in pitfall_mastery(db=db, catalog=ctx.catalog, learner_id=learner.id):
+        pitfalls.setdefault(row.card_id, []).append(
+            PitfallMasteryPublic(
+                pitfall_id=row.pitfall_id,
+                point=row.point,
+                title=row.title_pitfall.title.get(lang),
+                state=row.state,  # type: ignore[arg-type]
+                offered=row.offered,
+                chosen=row.fell,
             )
         )
     return ProgressPublic(
-        cards=[CardProgressPublic(card_id=c, points=points) for c, points in cards.items()]
+        cards=[
+            CardProgressPublic(card_id=c, points=points, pitfalls=pitfalls.get(c, []))
+            for c, points in cards.items()
+        ]
     )
 
 

@@ -18,8 +18,10 @@ from app.auth.passwords import (
 )
 from app.auth.ratelimit import LoginLimiter
 from app.auth.tokens import forget_cached_tokens
+from app.auth.visitors import forget_visitors
 from app.auth.web_sessions import end_sessions
 from app.db import write_transaction
+from app.domain.calendar import is_time_zone
 from app.domain.messages import Message, plural_message
 from app.domain.texts import Text
 from app.models import Learner
@@ -148,6 +150,25 @@ def set_exam_date(*, db: Session, learner_id: str, exam_date: object) -> None:
         if learner is None:
             raise NotFound(Message("unknown learner"))
         learner.exam_date = exam_date  # type: ignore[assignment]
+
+
+def set_time_zone(*, db: Session, learner_id: str, time_zone: str | None) -> None:
+    """Choose the IANA zone the learner's days are counted in (None: the browser's, else UTC)."""
+    if time_zone is not None and not is_time_zone(time_zone):
+        raise InvalidInput(
+            Message(
+                "Unknown time zone %(zone)s: use an IANA name such as Asia/Shanghai.",
+                zone=repr(time_zone),
+            ),
+            code="invalid_time_zone",
+        )
+    with write_transaction(db):
+        learner = db.get(Learner, learner_id)
+        if learner is None:
+            raise NotFound(Message("unknown learner"))
+        learner.time_zone = time_zone
+    forget_cached_tokens()  # the learner's cached references carry the zone
+    forget_visitors()
 
 
 def exam_date_of(*, db: Session, learner_id: str):  # type: ignore[no-untyped-def]

@@ -19,6 +19,7 @@ from app.auth.accounts import (
     register,
     set_exam_date,
     set_role,
+    set_time_zone,
 )
 from app.auth.identity import (
     ACCOUNT,
@@ -88,6 +89,7 @@ __all__ = [
     "register",
     "revoke_token",
     "set_exam_date",
+    "set_time_zone",
     "set_role",
     "set_session_lang",
     "start_web_session",

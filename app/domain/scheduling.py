@@ -124,6 +124,13 @@ def retrievability(state: FsrsState, at: datetime) -> float:
     return float(_SCHEDULER.get_card_retrievability(FsrsCard.from_dict(state), at))
 
 
+def decay_and_factor() -> tuple[float, float]:
+    """FSRS-6's forgetting-curve constants for the scheduler's parameters: DECAY = -w20 and
+    FACTOR = 0.9^(1/DECAY) - 1, so that R(S, S) = 0.9."""
+    decay = -float(_SCHEDULER.parameters[20])
+    return decay, 0.9 ** (1 / decay) - 1
+
+
 def bring_forward(state: FsrsState, now: datetime) -> FsrsState:
     """The same state, due now (a pitfall fallen for again makes its templates urgent)."""
     card = FsrsCard.from_dict(state)

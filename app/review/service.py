@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, case, func, insert, select, update
@@ -18,8 +18,10 @@ from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc
 from app.batch import ByKeys, Read
-from app.domain import rating
-from app.domain.scheduling import retrievability
+from app.domain import habits, rating
+from app.domain.calendar import day_end, local_day
+from app.domain.catalog import Catalog
+from app.domain.scheduling import FsrsState
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
 
 MAX_DUE_PAGE = 100
@@ -175,9 +177,12 @@ def due_items(
     return items[: max(1, min(limit, MAX_DUE_PAGE))]
 
 
-def due_counts(*, db: Session, learner_id: str, now: datetime) -> tuple[int, int]:
-    """(due now, due later today) for the header and the review page."""
-    end_of_day = datetime.combine(now.date() + timedelta(days=1), time(0, 0), tzinfo=UTC)
+def due_counts(
+    *, db: Session, learner_id: str, now: datetime, zone_name: str | None = None
+) -> tuple[int, int]:
+    """(due now, due later today) for the header, Today and the review page; "today" ends at the
+    learner's midnight (``zone_name``, UTC when None)."""
+    end_of_day = day_end(local_day(now, zone_name), zone_name)
     rows = db.execute(
         select(ReviewItem.due_at).where(
             ReviewItem.learner_id == learner_id, ReviewItem.due_at < end_of_day
@@ -195,10 +200,18 @@ class PointProgress:
     attempts: int
     right: int
     due: int
-    retention: float | None  # mean FSRS retrievability of the point's items now
+    # The mean FSRS retrievability now of the point's items in Review state (None: none yet;
+    # app.domain.habits.memory), how many that is, and how many are still learning.
+    retention: float | None
+    reviewed: int = 0
+    learning: int = 0
 
 
-def progress(*, db: Session, learner_id: str, now: datetime) -> list[PointProgress]:
+def progress(
+    *, db: Session, learner_id: str, now: datetime, catalog: Catalog | None = None
+) -> list[PointProgress]:
+    """Per card and exam point: first answers, right, reviews due, FSRS memory; in the card's
+    exam-point order (``catalog``), points no longer on a card last."""
     counts = db.execute(
         select(
             Attempt.card_id,
@@ -211,31 +224,39 @@ def progress(*, db: Session, learner_id: str, now: datetime) -> list[PointProgre
     ).all()
     items = db.scalars(select(ReviewItem).where(ReviewItem.learner_id == learner_id)).all()
     db.commit()
-    result: dict[tuple[str, str], dict[str, object]] = {}
+    result: dict[tuple[str, str], tuple[int, int]] = {}
     for card_id, point, attempts, right in counts:
-        result[(card_id, point)] = {"attempts": attempts, "right": int(right or 0)}
-    retention: dict[tuple[str, str], list[float]] = {}
+        result[(card_id, point)] = (int(attempts), int(right or 0))
+    states: dict[tuple[str, str], list[FsrsState]] = {}
     due: dict[tuple[str, str], int] = {}
     for item in items:
         key = (item.card_id, item.point)
-        result.setdefault(key, {"attempts": 0, "right": 0})
-        if item.state.get("stability") is not None:
-            retention.setdefault(key, []).append(retrievability(item.state, now))
+        result.setdefault(key, (0, 0))
+        states.setdefault(key, []).append(item.state)
         if as_utc(item.due_at) <= now:
             due[key] = due.get(key, 0) + 1
-    return [
-        PointProgress(
-            card_id=card_id,
-            point=point,
-            attempts=int(values["attempts"]),  # type: ignore[call-overload]
-            right=int(values["right"]),  # type: ignore[call-overload]
-            due=due.get((card_id, point), 0),
-            retention=sum(retention[(card_id, point)]) / len(retention[(card_id, point)])
-            if (card_id, point) in retention
-            else None,
+    rows = []
+    for (card_id, point), (attempts, right) in result.items():
+        memory = habits.memory(states.get((card_id, point), []), now)
+        rows.append(
+            PointProgress(
+                card_id=card_id,
+                point=point,
+                attempts=attempts,
+                right=right,
+                due=due.get((card_id, point), 0),
+                retention=memory.retrievability,
+                reviewed=memory.reviewed,
+                learning=memory.learning,
+            )
         )
-        for (card_id, point), values in sorted(result.items())
-    ]
+    return sorted(rows, key=lambda row: _point_order(catalog, row))
+
+
+def _point_order(catalog: Catalog | None, row: PointProgress) -> tuple[str, int, str]:
+    card = catalog.latest(row.card_id) if catalog is not None else None
+    point = card.point_by_slug(row.point) if card is not None else None
+    return (row.card_id, point.number if point is not None else 10**6, row.point)
 
 
 def days_until(exam_date: date | None, today: date) -> int | None:

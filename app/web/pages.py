@@ -16,9 +16,9 @@ from app.web.templating import render_page
 router = APIRouter(include_in_schema=False)
 
 
-@router.get("/")
+@router.get("/cards")
 def card_list(request: Request, catalog: CatalogDep, visitor: VisitorDep) -> Response:
-    """The cards."""
+    """The cards (Today, ``/``, lists them too)."""
     return render_page(request, "cards.html", {"cards": catalog.cards()}, lang=visitor.lang)
 
 

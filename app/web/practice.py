@@ -45,6 +45,7 @@ from app.problems import InvalidAnswer, InvalidInput, NotFound
 from app.web.forms import check_csrf, web_learner
 from app.web.sessions import nothing_page, session_state
 from app.web.templating import link, render_page
+from app.web.today import next_review_view
 
 router = APIRouter(include_in_schema=False)
 
@@ -345,6 +346,7 @@ def feedback_page(
         "position": attempt.position,
         "seconds_left": None,
         "answered_again": bool(again),
+        "next_review": next_review_view(db=db, attempt=attempt, now=ctx.clock(), visitor=visitor),
     }
     return render_page(request, "feedback.html", context, lang=visitor.lang)
 

@@ -10,13 +10,16 @@ from starlette.responses import RedirectResponse, Response
 
 from app.auth.service import exam_date_of, set_exam_date
 from app.deps import CatalogDep, ContextDep, DbDep, VisitorDep
+from app.domain.calendar import local_day
 from app.domain.messages import Message
 from app.domain.texts import Text
 from app.practice.mistakes import dismiss, mistake_book
 from app.problems import InvalidInput
 from app.review.service import days_until, due_counts, due_items, progress
+from app.web.charts import progress_charts
 from app.web.forms import check_csrf, web_learner
 from app.web.templating import link, render_page
+from app.web.today import day_text
 
 router = APIRouter(include_in_schema=False)
 Filter = Annotated[str | None, Query(max_length=100)]
@@ -95,7 +98,12 @@ def review_page(request: Request, db: DbDep, ctx: ContextDep, visitor: VisitorDe
     catalog = ctx.catalog
     now = ctx.clock()
     learner_id = visitor.learner.id if visitor.learner else None
-    due_now, later = due_counts(db=db, learner_id=learner_id, now=now) if learner_id else (0, 0)
+    zone_name = visitor.time_zone
+    due_now, later = (
+        due_counts(db=db, learner_id=learner_id, now=now, zone_name=zone_name)
+        if learner_id
+        else (0, 0)
+    )
     items = due_items(db=db, learner_id=learner_id, now=now, limit=100) if learner_id else []
     exam = exam_date_of(db=db, learner_id=learner_id) if learner_id else None
     by_card: dict[str, int] = {}
@@ -109,10 +117,14 @@ def review_page(request: Request, db: DbDep, ctx: ContextDep, visitor: VisitorDe
         "cards": {c.id: c for c in catalog.cards()},
         "catalog": catalog,
         "exam_date": exam,
-        "days_left": days_until(exam, now.date()),
-        "progress": progress(db=db, learner_id=learner_id, now=now) if learner_id else [],
+        "days_left": days_until(exam, local_day(now, zone_name)),
+        "progress": progress(db=db, learner_id=learner_id, now=now, catalog=catalog)
+        if learner_id
+        else [],
         "csrf_token": visitor.csrf_token,
-        "today": now.date().isoformat(),
+        "today": local_day(now, zone_name).isoformat(),
+        "exam_day": day_text(exam, visitor.lang),
+        **progress_charts(db=db, ctx=ctx, learner_id=learner_id, visitor=visitor),
     }
     return render_page(request, "review.html", context, lang=visitor.lang)
 
@@ -136,7 +148,7 @@ def save_exam_date(
                 Message("Enter the exam date as a date."),
                 code="invalid_date",
             ) from None
-        if value < ctx.clock().date():
+        if value < local_day(ctx.clock(), visitor.time_zone):
             raise InvalidInput(
                 Message("The exam date has to be today or later."),
                 code="invalid_date",

@@ -3,7 +3,7 @@ not in the OpenAPI document."""
 
 from __future__ import annotations
 
-from app.web import account, pages, practice, review
+from app.web import account, pages, practice, review, today
 from app.web import sessions as session_pages
 from app.web.analytics import router as analytics_router
 from app.web.authoring import cards as authoring_cards
@@ -12,6 +12,7 @@ from app.web.calculator import router as calculator_router
 from app.web.classes import router as classes_router
 
 PAGE_ROUTERS = (
+    today.router,
     pages.router,
     practice.router,
     session_pages.router,

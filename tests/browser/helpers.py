@@ -27,6 +27,7 @@ TEXTS = {
     "en": {
         "html_lang": "en",
         "cards": "Cards",
+        "today": "Today",
         "practise": "Practise",
         "position": "Question {n} / {of}",
         "check": "Check answer",
@@ -58,6 +59,7 @@ TEXTS = {
     "zh": {
         "html_lang": "zh-Hans",
         "cards": "卡片",
+        "today": "今天",
         "practise": "练习",
         "position": "第 {n} 题，共 {of} 题",
         "check": "提交答案",
@@ -157,9 +159,9 @@ def nav(page: Page):
 
 
 def open_card(page: Page, lang: str) -> None:
-    """From the card list (in the language last chosen), open the ZeRO card by its link."""
+    """From Today's card list (in the language last chosen), open the ZeRO card by its link."""
     page.goto("/")
-    expect(page.locator("h1")).to_have_text(TEXTS[lang]["cards"])
+    expect(page.locator("h1")).to_have_text(TEXTS[lang]["today"])
     page.locator("ul.cards a").first.click()
     expect(page).to_have_url(re.compile(rf"/cards/{CARD_ID}"))
 

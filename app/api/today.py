@@ -1,0 +1,131 @@
+"""The learner's day for the app: their time zone (``PATCH /me``), Today, the review forecast and
+the activity calendar, from the same services as the web pages (app.review.habits)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body
+
+from app.auth.service import LearnerRef, set_time_zone
+from app.deps import ApiLearner, ContextDep, DbDep
+from app.domain.calendar import is_time_zone
+from app.domain.messages import Message
+from app.problems import Problem
+from app.review.habits import answer_activity, review_forecast, today
+from app.schemas import (
+    ActivityDayPublic,
+    ActivityPublic,
+    ForecastDayPublic,
+    ForecastPublic,
+    LearnerPublic,
+    LearnerUpdate,
+    NextActionPublic,
+    ProblemPublic,
+    ResumePublic,
+    StreakPublic,
+    TodayPublic,
+)
+
+router = APIRouter(tags=["me"], responses={401: {"model": ProblemPublic}})
+
+
+class UnknownTimeZone(Problem):
+    status_code = 422
+    code = "invalid_time_zone"
+    title = "Unprocessable content"
+
+
+def _zone(learner: LearnerRef) -> str:
+    return learner.time_zone if is_time_zone(learner.time_zone) else "UTC"  # type: ignore[return-value]
+
+
+@router.patch(
+    "/me",
+    response_model=LearnerPublic,
+    responses={
+        400: {"model": ProblemPublic, "description": "A body that is not JSON."},
+        422: {"model": ProblemPublic, "description": "An unknown time zone."},
+    },
+)
+def update_me(
+    body: Annotated[LearnerUpdate, Body()], db: DbDep, learner: ApiLearner
+) -> LearnerPublic:
+    """Set the learner's time zone (an IANA name; null: UTC): Today, streaks and the forecast
+    count the learner's days in it."""
+    if body.time_zone is not None and not is_time_zone(body.time_zone):
+        raise UnknownTimeZone(
+            Message(
+                "Unknown time zone %(zone)s: use an IANA name such as Asia/Shanghai.",
+                zone=repr(body.time_zone),
+            )
+        )
+    set_time_zone(db=db, learner_id=learner.id, time_zone=body.time_zone)
+    return LearnerPublic(
+        learner_id=learner.id,
+        kind=learner.kind,
+        role=learner.role,
+        email=learner.email,
+        time_zone=body.time_zone,
+    )
+
+
+@router.get("/me/today", response_model=TodayPublic)
+def read_my_today(db: DbDep, ctx: ContextDep, learner: ApiLearner) -> TodayPublic:
+    """What the Today page shows: reviews due now and the minutes they take, the session to
+    resume, the streak, the days to the exam, and the one suggested next action."""
+    facts = today(
+        db=db, catalog=ctx.catalog, learner_id=learner.id, now=ctx.clock(), zone_name=_zone(learner)
+    )
+    resume = facts.resume
+    return TodayPublic(
+        date=facts.today,
+        time_zone=facts.time_zone,
+        due_now=facts.due_now,
+        due_later_today=facts.due_later_today,
+        minutes=facts.minutes,
+        seconds_per_question=facts.seconds_per_question,
+        own_time=facts.own_time,
+        resume=ResumePublic(
+            session_id=resume.session_id,
+            card_id=resume.card_id,
+            mode=resume.mode,
+            answered=resume.answered,
+            size=resume.size,
+            url=f"/sessions/{resume.session_id}",
+        )
+        if resume
+        else None,
+        streak=StreakPublic(days=facts.streak.days, answered_today=facts.streak.answered_today),
+        answers=facts.answers,
+        answers_today=facts.answers_today,
+        exam_date=facts.exam_date,
+        days_to_exam=facts.days_to_exam,
+        next=NextActionPublic(
+            action=facts.next.action,
+            card_id=facts.next.card_id,
+            mode=facts.next.mode,
+            point=facts.next.point,
+            session_id=facts.next.session_id,
+        ),
+    )
+
+
+@router.get("/me/forecast", response_model=ForecastPublic)
+def read_my_forecast(db: DbDep, ctx: ContextDep, learner: ApiLearner) -> ForecastPublic:
+    """Reviews due per day of the learner's next 14 days (today first, overdue included)."""
+    zone_name = _zone(learner)
+    days = review_forecast(db=db, learner_id=learner.id, now=ctx.clock(), zone_name=zone_name)
+    return ForecastPublic(
+        time_zone=zone_name, days=[ForecastDayPublic(date=d, due=n) for d, n in days]
+    )
+
+
+@router.get("/me/activity", response_model=ActivityPublic)
+def read_my_activity(db: DbDep, ctx: ContextDep, learner: ApiLearner) -> ActivityPublic:
+    """Answers per day of the learner's last 26 weeks (whole weeks from a Monday, to today)."""
+    zone_name = _zone(learner)
+    days = answer_activity(db=db, learner_id=learner.id, now=ctx.clock(), zone_name=zone_name)
+    return ActivityPublic(
+        time_zone=zone_name, days=[ActivityDayPublic(date=d, answers=n) for d, n in days]
+    )
