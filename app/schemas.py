@@ -280,3 +280,12 @@ class DueItemPublic(BaseModel):
 class DuePagePublic(BaseModel):
     items: list[DueItemPublic]
     next_cursor: str | None
+
+
+class PasswordResetCreate(BaseModel):
+    email: str = Field(min_length=1, max_length=254)
+
+
+class PasswordResetConfirm(BaseModel):
+    token: str = Field(min_length=1, max_length=100, description="The token of the emailed link.")
+    password: str = Field(min_length=1, max_length=1024, description="The new password.")
