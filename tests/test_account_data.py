@@ -53,8 +53,9 @@ def learner_with_everything(client, app, db, email: str) -> tuple[str, dict[str,
     register(client, email)
     headers = bearer(client, email=email)
     bearer(client, email=email, device="tablet")
-    answer_by_api(client, headers, "offload", 1, f"{email}-1")
-    answer_by_api(client, headers, "optimizer-memory", 2, f"{email}-2")
+    name = email.split("@")[0]
+    answer_by_api(client, headers, "offload", 1, f"{name}-1")
+    answer_by_api(client, headers, "optimizer-memory", 2, f"{name}-2")
     page = client.get("/login")
     client.post(
         "/login", data={"csrf_token": csrf(page.text), "email": email, "password": PASSWORD}
@@ -161,8 +162,8 @@ def test_the_export_holds_the_rows_created(client, app, db):
     ).all()
     assert [a["attempt_id"] for a in document["attempts"]] == [a.id for a in attempts]
     assert [a["client_answer_id"] for a in document["attempts"]][:2] == [
-        "mine@example.com-1",
-        "mine@example.com-2",
+        "mine-1",
+        "mine-2",
     ]
     assert [a["correct"] for a in document["attempts"]] == [a.correct for a in attempts]
     assert [m["attempt_id"] for m in document["mistakes"]] == [
