@@ -72,7 +72,7 @@ def learner_with_everything(client, app, db, email: str) -> tuple[str, dict[str,
     create_class(db=db, owner_id=learner_id, name="Own class")
     client.post(f"{API}/auth/password-reset", json={"email": email})
     app.state.mailer.wait()
-    db.add(CardDraft(card_id="draft-card", document={}, updated_by=learner_id))
+    db.add(CardDraft(card_id=f"draft-{name}", document={}, updated_by=learner_id))
     db.add(AuditEntry(actor_id=learner_id, actor_email=email, action="save", card_id="x"))
     db.commit()
     return learner_id, headers
@@ -117,6 +117,7 @@ def check_delete_removes_every_row(client, app, db) -> None:
     assert {k for k in before if "." in k} == {f"{t}.{c}" for t, c in LEARNER_TABLES.items()}
     assert all(before.values()), before
     others_before = db.scalar(select(func.count()).select_from(Attempt))
+    db.commit()  # no read transaction left open: SQLite would keep showing its snapshot
 
     assert client.delete(f"{API}/me", headers=headers).status_code == 204
     after = learner_rows(db, learner_id, item_ids)

@@ -30,6 +30,7 @@ from app.auth.ratelimit import LoginLimiter
 from app.auth.tokens import forget_cached_tokens
 from app.auth.web_sessions import end_sessions
 from app.db import write_transaction
+from app.domain.languages import DEFAULT_LANG
 from app.domain.messages import Message, plural_message
 from app.mail import Mailer
 from app.models import Learner, PasswordReset
@@ -71,7 +72,10 @@ def ask_for_reset(
         with sessions() as db:
             token = issue_reset(db=db, email=email)
         if token is not None:
-            mailer.send(reset_email(email, base_url.rstrip("/") + RESET_PATH + token, lang))
+            link = base_url.rstrip("/") + RESET_PATH + token
+            if lang != DEFAULT_LANG:
+                link += f"?lang={lang}"  # the page in the language the email was asked in
+            mailer.send(reset_email(email, link, lang))
 
     mailer.submit(work)
 
