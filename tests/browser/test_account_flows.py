@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, expect
+from test_password_reset import Inbox, free_port
 
 from app.mail import Mailer
 
-from test_password_reset import Inbox, free_port
 from .conftest import PHONE, _new_context
 from .helpers import (
     PASSWORD,
@@ -172,7 +172,9 @@ def test_invite_reset_export_and_delete(
     # My data, downloaded: the answer is in it, no password hash.
     with page.expect_download() as download:
         page.get_by_role("link", name=words["download"]).click()
-    assert re.fullmatch(r"infracards-my-data-\d{4}-\d{2}-\d{2}\.json", download.value.suggested_filename)
+    assert re.fullmatch(
+        r"infracards-my-data-\d{4}-\d{2}-\d{2}\.json", download.value.suggested_filename
+    )
     document = json.loads(open(download.value.path(), encoding="utf-8").read())
     assert document["learner"]["email"] == email and len(document["attempts"]) == 1
     assert "password_hash" not in json.dumps(document)
