@@ -194,3 +194,30 @@ def test_invite_reset_export_and_delete(
 
         assert db.scalar(select(Learner.id).where(Learner.email == email)) is None
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_review_page_reads_naturally_on_a_phone(
+    phone_page: Page, live_server: LiveServer, lang: str
+) -> None:
+    """The count due later today is a sentence of its own (今天稍后还有 1 道要复习。), and the progress
+    table's column headings stay on one line at 390 px (复习, 记忆保持率)."""
+    page = phone_page
+    page.goto(f"/?lang={lang}")
+    open_card(page, lang)
+    start_first_point(page, lang)
+    _, wrong = live_server.wrong_choice(page)
+    choose(page, wrong.id, lang)
+    page.goto("/review")
+    later = {"en": "1 review comes due later today.", "zh": "今天稍后还有 1 道要复习。"}[lang]
+    expect(page.locator("main")).to_contain_text(later)
+    headings = page.locator("table.scores thead th")
+    expect(headings.first).to_be_visible()
+    shot(page, f"{lang}-phone-review-progress")
+    heights = headings.evaluate_all(
+        "ths => ths.map(th => [th.textContent, th.getBoundingClientRect().height,"
+        " parseFloat(getComputedStyle(th).lineHeight)])"
+    )
+    wrapped = [text for text, height, line in heights if height > 1.6 * line + 16]
+    assert not wrapped, f"headings on two lines: {wrapped}"
+    assert not check_phone_layout(page, "review")
