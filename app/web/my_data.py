@@ -10,6 +10,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from app.auth.learner_data import delete_learner, export_filename, export_learner_data
 from app.auth.service import authenticate
 from app.deps import DbDep, LimiterDep, VisitorDep
+from app.domain.languages import LANGS
 from app.domain.messages import Message
 from app.problems import InvalidInput, Problem, Unauthorized
 from app.web.account import Text_, client_address, form_page, refused
@@ -67,7 +68,7 @@ def delete_my_account(
                 password=password,
                 address=client_address(request),
             )
-        elif confirm.strip().casefold() not in {CONFIRM_WORD.get(lang) for lang in ("en", "zh")}:
+        elif confirm.strip().casefold() not in {CONFIRM_WORD.get(lang) for lang in LANGS}:
             raise InvalidInput(
                 Message('Type "%(word)s" to confirm', word=CONFIRM_WORD),
                 code="not_confirmed",
