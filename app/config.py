@@ -3,7 +3,8 @@
 Environment variables (no prefix): ``DATABASE_URL``, ``SECRET_KEY``, ``ENVIRONMENT``
 (``production`` requires SECRET_KEY), ``DATA_DIR``, ``CARDS_DIR``, ``COOKIE_SECURE``,
 ``QUESTION_MAX_AGE_S``, ``RATE_LIMIT_STORAGE``, ``REDIS_URL``,
-``SQLITE_SYNCHRONOUS``, ``GC_FREEZE``, ``OPENTELEMETRY``. ``PORT`` is read by the Makefile (uvicorn's ``--port``).
+``SQLITE_SYNCHRONOUS``, ``GC_FREEZE``, ``OPENTELEMETRY``, ``SMTP_HOST``, ``SMTP_PORT``,
+``SMTP_SECURITY``, ``SMTP_USERNAME``, ``SMTP_PASSWORD``, ``MAIL_FROM``, ``PUBLIC_URL``. ``PORT`` is read by the Makefile (uvicorn's ``--port``).
 """
 
 from __future__ import annotations
@@ -92,6 +93,20 @@ class Settings(BaseSettings):
     # looking for configured providers on every request cost a tenth of a question GET
     # (1,273k -> 1,143k instructions in process, callgrind).
     opentelemetry: bool = False
+
+    # --- email (app.mail): password reset links ---
+    # SMTP_HOST unset: outside production the link is written to the log instead (development).
+    smtp_host: str = ""
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    # "starttls" (587), "tls" (implicit TLS, 465) or "none" (a relay on localhost, the tests).
+    smtp_security: Literal["starttls", "tls", "none"] = "starttls"
+    smtp_username: str = ""
+    smtp_password: SecretStr | None = None
+    smtp_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    mail_from: str = "infracards <no-reply@localhost>"
+    # PUBLIC_URL (https://cards.example.com): where links in emails point; unset, the address
+    # the request came to (its Host header is checked against TRUSTED_HOSTS).
+    public_url: str = ""
 
     @property
     def trusted_host_list(self) -> list[str]:

@@ -30,6 +30,7 @@ from app.db import DatabaseTimeouts, ensure_sqlite_folder, make_engine, make_ses
 from app.domain.cards import Card, CardError
 from app.domain.catalog import Catalog, load_cards
 from app.errors import install_error_handlers
+from app.mail import Mailer
 from app.observability import install_observability
 from app.observability.guards import install_guards
 from app.practice.answers import Context
@@ -157,6 +158,7 @@ def create_app(
         # app.observability.health.StartupGate has refused to start on an unusable database already.
         with collector_tuned(settings.gc_freeze):
             yield
+        mailer.wait()  # the emails asked for are sent before the database goes
         engine.dispose()
 
     app = FastAPI(
@@ -188,6 +190,7 @@ def create_app(
     app.state.csrf = CsrfSigner(secret_key)
     app.state.session_cookie = SessionCookie(secret_key)
     app.state.login_limiter = LoginLimiter(settings.rate_limit_storage)
+    app.state.mailer = mailer = Mailer(settings)
     app.state.pages = make_pages()
 
     app.add_middleware(

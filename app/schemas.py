@@ -454,3 +454,12 @@ class ActivityPublic(BaseModel):
 
     time_zone: str
     days: list[ActivityDayPublic]
+
+
+class PasswordResetCreate(BaseModel):
+    email: str = Field(min_length=1, max_length=254)
+
+
+class PasswordResetConfirm(BaseModel):
+    token: str = Field(min_length=1, max_length=100, description="The token of the emailed link.")
+    password: str = Field(min_length=1, max_length=1024, description="The new password.")

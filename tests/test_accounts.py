@@ -84,16 +84,56 @@ def test_unknown_email_and_wrong_password_get_the_same_answer(client):
     assert a["code"] == b["code"] == "wrong_credentials" and a["detail"] == b["detail"]
 
 
-def test_login_is_rate_limited_per_account(client):
+def test_a_learner_who_mistypes_three_times_still_logs_in(client):
     register(client)
-    codes = [token(client, password=f"wrong-{i}-xxxx").status_code for i in range(5)]
-    assert codes == [401] * 5
+    codes = [token(client, password=f"wrong-{i}-xxxx").status_code for i in range(3)]
+    assert codes == [401] * 3
+    assert token(client).status_code == 200  # the right password, at once: not locked out
+
+
+def test_guessing_a_password_is_throttled_with_retry_after(client):
+    register(client)
+    codes = [token(client, password=f"wrong-{i}-xxxx").status_code for i in range(10)]
+    assert codes == [401] * 10
     limited = token(client)  # even the right password, now
     assert limited.status_code == 429 and limited.json()["code"] == "rate_limited"
-    assert int(limited.headers["retry-after"]) >= 1
+    assert int(limited.headers["retry-after"]) >= 60
+    # The web form says so too, inline, with Retry-After.
+    page = client.get("/login")
+    refused = client.post(
+        "/login",
+        data={"csrf_token": csrf(page.text), "email": "ada@example.com", "password": PASSWORD},
+    )
+    assert refused.status_code == 429 and "Too many login attempts" in refused.text
+    assert int(refused.headers["retry-after"]) >= 60
     # Another account from the same address is still served.
     register(client, "eve@example.com")
     assert token(client, email="eve@example.com").status_code == 200
+
+
+def test_the_login_limits_count_failures_per_pair_account_and_address():
+    from app.auth.ratelimit import PER_ACCOUNT, PER_ADDRESS, PER_PAIR, LoginLimiter
+
+    limiter = LoginLimiter()
+    for _ in range(PER_PAIR.amount - 1):
+        limiter.failed(email="a@x.io", address="1.1.1.1")
+    assert limiter.check(email="a@x.io", address="1.1.1.1") is None
+    limiter.succeeded(email="a@x.io", address="1.1.1.1")  # a right password forgets the pair's
+    for _ in range(PER_PAIR.amount - 1):
+        limiter.failed(email="a@x.io", address="1.1.1.1")
+    assert limiter.check(email="a@x.io", address="1.1.1.1") is None
+    limiter.failed(email="a@x.io", address="1.1.1.1")
+    assert limiter.check(email="a@x.io", address="1.1.1.1") >= 1
+    assert limiter.check(email="a@x.io", address="2.2.2.2") is None  # the learner elsewhere
+    # Guessing one account from many addresses: the per-account limit.
+    for i in range(PER_ACCOUNT.amount - PER_PAIR.amount):
+        limiter.failed(email="a@x.io", address=f"10.0.0.{i}")
+    assert limiter.check(email="a@x.io", address="3.3.3.3") >= 1
+    # Many accounts from one address: the per-address limit.
+    for i in range(PER_ADDRESS.amount):
+        assert limiter.check(email=f"u{i}@x.io", address="4.4.4.4") is None
+        limiter.failed(email=f"u{i}@x.io", address="4.4.4.4")
+    assert limiter.check(email="new@x.io", address="4.4.4.4") >= 1
 
 
 def test_login_is_rate_limited_per_address(client):

@@ -292,6 +292,8 @@ def learner_pages(client, app) -> dict[str, str]:
         "/login",
         "/signup",
         "/classes/join",
+        "/password-reset",
+        "/password-reset/not-a-link",
     ):
         response = client.get(path)
         assert response.status_code in (200, 400, 404), path
@@ -316,6 +318,8 @@ def learner_pages(client, app) -> dict[str, str]:
     pages["summary"] = client.get(str(session.url) + "/summary").text
     pages["/mistakes"] = client.get("/mistakes").text
     pages["/review"] = client.get("/review").text
+    pages["guest /account"] = client.get("/account").text
+    pages["guest /account/delete"] = client.get("/account/delete").text
     return pages
 
 

@@ -263,9 +263,12 @@ def same_answer_to_both(url_a: str, url_b: str, learners: list[str], count: int)
 def test_login_limits_are_per_process_in_memory() -> None:
     first, second = LoginLimiter(), LoginLimiter()
     assert not first.shared
-    waits = [(first if i % 2 else second).hit(email="m@example.com", address="a") for i in range(8)]
-    assert waits == [None] * 8  # four attempts each: neither process reached five
-    assert [first.hit(email="m@example.com", address="a") for _ in range(2)][-1] is not None
+    for i in range(18):
+        (first if i % 2 else second).failed(email="m@example.com", address="a")
+    # Nine wrong passwords each: neither process reached ten.
+    assert first.check(email="m@example.com", address="a") is None
+    first.failed(email="m@example.com", address="a")
+    assert first.check(email="m@example.com", address="a") is not None
 
 
 def test_login_limits_in_redis_are_shared_and_survive_redis_going_away() -> None:
@@ -274,14 +277,19 @@ def test_login_limits_in_redis_are_shared_and_survive_redis_going_away() -> None
     assert first.shared
     email = f"shared-{uuid.uuid4().hex}@example.com"
     address = f"test-{uuid.uuid4().hex}"
-    waits = [(first if i % 2 else second).hit(email=email, address=address) for i in range(6)]
-    assert waits[:5] == [None] * 5 and waits[5] is not None and waits[5] >= 1
+    for i in range(9):
+        (first if i % 2 else second).failed(email=email, address=address)
+    assert first.check(email=email, address=address) is None
+    second.failed(email=email, address=address)
+    wait = first.check(email=email, address=address)
+    assert wait is not None and wait >= 1
 
     # Redis unreachable: counted in this process (still limited), no error, no hanging login.
     gone = LoginLimiter("redis://127.0.0.1:1/0")
     started = time.monotonic()
-    waits = [gone.hit(email=email, address=address) for _ in range(6)]
-    assert waits[:5] == [None] * 5 and waits[5] is not None
+    for _ in range(10):
+        gone.failed(email=email, address=address)
+    assert gone.check(email=email, address=address) is not None
     assert time.monotonic() - started < 5
 
 

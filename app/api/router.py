@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.api import answers, auth, cards, exports, instructor, me, today
+from app.api import answers, auth, cards, exports, instructor, me, my_account, today
 from app.api.analytics import router as analytics_router
 from app.api.calculator import router as calculator_router
 
@@ -23,4 +23,5 @@ API_ROUTERS = (
     instructor.router,
     exports.router,
     analytics_router,
+    my_account.router,
 )

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import re
-
+from email_validator import EmailNotValidError, validate_email
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -24,19 +23,28 @@ from app.db import write_transaction
 from app.domain.calendar import is_time_zone
 from app.domain.messages import Message, plural_message
 from app.domain.texts import Text
-from app.models import Learner
+from app.models import EMAIL_MAX, Learner
 from app.problems import Conflict, InvalidInput, NotFound, TooManyRequests, Unauthorized
-
-_EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
 
 WRONG_CREDENTIALS = Message("That email and password do not match an account.")
 
 
 def normalise_email(email: str) -> str:
-    value = email.strip().lower()
-    if len(value) > 254 or not _EMAIL.match(value):
+    """The address as stored: its syntax checked (email-validator, no DNS look-up), lower case."""
+    value = email.strip()
+    if len(value) > EMAIL_MAX:
+        raise InvalidInput(
+            Message("An email address may have at most %(limit)s characters.", limit=EMAIL_MAX),
+            code="invalid_email",
+        )
+    try:
+        checked = validate_email(value, check_deliverability=False)
+    except EmailNotValidError:
+        raise InvalidInput(Message("Enter a valid email address."), code="invalid_email") from None
+    normalised = checked.normalized.lower()
+    if len(normalised) > EMAIL_MAX:  # an internationalised domain may grow
         raise InvalidInput(Message("Enter a valid email address."), code="invalid_email")
-    return value
+    return normalised
 
 
 def check_new_password(password: str) -> None:
@@ -46,6 +54,10 @@ def check_new_password(password: str) -> None:
                 "Choose a password of at least %(limit)s characters.", limit=MIN_PASSWORD_LENGTH
             ),
             code="weak_password",
+        )
+    if not password.strip():
+        raise InvalidInput(
+            Message("Choose a password that is not only spaces."), code="weak_password"
         )
     if len(password) > MAX_PASSWORD_LENGTH:
         raise InvalidInput(
@@ -90,25 +102,40 @@ def _email_taken() -> Text:
     return Message("An account with this email already exists: log in instead.")
 
 
+def login_key(email: str) -> str:
+    """The stored form of ``email`` when it is a valid address, else its trimmed lower case (an
+    address that cannot have an account is still counted by the limits)."""
+    try:
+        return normalise_email(email)
+    except InvalidInput:
+        return email.strip().lower()[:EMAIL_MAX]
+
+
+def too_many_logins(wait: int) -> TooManyRequests:
+    return TooManyRequests(
+        plural_message(
+            "Too many login attempts: try again in %(num)s second.",
+            "Too many login attempts: try again in %(num)s seconds.",
+            wait,
+        ),
+        retry_after_s=wait,
+    )
+
+
 def authenticate(
     *, db: Session, limiter: LoginLimiter, email: str, password: str, address: str
 ) -> LearnerRef:
     """The account of ``email`` when ``password`` matches; one generic error otherwise."""
-    key = email.strip().lower()[:254]
-    wait = limiter.hit(email=key, address=address)
+    key = login_key(email)
+    wait = limiter.check(email=key, address=address)
     if wait is not None:
-        raise TooManyRequests(
-            plural_message(
-                "Too many login attempts: try again in %(num)s second.",
-                "Too many login attempts: try again in %(num)s seconds.",
-                wait,
-            ),
-            retry_after_s=wait,
-        )
+        raise too_many_logins(wait)
     learner = db.scalars(select(Learner).where(Learner.email == key)).first()
     db.commit()
     if not verify_password(learner.password_hash if learner else None, password) or not learner:
+        limiter.failed(email=key, address=address)
         raise Unauthorized(WRONG_CREDENTIALS, code="wrong_credentials")
+    limiter.succeeded(email=key, address=address)
     if learner.password_hash and needs_rehash(learner.password_hash):
         with write_transaction(db):
             stored = db.get(Learner, learner.id)

@@ -1,8 +1,8 @@
-"""Login rate limits per account and per client address (``limits``, moving windows).
+"""Rate limits on wrong passwords and password reset requests (``limits``, moving windows).
 
 The storage is in-process memory by default; a deployment with several server processes sets
 ``REDIS_URL`` (or ``RATE_LIMIT_STORAGE``) to Redis (``redis://127.0.0.1:6379/0``) so that the
-limits are shared: five wrong passwords are five whichever process answered them. Redis needs
+limits are shared: ten wrong passwords are ten whichever process answered them. Redis needs
 the ``redis`` package. When Redis cannot be reached, attempts are counted in this process's
 memory until it answers again (logged): the limits stay on, per process, rather than failing
 every login.
@@ -13,18 +13,38 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
-from limits import RateLimitItem, RateLimitItemPerMinute, storage, strategies
+from limits import (
+    RateLimitItem,
+    RateLimitItemPerHour,
+    RateLimitItemPerMinute,
+    storage,
+    strategies,
+)
 
 log = logging.getLogger(__name__)
 
-PER_ACCOUNT = RateLimitItemPerMinute(5)
-PER_ADDRESS = RateLimitItemPerMinute(30)
+# Wrong passwords are counted, not logins: a learner who mistypes a few times is not locked out,
+# and a right password clears the failures of its (account, address) pair. Guessing stays
+# throttled: per pair, per account across addresses, per address across accounts.
+PER_PAIR = RateLimitItemPerMinute(10, 10)  # 10 wrong passwords per 10 minutes
+PER_ACCOUNT = RateLimitItemPerMinute(20, 10)  # from every address together
+PER_ADDRESS = RateLimitItemPerMinute(30)  # for every account together
+# Password reset emails: per address asked for, and per client address.
+RESETS_PER_EMAIL = RateLimitItemPerHour(3)
+RESETS_PER_ADDRESS = RateLimitItemPerHour(10)
 # How long to count in memory after the shared storage failed, before trying it again.
 FALLBACK_FOR_S = 5.0
 
+Limiter = strategies.MovingWindowRateLimiter
+Result = TypeVar("Result")
+
 
 class LoginLimiter:
+    """Counts wrong passwords and reset requests (moving windows), in memory or shared storage."""
+
     def __init__(self, storage_uri: str = "memory://") -> None:
         self.storage_uri = storage_uri
         self.shared = not storage_uri.startswith("memory://")
@@ -38,11 +58,27 @@ class LoginLimiter:
         )
         self._fallback_until = 0.0
 
-    def hit(self, *, email: str, address: str) -> int | None:
-        """Count one login attempt; the seconds to wait when over a limit, else None."""
+    def check(self, *, email: str, address: str) -> int | None:
+        """The seconds to wait before trying a password for ``email`` from ``address``, or None."""
+        return self._run(lambda limiter: _waits(limiter, _login_keys(email, address), count=False))
+
+    def failed(self, *, email: str, address: str) -> None:
+        """Count one wrong password (or unknown email)."""
+        self._run(lambda limiter: _waits(limiter, _login_keys(email, address), count=True))
+
+    def succeeded(self, *, email: str, address: str) -> None:
+        """A right password: the pair's failures are forgotten (the others' stay counted)."""
+        self._run(lambda limiter: limiter.clear(PER_PAIR, "login", f"pair:{email}|{address}"))
+
+    def reset_requested(self, *, email: str, address: str) -> int | None:
+        """Count one password reset request; the seconds to wait when over a limit, else None."""
+        keys = ((RESETS_PER_EMAIL, f"email:{email}"), (RESETS_PER_ADDRESS, f"address:{address}"))
+        return self._run(lambda limiter: _waits(limiter, keys, count=True, namespace="reset"))
+
+    def _run(self, work: Callable[[Limiter], Result]) -> Result:
         limiter = self._current()
         try:
-            return self._hit(limiter, email, address)
+            return work(limiter)
         except Exception as exc:  # noqa: BLE001 - redis errors: count here for a while
             if limiter is self._memory:
                 raise
@@ -53,28 +89,37 @@ class LoginLimiter:
                 FALLBACK_FOR_S,
             )
             self._fallback_until = time.monotonic() + FALLBACK_FOR_S
-            return self._hit(self._memory, email, address)
+            return work(self._memory)
 
-    def _current(self) -> strategies.MovingWindowRateLimiter:
+    def _current(self) -> Limiter:
         if self._limiter is not self._memory and time.monotonic() < self._fallback_until:
             return self._memory
         return self._limiter
 
-    def _hit(
-        self, limiter: strategies.MovingWindowRateLimiter, email: str, address: str
-    ) -> int | None:
-        waits = []
-        for item, key in ((PER_ACCOUNT, f"account:{email}"), (PER_ADDRESS, f"address:{address}")):
-            if not limiter.hit(item, "login", key):
-                waits.append(self._retry_after(limiter, item, key))
-        return max(waits) if waits else None
 
-    @staticmethod
-    def _retry_after(
-        limiter: strategies.MovingWindowRateLimiter, item: RateLimitItem, key: str
-    ) -> int:
-        stats = limiter.get_window_stats(item, "login", key)
-        return max(1, math.ceil(stats.reset_time - time.time()))
+def _login_keys(email: str, address: str) -> tuple[tuple[RateLimitItem, str], ...]:
+    return (
+        (PER_PAIR, f"pair:{email}|{address}"),
+        (PER_ACCOUNT, f"account:{email}"),
+        (PER_ADDRESS, f"address:{address}"),
+    )
+
+
+def _waits(
+    limiter: Limiter,
+    keys: tuple[tuple[RateLimitItem, str], ...],
+    *,
+    count: bool,
+    namespace: str = "login",
+) -> int | None:
+    """Count a hit on every key (``count``) or only test them; the longest wait when one is full."""
+    waits = []
+    for item, key in keys:
+        allowed = limiter.hit(item, namespace, key) if count else limiter.test(item, namespace, key)
+        if not allowed:
+            stats = limiter.get_window_stats(item, namespace, key)
+            waits.append(max(1, math.ceil(stats.reset_time - time.time())))
+    return max(waits) if waits else None
 
 
 def _timeouts(uri: str) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """Account pages: sign up (a guest's history moves along), log in, log out (here or everywhere),
-change password. Forms re-render with the reason when refused; every POST is CSRF-checked and
-every successful login rotates the session secret.
+change password, reset a forgotten one by email, download or delete one's data. Forms re-render
+with the reason when refused; every POST is CSRF-checked and every successful login rotates the
+session secret.
 """
 
 from __future__ import annotations
@@ -22,19 +23,42 @@ from app.auth.service import (
     start_web_session,
 )
 from app.deps import DbDep, LimiterDep, VisitorDep
-from app.problems import Problem
+from app.problems import Problem, TooManyRequests
 from app.web.forms import check_csrf
 from app.web.templating import link, render_page
 
 router = APIRouter(include_in_schema=False)
-Text_ = Annotated[str, Form(max_length=1024)]
+# No length limit here (the body limit holds): the use cases refuse what is too long with a
+# message the form shows, rather than the framework with a bare 422.
+Text_ = Annotated[str, Form()]
 
 
-def _form(request: Request, visitor: VisitorDep, name: str, **context: object) -> Response:
+def form_page(request: Request, visitor: VisitorDep, name: str, **context: object) -> Response:
     status = int(context.pop("status_code", 200))  # type: ignore[call-overload]
     context.setdefault("error", None)
     context["csrf_token"] = visitor.csrf_token
     return render_page(request, name, context, lang=visitor.lang, status_code=status)
+
+
+def refused(
+    request: Request, visitor: VisitorDep, name: str, problem: Problem, **context: object
+) -> Response:
+    """The form again, with the reason (and Retry-After when rate-limited)."""
+    response = form_page(
+        request,
+        visitor,
+        name,
+        error=problem.text.get(visitor.lang),
+        status_code=problem.status_code,
+        **context,
+    )
+    if isinstance(problem, TooManyRequests):
+        response.headers["Retry-After"] = str(problem.retry_after_s)
+    return response
+
+
+def client_address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
 
 
 def _signed_in(visitor: VisitorDep, secret: str, to: str = "/account") -> Response:
@@ -44,7 +68,7 @@ def _signed_in(visitor: VisitorDep, secret: str, to: str = "/account") -> Respon
 
 @router.get("/signup")
 def signup_page(request: Request, visitor: VisitorDep) -> Response:
-    return _form(request, visitor, "signup.html", email="")
+    return form_page(request, visitor, "signup.html", email="")
 
 
 @router.post("/signup")
@@ -61,7 +85,7 @@ def signup(
     try:
         learner = register(db=db, email=email, password=password, guest_id=guest)
     except Problem as problem:
-        return _form(
+        return form_page(
             request,
             visitor,
             "signup.html",
@@ -77,7 +101,7 @@ def signup(
 
 @router.get("/login")
 def login_page(request: Request, visitor: VisitorDep) -> Response:
-    return _form(request, visitor, "login.html", email="")
+    return form_page(request, visitor, "login.html", email="")
 
 
 @router.post("/login")
@@ -97,20 +121,10 @@ def login(
             limiter=limiter,
             email=email,
             password=password,
-            address=request.client.host if request.client else "unknown",
+            address=client_address(request),
         )
     except Problem as problem:
-        response = _form(
-            request,
-            visitor,
-            "login.html",
-            email=email,
-            error=problem.text.get(visitor.lang),
-            status_code=problem.status_code,
-        )
-        if getattr(problem, "retry_after_s", None):
-            response.headers["Retry-After"] = str(problem.retry_after_s)  # type: ignore[attr-defined]
-        return response
+        return refused(request, visitor, "login.html", problem, email=email)
     if visitor.learner is not None and visitor.learner.kind == "guest":
         merge_learner(db=db, source_id=visitor.learner.id, target_id=learner.id)
     secret = start_web_session(
@@ -142,10 +156,13 @@ def logout_everywhere(
 
 @router.get("/account")
 def account_page(request: Request, db: DbDep, visitor: VisitorDep) -> Response:
-    if visitor.learner is None or not visitor.learner.has_account:
+    """An account's page; a guest who has practised sees what it can do with its data."""
+    if visitor.learner is None:
         return RedirectResponse(link("/login", visitor.lang), status_code=303)
+    if not visitor.learner.has_account:
+        return form_page(request, visitor, "account.html", devices=[], done=False)
     devices = list_tokens(db=db, learner_id=visitor.learner.id)
-    return _form(request, visitor, "account.html", devices=devices, done=False)
+    return form_page(request, visitor, "account.html", devices=devices, done=False)
 
 
 @router.post("/account/password")
@@ -170,7 +187,7 @@ def password(
         )
     except Problem as problem:
         devices = list_tokens(db=db, learner_id=visitor.learner.id)
-        return _form(
+        return form_page(
             request,
             visitor,
             "account.html",
@@ -180,4 +197,4 @@ def password(
             status_code=problem.status_code,
         )
     devices = list_tokens(db=db, learner_id=visitor.learner.id)
-    return _form(request, visitor, "account.html", devices=devices, done=True)
+    return form_page(request, visitor, "account.html", devices=devices, done=True)

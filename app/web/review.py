@@ -95,6 +95,17 @@ def dismiss_mistake(
 @router.get("/review")
 def review_page(request: Request, db: DbDep, ctx: ContextDep, visitor: VisitorDep) -> Response:
     """What is due today, the exam date and days left, progress per exam point."""
+    return _review_page(request, db, ctx, visitor)
+
+
+def _review_page(
+    request: Request,
+    db: DbDep,
+    ctx: ContextDep,
+    visitor: VisitorDep,
+    exam_error: str | None = None,
+    status_code: int = 200,
+) -> Response:
     catalog = ctx.catalog
     now = ctx.clock()
     learner_id = visitor.learner.id if visitor.learner else None
@@ -124,34 +135,41 @@ def review_page(request: Request, db: DbDep, ctx: ContextDep, visitor: VisitorDe
         "csrf_token": visitor.csrf_token,
         "today": local_day(now, zone_name).isoformat(),
         "exam_day": day_text(exam, visitor.lang),
+        "exam_error": exam_error,
         **progress_charts(db=db, ctx=ctx, learner_id=learner_id, visitor=visitor),
     }
-    return render_page(request, "review.html", context, lang=visitor.lang)
+    return render_page(request, "review.html", context, lang=visitor.lang, status_code=status_code)
+
+
+def _exam_day(text: str, today: date) -> date | None:
+    """The exam date typed (None: none), today or later."""
+    if not text:
+        return None
+    try:
+        value = date.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(Message("Enter the exam date as a date."), code="invalid_date") from None
+    if value < today:
+        raise InvalidInput(Message("The exam date has to be today or later."), code="invalid_date")
+    return value
 
 
 @router.post("/review/exam-date")
 def save_exam_date(
+    request: Request,
     db: DbDep,
     ctx: ContextDep,
     visitor: VisitorDep,
     csrf_token: Annotated[str | None, Form()] = None,
-    exam_date: Annotated[str, Form(max_length=10)] = "",
+    exam_date: Annotated[str, Form()] = "",
 ) -> Response:
     check_csrf(visitor, csrf_token)
     learner = web_learner(db, visitor)
-    value: date | None = None
-    if exam_date:
-        try:
-            value = date.fromisoformat(exam_date)
-        except ValueError:
-            raise InvalidInput(
-                Message("Enter the exam date as a date."),
-                code="invalid_date",
-            ) from None
-        if value < local_day(ctx.clock(), visitor.time_zone):
-            raise InvalidInput(
-                Message("The exam date has to be today or later."),
-                code="invalid_date",
-            )
+    try:
+        value = _exam_day(exam_date, local_day(ctx.clock(), visitor.time_zone))
+    except InvalidInput as problem:  # the form again, with the reason
+        return _review_page(
+            request, db, ctx, visitor, problem.text.get(visitor.lang), problem.status_code
+        )
     set_exam_date(db=db, learner_id=learner.id, exam_date=value)
     return RedirectResponse(link("/review", visitor.lang), status_code=303)

@@ -3,7 +3,7 @@ not in the OpenAPI document."""
 
 from __future__ import annotations
 
-from app.web import account, pages, practice, review, today
+from app.web import account, my_data, pages, password_reset, practice, review, today
 from app.web import sessions as session_pages
 from app.web.analytics import router as analytics_router
 from app.web.authoring import cards as authoring_cards
@@ -23,4 +23,6 @@ PAGE_ROUTERS = (
     calculator_router,
     analytics_router,
     classes_router,
+    password_reset.router,
+    my_data.router,
 )

@@ -1,0 +1,93 @@
+"""An account's password reset by email, and the learner's own data: export it, delete it all."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response, status
+from fastapi.responses import JSONResponse
+
+from app.auth.learner_data import delete_learner, export_filename, export_learner_data
+from app.auth.resets import ask_for_reset, reset_password
+from app.deps import ApiLang, ApiLearner, DbDep, LimiterDep, SettingsDep
+from app.schemas import PasswordResetConfirm, PasswordResetCreate, ProblemPublic
+
+router = APIRouter(tags=["accounts"])
+
+
+@router.post(
+    "/auth/password-reset",
+    status_code=status.HTTP_202_ACCEPTED,
+    responses={
+        202: {"description": "Accepted, whether or not the address has an account."},
+        400: {"model": ProblemPublic, "description": "Not an email address."},
+        429: {"model": ProblemPublic, "description": "Too many requests for this address."},
+    },
+)
+def ask_password_reset(
+    body: PasswordResetCreate,
+    request: Request,
+    settings: SettingsDep,
+    limiter: LimiterDep,
+    lang: ApiLang,
+) -> Response:
+    """Email a link to choose a new password, if the address has an account (the answer is the
+    same either way). The link opens the web page ``/password-reset/<token>``; an app may take
+    the token from it and call ``POST /auth/password-reset/confirm``. It works once, within an
+    hour. Rate-limited per address and per client."""
+    ask_for_reset(
+        limiter=limiter,
+        mailer=request.app.state.mailer,
+        sessions=request.app.state.sessionmaker,
+        email=body.email,
+        address=request.client.host if request.client else "unknown",
+        lang=lang,
+        base_url=settings.public_url or str(request.base_url),
+    )
+    return Response(status_code=status.HTTP_202_ACCEPTED)
+
+
+@router.post(
+    "/auth/password-reset/confirm",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={
+        400: {
+            "model": ProblemPublic,
+            "description": "A weak password, or a link expired or used (invalid_reset_link).",
+        }
+    },
+)
+def confirm_password_reset(body: PasswordResetConfirm, db: DbDep) -> Response:
+    """Set a new password with an emailed link's token; every web session and device token of
+    the account is signed out (log in again with ``POST /auth/token``)."""
+    reset_password(db=db, token=body.token, new=body.password)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get(
+    "/me/export",
+    response_class=JSONResponse,
+    responses={
+        200: {
+            "description": "Everything stored about the learner (a download).",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+        401: {"model": ProblemPublic},
+    },
+)
+def export_my_data(db: DbDep, learner: ApiLearner) -> Response:
+    """The learner's profile (no password hash), attempts, mistakes, reviews with their ratings,
+    sessions, devices and classes, as one JSON document with a file name to save it under."""
+    document = export_learner_data(db=db, learner_id=learner.id)
+    disposition = f'attachment; filename="{export_filename(document)}"'
+    return JSONResponse(document, headers={"Content-Disposition": disposition})
+
+
+@router.delete(
+    "/me",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={401: {"model": ProblemPublic}},
+)
+def delete_me(db: DbDep, learner: ApiLearner) -> Response:
+    """Delete the learner and all their data (attempts, reviews, sessions, classes joined); every
+    device token and web session stops working. It cannot be undone."""
+    delete_learner(db=db, learner_id=learner.id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
