@@ -31,7 +31,13 @@ from starlette.responses import Response
 from app.domain.languages import LANGS, other_lang
 from app.domain.messages import Message, check_catalogs, translations
 from app.domain.texts import Text
-from app.rendering import latex_to_mathml, render_inline, render_paragraphs, render_quantity
+from app.rendering import (
+    latex_to_mathml,
+    render_inline,
+    render_paragraphs,
+    render_plain,
+    render_quantity,
+)
 
 LANG_COOKIE = "infracards_lang"
 LANG_COOKIE_MAX_AGE_S = 365 * 24 * 3600
@@ -45,10 +51,14 @@ def make_pages() -> Jinja2Templates:
     env = pages.env
     env.add_extension("jinja2.ext.i18n")
     env.newstyle_gettext = True  # type: ignore[attr-defined]
-    env.filters["math"] = render_inline
-    env.filters["paragraphs"] = render_paragraphs
-    env.filters["quantity"] = render_quantity
-    env.filters["latex"] = lambda latex: latex_to_mathml(latex, display=True)
+    # Formulas are named in the page's language (their spoken words), hence the context.
+    env.filters["math"] = pass_context(lambda c, text: render_inline(text, _lang(c)))
+    env.filters["paragraphs"] = pass_context(lambda c, text: render_paragraphs(text, _lang(c)))
+    env.filters["quantity"] = pass_context(lambda c, text: render_quantity(text, _lang(c)))
+    env.filters["latex"] = pass_context(
+        lambda c, latex: latex_to_mathml(latex, display=True, lang=_lang(c))
+    )
+    env.filters["plain"] = render_plain
     env.filters["bytes"] = format_bytes
     env.filters["number"] = _number_filter
     env.filters["when"] = _when_filter
@@ -199,6 +209,10 @@ def format_when(moment: datetime | None, lang: str = "en") -> str:
     time = format_skeleton("Hm", moment, tzinfo=UTC, locale=locale)
     joined = str(locale.datetime_formats["medium"]).replace("{1}", date).replace("{0}", time)
     return f"{joined} UTC"
+
+
+def _lang(context: Context) -> str:
+    return str(context.get("lang", "en"))
 
 
 @pass_context
