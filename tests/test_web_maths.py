@@ -96,3 +96,22 @@ def test_titles_hold_plain_text(client):
             title = client.get(path, params={"lang": lang}).text.split("<title>")[1]
             title = title.split("</title>")[0]
             assert "<" not in title and "$" not in title and "\\" not in title
+
+
+def test_run_it_yourself_says_where_the_demo_comes_from_and_links_the_chart(client):
+    page = client.get(f"/cards/{CARD_ID}/run-it-yourself").text
+    assert "<code>make demo</code>" in page and "clone its repository" in page
+    chart = f"/cards/{CARD_ID}/run-it-yourself/chart.svg"
+    assert f'<a href="{chart}">' in page
+    # The image keeps the chart's own size (360 wide) before it loads.
+    assert re.search(rf'<img src="{re.escape(chart)}" alt="[^"]+" width="360" height="\d+">', page)
+    assert client.get(chart).headers["content-type"].startswith("image/svg+xml")
+
+
+def test_the_calculators_sources_have_rows_of_their_own(client):
+    page = client.get(
+        f"/cards/{CARD_ID}/calculator",
+        params={"psi": "70B", "n_d": 64, "gpu_gb": 80, "stage": 3, "offload": "optimizer"},
+    ).text
+    assert page.count('<tr class="calc-source-row">') == 5
+    assert '<td class="calc-source" colspan="3">From: ' in page
