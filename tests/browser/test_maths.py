@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, expect
 
 from .conftest import PHONE, _new_context
@@ -20,11 +19,10 @@ from .helpers import (
     shot,
     start_first_point,
 )
+from .test_pages import AXE, BLOCKING
 
 pytestmark = pytest.mark.browser
 
-AXE = Axe()
-BLOCKING = ("serious", "critical")
 WIDTHS = {"desktop": {"width": 1280, "height": 900}, "phone": PHONE}
 CALCULATOR = f"/cards/{CARD_ID}/calculator?psi=70B&n_d=64&gpu_gb=80&stage=3&offload=optimizer"
 # The card's zero3-communication title ends in $16\Psi \to \frac{16\Psi}{N_d}$: its words, by hand.
