@@ -99,6 +99,22 @@ def test_the_recorded_results_give_a_chart():
     assert sum("card formula" in t for t in labels) == len(doc["results"])
 
 
+def test_the_chart_is_narrow_with_text_a_phone_can_read():
+    """360 units wide (about 1:1 on a 390 px phone), no text under 11 units, every run's label
+    on its own line (never under a neighbour's), and the recorded chart is this drawing."""
+    from app.zero_demo.charts import results_svg
+
+    doc = json.loads(RECORDED.read_text())
+    svg = results_svg(doc)
+    root = ET.fromstring(svg)
+    assert root.get("width") == "360" and root.get("viewBox", "").startswith("0 0 360 ")
+    sizes = [float(t.get("font-size", "0")) for t in root.iter(f"{SVG}text")]
+    assert sizes and min(sizes) >= 11
+    texts = [t.text for t in root.iter(f"{SVG}text")]
+    assert texts.count("ZeRO-3 (cpu)") == 3  # one row per panel
+    assert svg == RECORDED.with_suffix(".svg").read_text()
+
+
 # -- the bench's command line ------------------------------------------------------------------
 
 

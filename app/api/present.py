@@ -55,7 +55,7 @@ def card_detail(card: Card, demo: DemoResults | None, lang: str) -> CardPublic:
                 id=f.id,
                 title=f.title.get(lang),
                 latex=f.latex,
-                mathml=str(latex_to_mathml(f.latex, display=True)),
+                mathml=str(latex_to_mathml(f.latex, display=True, lang=lang)),
                 unit=f.unit,
             )
             for f in card.formulas.values()
@@ -66,7 +66,7 @@ def card_detail(card: Card, demo: DemoResults | None, lang: str) -> CardPublic:
                 number=p.number,
                 title=p.title.get(lang),
                 explanation=p.explanation.get(lang),
-                explanation_mathml=str(render_paragraphs(p.explanation.get(lang))),
+                explanation_mathml=str(render_paragraphs(p.explanation.get(lang), lang)),
             )
             for p in card.points
         ],
@@ -100,12 +100,12 @@ def _question_fields(
         "params": dict(variant.params),
         "params_display": dict(variant.params_display),
         "stem": stem,
-        "stem_mathml": str(render_inline(stem)),
+        "stem_mathml": str(render_inline(stem, lang)),
         "choices": [
             {
                 "id": c.id,
                 "text": (text := c.text.get(lang)),
-                "text_mathml": str(render_inline(text)),
+                "text_mathml": str(render_inline(text, lang)),
                 "value": None if c.value is None else float(c.value),
                 "unit": c.unit,
             }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,16 @@ def demo_chart(*, cards_dir: Path, card: Card) -> bytes | None:
     except OSError:
         return None
     return data if data.lstrip().startswith((b"<svg", b"<?xml")) else None
+
+
+_SVG_SIZE = re.compile(rb'<svg\b[^>]*?\swidth="(\d+)"[^>]*?\sheight="(\d+)"')
+
+
+def chart_size(chart: bytes) -> tuple[int, int] | None:
+    """The width and height the chart declares (its ``<svg>`` attributes), for the page's
+    ``<img>`` to keep its place before it loads; None when it declares none."""
+    match = _SVG_SIZE.search(chart[:2000])
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def load_demo_results(*, cards_dir: Path, card: Card) -> DemoResults | None:

@@ -7,6 +7,7 @@ template was edited.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -25,6 +26,9 @@ from app.practice.questions import find_variant
 from app.practice.storing import regrade, stored_question
 
 MAX_PAGE = 500
+# The pitfall filter's value: the ids of every pitfall shown under one title, joined.
+PITFALL_SEPARATOR = ","
+MAX_FILTERED_PITFALLS = 50
 
 
 @dataclass(frozen=True)
@@ -122,9 +126,10 @@ def mistake_book(
     catalog: Catalog,
     learner_id: str,
     point: str | None = None,
-    pitfall: str | None = None,
+    pitfalls: Collection[str] = (),
 ) -> list[MistakeGroup]:
-    """Wrong first answers grouped by (point, pitfall), most frequent first; dismissed hidden."""
+    """Wrong first answers grouped by (point, pitfall), most frequent first; dismissed hidden.
+    ``pitfalls`` (when given) keeps the attempts that fell for one of them."""
     query = select(Attempt).where(
         Attempt.learner_id == learner_id,
         Attempt.correct.is_(False),
@@ -132,8 +137,8 @@ def mistake_book(
     )
     if point:
         query = query.where(Attempt.point == point)
-    if pitfall:
-        query = query.where(Attempt.pitfall_id == pitfall)
+    if pitfalls:
+        query = query.where(Attempt.pitfall_id.in_(pitfalls))
     rows = db.scalars(query.order_by(Attempt.id.desc())).all()
     db.commit()
     groups: dict[tuple[str, str, str], list[Attempt]] = {}
@@ -158,6 +163,41 @@ def mistake_book(
         )
     book.sort(key=lambda g: (-g.times, -g.last.attempt.id))
     return book
+
+
+@dataclass(frozen=True)
+class PitfallFilter:
+    """One choice of the mistake book's pitfall filter: a pitfall title as the learner reads it,
+    standing for every pitfall with that title (templates of several exam points name the same
+    misconception, each with its own id)."""
+
+    title: Text
+    pitfall_ids: tuple[str, ...]
+
+    @property
+    def value(self) -> str:
+        return PITFALL_SEPARATOR.join(self.pitfall_ids)
+
+
+def pitfall_filters(book: Iterable[MistakeGroup], lang: str) -> list[PitfallFilter]:
+    """The pitfalls of a mistake book, one per title as shown in ``lang``, by title."""
+    titles: dict[str, Text] = {}
+    ids: dict[str, set[str]] = {}
+    for group in book:
+        if group.pitfall_id:
+            shown = group.title.get(lang)
+            titles.setdefault(shown, group.title)
+            ids.setdefault(shown, set()).add(group.pitfall_id)
+    return [
+        PitfallFilter(title=titles[shown], pitfall_ids=tuple(sorted(ids[shown])))
+        for shown in sorted(titles)
+    ]
+
+
+def parse_pitfall_filter(value: str | None) -> tuple[str, ...]:
+    """The pitfall ids a filter's value names (a :attr:`PitfallFilter.value` or one id)."""
+    parts = (part.strip() for part in (value or "").split(PITFALL_SEPARATOR))
+    return tuple(dict.fromkeys(part for part in parts if part))[:MAX_FILTERED_PITFALLS]
 
 
 def dismiss(

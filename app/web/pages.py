@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from app.catalog.demo import DEMO_COMMANDS, demo_chart, load_demo_results
+from app.catalog.demo import DEMO_COMMANDS, chart_size, demo_chart, load_demo_results
 from app.deps import CatalogDep, SettingsDep, VisitorDep
 from app.domain.messages import Message
 from app.domain.practice import DEFAULT_SIZE
@@ -44,9 +44,11 @@ def run_it_yourself(
     card = get_card(catalog, card_id)
     if "demo" not in card.attachments:
         raise NotFound(Message("This card has no reference demo."), code="no_demo")
+    chart = demo_chart(cards_dir=settings.cards_dir, card=card)
     context = {
         "card": card,
-        "has_chart": demo_chart(cards_dir=settings.cards_dir, card=card) is not None,
+        "has_chart": chart is not None,
+        "chart_size": chart_size(chart) if chart is not None else None,
         "demo_commands": DEMO_COMMANDS,
         "demo": load_demo_results(cards_dir=settings.cards_dir, card=card),
     }

@@ -12,8 +12,12 @@ from app.auth.service import exam_date_of, set_exam_date
 from app.deps import CatalogDep, ContextDep, DbDep, VisitorDep
 from app.domain.calendar import local_day
 from app.domain.messages import Message
-from app.domain.texts import Text
-from app.practice.mistakes import dismiss, mistake_book
+from app.practice.mistakes import (
+    dismiss,
+    mistake_book,
+    parse_pitfall_filter,
+    pitfall_filters,
+)
 from app.problems import InvalidInput
 from app.review.service import days_until, due_counts, due_items, progress
 from app.web.charts import progress_charts
@@ -23,6 +27,8 @@ from app.web.today import day_text
 
 router = APIRouter(include_in_schema=False)
 Filter = Annotated[str | None, Query(max_length=100)]
+# The ids of every pitfall shown under one title, joined (PitfallFilter.value).
+PitfallsFilter = Annotated[str | None, Query(max_length=2000)]
 
 
 @router.get("/mistakes")
@@ -32,37 +38,32 @@ def mistakes_page(
     catalog: CatalogDep,
     visitor: VisitorDep,
     point: Filter = None,
-    pitfall: Filter = None,
+    pitfall: PitfallsFilter = None,
 ) -> Response:
-    """Mistakes grouped by exam point and pitfall, with the explanation of that very variant."""
+    """Mistakes grouped by exam point and pitfall, with the explanation of that very variant;
+    the pitfall filter lists each title once and selects every pitfall shown under it."""
     learner_id = visitor.learner.id if visitor.learner else None
+    chosen = parse_pitfall_filter(pitfall)
     book = (
         mistake_book(
-            db=db,
-            catalog=catalog,
-            learner_id=learner_id,
-            point=point or None,
-            pitfall=pitfall or None,
+            db=db, catalog=catalog, learner_id=learner_id, point=point or None, pitfalls=chosen
         )
         if learner_id
         else []
     )
     everything = (
         mistake_book(db=db, catalog=catalog, learner_id=learner_id)
-        if learner_id and (point or pitfall)
+        if learner_id and (point or chosen)
         else book
     )
-    pitfalls: dict[str, Text] = {}
-    for group in everything:
-        if group.pitfall_id:
-            pitfalls.setdefault(group.pitfall_id, group.title)
+    options = pitfall_filters(everything, visitor.lang)
     context = {
         "book": book,
         "catalog": catalog,
         "cards": {c.id: c for c in catalog.cards()},
         "point_filter": point or "",
-        "pitfall_filter": pitfall or "",
-        "pitfall_options": sorted(pitfalls.items(), key=lambda kv: kv[1].en),
+        "pitfall_filter": next((o.value for o in options if set(o.pitfall_ids) & set(chosen)), ""),
+        "pitfall_options": options,
         "csrf_token": visitor.csrf_token,
     }
     return render_page(request, "mistakes.html", context, lang=visitor.lang)

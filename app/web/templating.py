@@ -32,7 +32,13 @@ from app.domain.calendar import zone
 from app.domain.languages import LANGS, other_lang
 from app.domain.messages import Message, check_catalogs, translations
 from app.domain.texts import Text
-from app.rendering import latex_to_mathml, render_inline, render_paragraphs, render_quantity
+from app.rendering import (
+    latex_to_mathml,
+    render_inline,
+    render_paragraphs,
+    render_plain,
+    render_quantity,
+)
 
 LANG_COOKIE = "infracards_lang"
 # The browser's IANA time zone, set by static/timezone.js (read only when the learner chose none).
@@ -48,10 +54,14 @@ def make_pages() -> Jinja2Templates:
     env = pages.env
     env.add_extension("jinja2.ext.i18n")
     env.newstyle_gettext = True  # type: ignore[attr-defined]
-    env.filters["math"] = render_inline
-    env.filters["paragraphs"] = render_paragraphs
-    env.filters["quantity"] = render_quantity
-    env.filters["latex"] = lambda latex: latex_to_mathml(latex, display=True)
+    # Formulas are named in the page's language (their spoken words), hence the context.
+    env.filters["math"] = pass_context(lambda c, text: render_inline(text, _lang(c)))
+    env.filters["paragraphs"] = pass_context(lambda c, text: render_paragraphs(text, _lang(c)))
+    env.filters["quantity"] = pass_context(lambda c, text: render_quantity(text, _lang(c)))
+    env.filters["latex"] = pass_context(
+        lambda c, latex: latex_to_mathml(latex, display=True, lang=_lang(c))
+    )
+    env.filters["plain"] = render_plain
     env.filters["bytes"] = format_bytes
     env.filters["number"] = _number_filter
     env.filters["when"] = _when_filter
@@ -206,6 +216,10 @@ def format_when(moment: datetime | None, lang: str = "en", zone_name: str | None
     if where is UTC or zone_name in ("UTC", "Etc/UTC"):
         return f"{joined} UTC"
     return f"{joined} {format_datetime(moment, 'OOOO', tzinfo=where, locale=locale)}"
+
+
+def _lang(context: Context) -> str:
+    return str(context.get("lang", "en"))
 
 
 @pass_context

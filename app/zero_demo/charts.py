@@ -53,11 +53,18 @@ SPAN_LABELS = {
     "disk": "disk paging",
 }
 
-_PANEL_H = 230
-_PLOT_H = 150
-_LEFT = 70
-_BAR_W = 26
-_GROUP_GAP = 18
+# The chart is drawn narrow, bars across, so that a phone shows it near its own size (360 units
+# wide at about 1:1 on a 390 px screen: the smallest text, 11 units, stays about 11 px tall) and a
+# desktop scales it up; labels sit on their own line above each bar, so they never overlap.
+WIDTH = 360
+_MARGIN = 8
+_PLOT_W = WIDTH - 2 * _MARGIN
+_TEXT = 11  # labels, ticks, legend
+_HEADING = 12  # a panel's title
+_CHAR_W = 0.6  # average advance of a sans-serif character, in ems (for wrapping)
+_BAR_H = 14
+_THIN_BAR_H = 8  # one bar per phase
+_ROW_GAP = 8
 
 
 def _num(value: object) -> float:
@@ -73,78 +80,111 @@ def _label(r: dict) -> str:
 
 
 def _nice_max(value: float) -> float:
-    """A round axis maximum at or above ``value``."""
+    """A round axis maximum at or above ``value``, whose quarters (the ticks) are round too."""
     if value <= 0:
         return 1.0
     magnitude = 10 ** len(str(int(value))) / 10 if value >= 1 else 1.0
-    for step in (1, 2, 2.5, 5, 10):
+    for step in (1, 1.2, 1.6, 2, 2.4, 3, 4, 6, 8, 10):
         if value <= step * magnitude:
             return step * magnitude
     return 10 * magnitude
 
 
+def _wrap(text: str, size: float, width: float = _PLOT_W) -> list[str]:
+    """``text`` in lines that fit ``width`` at font ``size`` (by the average character width)."""
+    most = max(8, int(width / (size * _CHAR_W)))
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= most:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def _text(x: float, y: float, text: str, size: float = _TEXT, extra: str = "") -> str:
+    return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}"{extra}>{escape(text)}</text>'
+
+
 class _Panel:
-    def __init__(
-        self, top: float, title: str, unit: str, maximum: float, groups: int, per_group: int
-    ):
-        self.top, self.unit, self.maximum = top, unit, _nice_max(maximum)
-        self.group_w = per_group * _BAR_W + _GROUP_GAP
-        self.width = _LEFT + groups * self.group_w + 20
-        self.parts = [
-            f'<text x="{_LEFT}" y="{top + 16}" font-size="13" font-weight="bold">{escape(title)}</text>'
-        ]
-        base = self.y(0)
-        for i in range(5):
-            v = self.maximum * i / 4
-            y = self.y(v)
+    """One panel: a title, a legend, an axis across the top, then one row of bars per run."""
+
+    def __init__(self, top: float, title: str, unit: str, maximum: float) -> None:
+        self.unit, self.maximum = unit, _nice_max(maximum)
+        self.parts: list[str] = []
+        y = top
+        for line in _wrap(title, _HEADING):
+            y += _HEADING + 4
+            self.parts.append(_text(_MARGIN, y, line, _HEADING, ' font-weight="bold"'))
+        self.y = y + 6  # where the next element starts
+        self.rows_top = 0.0
+
+    def legend(self, items: list[tuple[str, str]]) -> None:
+        x, y = float(_MARGIN), self.y + _TEXT
+        for label, color in items:
+            width = 14 + len(label) * _TEXT * _CHAR_W + 12
+            if x > _MARGIN and x + width > WIDTH - _MARGIN:
+                x, y = float(_MARGIN), y + _TEXT + 6
             self.parts.append(
-                f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{self.width - 10}" y2="{y:.1f}" stroke="#e5e5e5"/>'
-                f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{v:g}</text>'
+                f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="10" height="10" fill="{color}"/>'
+                + _text(x + 14, y, label)
             )
-        self.parts.append(
-            f'<text x="14" y="{top + 30 + _PLOT_H / 2:.1f}" font-size="10" '
-            f'transform="rotate(-90 14 {top + 30 + _PLOT_H / 2:.1f})" text-anchor="middle">{escape(unit)}</text>'
-            f'<line x1="{_LEFT}" y1="{base:.1f}" x2="{self.width - 10}" y2="{base:.1f}" stroke="#333"/>'
-        )
+            x += width
+        self.y = y + 8
 
-    def y(self, value: float) -> float:
-        return self.top + 30 + _PLOT_H * (1 - min(value, self.maximum) / self.maximum)
+    def axis(self) -> None:
+        """Tick values across the top (the unit after the last) and grid lines down the rows."""
+        self.y += _TEXT + 2
+        for i in range(5):
+            value = self.maximum * i / 4
+            x = self.x(value)
+            text = f"{value:g}" + (f" {self.unit}" if i == 4 else "")
+            anchor = "start" if i == 0 else "end" if i == 4 else "middle"
+            self.parts.append(_text(x, self.y, text, extra=f' text-anchor="{anchor}"'))
+        self.y += 6
+        self.rows_top = self.y
 
-    def x(self, group: int, bar: int = 0) -> float:
-        return _LEFT + _GROUP_GAP / 2 + group * self.group_w + bar * _BAR_W
+    def x(self, value: float) -> float:
+        return _MARGIN + _PLOT_W * min(max(value, 0.0), self.maximum) / self.maximum
 
-    def rect(
-        self, x: float, low: float, high: float, color: str, title: str, pale: bool = False
-    ) -> None:
-        y0, y1 = self.y(high), self.y(low)
+    def row(self, label: str, note: str, bars: int = 1) -> list[float]:
+        """A run's row: its label (and a note at the right) on a line, then the tops of its
+        ``bars`` bars."""
+        self.y += _TEXT + 2
+        self.parts.append(_text(_MARGIN, self.y, label))
+        if note:
+            self.parts.append(_text(WIDTH - _MARGIN, self.y, note, extra=' text-anchor="end"'))
+        self.y += 4
+        height = _BAR_H if bars == 1 else _THIN_BAR_H
+        tops = [self.y + i * (height + 1) for i in range(bars)]
+        self.y = tops[-1] + height + _ROW_GAP
+        return tops
+
+    def rect(self, top: float, low: float, high: float, color: str, title: str,
+             pale: bool = False, height: float = _BAR_H) -> None:  # fmt: skip
+        x0, x1 = self.x(low), self.x(high)
         opacity = ' fill-opacity="0.45"' if pale else ""
         self.parts.append(
-            f'<rect x="{x:.1f}" y="{y0:.1f}" width="{_BAR_W - 4}" height="{max(y1 - y0, 0):.1f}" '
+            f'<rect x="{x0:.1f}" y="{top:.1f}" width="{max(x1 - x0, 0):.1f}" height="{height}" '
             f'fill="{color}"{opacity}><title>{escape(title)}</title></rect>'
         )
 
-    def tick(self, group: int, bars: int, value: float, title: str) -> None:
-        y = self.y(value)
-        x0, x1 = self.x(group) - 3, self.x(group, bars) - 1
+    def tick(self, top: float, value: float, title: str) -> None:
+        x = self.x(value)
         self.parts.append(
-            f'<line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" stroke="black" stroke-width="2">'
-            f"<title>{escape(title)}</title></line>"
+            f'<line x1="{x:.1f}" y1="{top - 3:.1f}" x2="{x:.1f}" y2="{top + _BAR_H + 3:.1f}" '
+            f'stroke="black" stroke-width="2"><title>{escape(title)}</title></line>'
         )
 
-    def group_label(self, group: int, bars: int, text: str) -> None:
-        x = (self.x(group) + self.x(group, bars)) / 2 - 2
-        y = self.top + 30 + _PLOT_H + 14
-        self.parts.append(
-            f'<text x="{x:.1f}" y="{y:.1f}" font-size="10" text-anchor="middle">{escape(text)}</text>'
+    def finish(self) -> float:
+        """Draw the grid under the rows; the y where the next panel may start."""
+        grid = "".join(
+            f'<line x1="{self.x(self.maximum * i / 4):.1f}" y1="{self.rows_top:.1f}" '
+            f'x2="{self.x(self.maximum * i / 4):.1f}" y2="{self.y:.1f}" stroke="#e5e5e5"/>'
+            for i in range(5)
         )
-
-    def legend(self, items: list[tuple[str, str]], x: float) -> None:
-        for i, (label, color) in enumerate(items):
-            y = self.top + 34 + 14 * i
-            self.parts.append(
-                f'<rect x="{x:.1f}" y="{y - 9}" width="10" height="10" fill="{color}"/>'
-                f'<text x="{x + 14:.1f}" y="{y}" font-size="10">{escape(label)}</text>'
-            )
+        self.parts.insert(0, grid)
+        return self.y + 14
 
 
 def _memory_panel(results: list[dict], top: float) -> _Panel:
@@ -156,26 +196,28 @@ def _memory_panel(results: list[dict], top: float) -> _Panel:
         for r in results
     ]
     panel = _Panel(top, "Model-state memory per rank, by term (black: the card's formula)", "MB",
-                   max(totals, default=0) / 1e6, len(results), 1)  # fmt: skip
-    for g, r in enumerate(results):
+                   max(totals, default=0) / 1e6)  # fmt: skip
+    panel.legend([(t, c) for t, c in TERM_COLORS.items()] + [("offloaded: paler", "#bbbbbb")])
+    panel.axis()
+    for r in results:
         held = r.get("bytes_per_rank") or {}
         items = r.get("inventory_items") or []
         offloaded = {
             i.get("term") for i in items if isinstance(i, dict) and i.get("tier") != "device"
         }
+        total = sum(_num(held.get(term)) for term in TERM_COLORS) / 1e6
+        (bar,) = panel.row(_label(r), f"{total:,.2f} MB")
         bottom = 0.0
         for term, color in TERM_COLORS.items():
             mb = _num(held.get(term)) / 1e6
             where = "offloaded" if term in offloaded else "on the device"
-            panel.rect(panel.x(g), bottom, bottom + mb, color, f"{_label(r)}: {term} {mb:,.2f} MB ({where})",
+            panel.rect(bar, bottom, bottom + mb, color, f"{_label(r)}: {term} {mb:,.2f} MB ({where})",
                        pale=term in offloaded)  # fmt: skip
             bottom += mb
         formula = _num(r.get("formula_bytes_per_rank")) / 1e6
         panel.tick(
-            g, 1, formula, f"{_label(r)}: card formula {r.get('formula', '')} = {formula:,.2f} MB"
+            bar, formula, f"{_label(r)}: card formula {r.get('formula', '')} = {formula:,.2f} MB"
         )
-        panel.group_label(g, 1, _label(r))
-    panel.legend([(t, c) for t, c in TERM_COLORS.items()], panel.width)
     return panel
 
 
@@ -188,21 +230,17 @@ def _phase_panel(results: list[dict], top: float) -> _Panel:
     )
     kind = results[0].get("phase_peak_kind")
     what = "GPU max allocated" if kind == "cuda_max_memory_allocated" else "tracked CPU bytes"
-    panel = _Panel(top, f"Peak memory per rank by phase of a step ({what})", "MB", peak / 1e6,
-                   len(results), len(phases))  # fmt: skip
-    for g, r in enumerate(results):
+    panel = _Panel(top, f"Peak memory per rank by phase of a step ({what})", "MB", peak / 1e6)
+    panel.legend([(PHASE_LABELS[p], PHASE_COLORS[p]) for p in phases])
+    panel.axis()
+    for r in results:
         peaks = r.get("phase_peak_bytes") or {}
-        for b, p in enumerate(phases):
+        highest = max((_num(peaks.get(p)) for p in phases), default=0) / 1e6
+        tops = panel.row(_label(r), f"peak {highest:,.2f} MB", bars=len(phases))
+        for bar, p in zip(tops, phases, strict=True):
             mb = _num(peaks.get(p)) / 1e6
-            panel.rect(
-                panel.x(g, b),
-                0,
-                mb,
-                PHASE_COLORS[p],
-                f"{_label(r)}: {PHASE_LABELS[p]} {mb:,.2f} MB",
-            )
-        panel.group_label(g, len(phases), _label(r))
-    panel.legend([(PHASE_LABELS[p], PHASE_COLORS[p]) for p in phases], panel.width)
+            panel.rect(bar, 0, mb, PHASE_COLORS[p], f"{_label(r)}: {PHASE_LABELS[p]} {mb:,.2f} MB",
+                       height=_THIN_BAR_H)  # fmt: skip
     return panel
 
 
@@ -211,34 +249,47 @@ def _time_panel(results: list[dict], top: float) -> _Panel:
     totals = [
         sum(_num((r.get("time_breakdown_s") or {}).get(s)) for s in spans) * 1e3 for r in results
     ]
-    panel = _Panel(top, "Time per step, by span", "ms", max(totals, default=0), len(results), 1)
-    for g, r in enumerate(results):
+    panel = _Panel(top, "Time per step, by span", "ms", max(totals, default=0))
+    panel.legend([(SPAN_LABELS[s], SPAN_COLORS[s]) for s in spans])
+    panel.axis()
+    for r, total in zip(results, totals, strict=True):
         t = r.get("time_breakdown_s") or {}
+        (bar,) = panel.row(_label(r), f"{total:,.1f} ms")
         bottom = 0.0
         for s in spans:
             ms = _num(t.get(s)) * 1e3
             panel.rect(
-                panel.x(g),
+                bar,
                 bottom,
                 bottom + ms,
                 SPAN_COLORS[s],
                 f"{_label(r)}: {SPAN_LABELS[s]} {ms:,.1f} ms",
             )
             bottom += ms
-        panel.group_label(g, 1, _label(r))
-    panel.legend([(SPAN_LABELS[s], SPAN_COLORS[s]) for s in spans], panel.width)
     return panel
 
 
 def results_svg(doc: dict) -> str:
-    """The chart of a results document (``--json`` output or a ``--record`` file) as SVG text."""
+    """The chart of a results document (``--json`` output or a ``--record`` file) as SVG text,
+    :data:`WIDTH` units wide, its panels one under another."""
     results = (
         [r for r in (doc.get("results") or []) if isinstance(r, dict)]
         if isinstance(doc, dict)
         else []
     )
+    title = "ZeRO demo"
+    if isinstance(doc, dict) and doc.get("psi"):
+        title += (
+            f": Ψ = {_num(doc.get('psi')):,.0f}, N_d = {doc.get('world_size', '?')}, "
+            f"{doc.get('dtype', '')}, {doc.get('device', '')}"
+        )
+    heading = []
+    top = 0.0
+    for line in _wrap(title, 13):
+        top += 13 + 5
+        heading.append(_text(_MARGIN, top, line, 13, ' font-weight="bold"'))
+    top += 8
     panels: list[_Panel] = []
-    top = 40.0
     builders = [_memory_panel]
     if any(r.get("phase_peak_bytes") for r in results):
         builders.append(_phase_panel)
@@ -246,23 +297,18 @@ def results_svg(doc: dict) -> str:
         builders.append(_time_panel)
     if results:
         for build in builders:
-            panels.append(build(results, top))
-            top += _PANEL_H
-    width = max((p.width for p in panels), default=400) + 150
-    height = top + 10
-    title = "ZeRO demo"
-    if isinstance(doc, dict) and doc.get("psi"):
-        title += (
-            f": Ψ = {_num(doc.get('psi')):,.0f}, N_d = {escape(str(doc.get('world_size', '?')))}, "
-            f"{escape(str(doc.get('dtype', '')))}, {escape(str(doc.get('device', '')))}"
-        )
+            panel = build(results, top)
+            top = panel.finish()
+            panels.append(panel)
     body = "".join(part for p in panels for part in p.parts)
     if not results:
-        body = '<text x="20" y="60" font-size="12">No results recorded.</text>'
+        body = _text(_MARGIN, top + 16, "No results recorded.", 12)
+        top += 30
+    height = top + 4
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif" role="img">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0f}" '
+        f'viewBox="0 0 {WIDTH} {height:.0f}" font-family="sans-serif" role="img">'
         f"<title>{escape(title)}</title>"
-        f'<text x="{_LEFT}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>'
-        f"{body}</svg>\n"
+        f'<rect width="{WIDTH}" height="{height:.0f}" fill="#fff"/>'
+        f"{''.join(heading)}{body}</svg>\n"
     )
