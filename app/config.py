@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     # validate a card's templates in parallel; VALIDATION_TIMEOUT_S: the wall-clock bound of one
     # card's validation job (app.authoring.validation).
     sandbox_workers: int = Field(default=2, ge=1, le=32)
-    validation_timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    validation_timeout_s: float = Field(default=300.0, gt=0, le=3600)
     # Strict-Transport-Security max-age sent in production (0: not sent).
     hsts_max_age_s: int = Field(default=365 * 24 * 3600, ge=0)
     # LOG_FORMAT: "json" (one object a line, with the request id) or "text"; LOG_LEVEL.

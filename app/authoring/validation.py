@@ -35,7 +35,7 @@ from app.authoring.sandbox_worker import (
     compile_document_task,
     validate_template_task,
 )
-from app.domain.authoring import CardProblem
+from app.domain.authoring import CardProblem, draft_size
 from app.domain.catalog import document_hash
 from app.domain.messages import Message
 from app.domain.texts import Text
@@ -44,7 +44,7 @@ from app.domain.texts import Text
 # validation (the slowest ZeRO template takes under a second).
 COMPILE_CPU_S = 10
 TEMPLATE_CPU_S = 5
-DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_TIMEOUT_S = 300.0
 # Finished jobs kept (their problems answer the same document at once), and jobs running at once.
 KEEP_FINISHED = 32
 MAX_RUNNING = 4
@@ -204,6 +204,8 @@ class Validations:
             timeout_s=max(deadline - time.monotonic(), 0.001),
             cpu_limit_s=COMPILE_CPU_S,
         )
+        if kind == "timeout":  # the job's time ran out while the document compiled
+            return (self._stopped(0, draft_size(document).templates),)
         if kind != "ok":
             return (_error(None, failure_text(kind, payload, COMPILE_CPU_S)),)
         compiled: DocumentCompiled = payload
@@ -240,20 +242,21 @@ class Validations:
         for result in found:
             problems.extend(result or ())
         if job.done < len(templates):
-            problems.append(
-                _error(
-                    None,
-                    Message(
-                        "validation stopped after %(seconds)s s with %(done)s of %(total)s "
-                        "templates validated: the card is too slow to validate",
-                        seconds=f"{self.timeout_s:g}",
-                        done=job.done,
-                        total=len(templates),
-                    ),
-                )
-            )
+            problems.append(self._stopped(job.done, len(templates)))
         problems.extend(compiled.warnings)
         return tuple(problems)
+
+    def _stopped(self, done: int, total: int) -> CardProblem:
+        return _error(
+            None,
+            Message(
+                "validation stopped after %(seconds)s s with %(done)s of %(total)s "
+                "templates validated: the card is too slow to validate",
+                seconds=f"{self.timeout_s:g}",
+                done=done,
+                total=total,
+            ),
+        )
 
 
 def _error(template_id: str | None, text: Text) -> CardProblem:
