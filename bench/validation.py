@@ -147,6 +147,8 @@ def validate_through_api(sizes: list[int]) -> list[dict[str, Any]]:
                     f"load average {load:.2f} at the start)",
                     flush=True,
                 )
+                for error in errors:
+                    print(f"  error: {error['template_id']}: {error['message']}", flush=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return results

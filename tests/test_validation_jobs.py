@@ -50,7 +50,7 @@ def prof(client, app):
     return instructor_headers(client, app)
 
 
-def poll(client, url, headers, *, limit_s=300.0):
+def poll(client, url, headers, *, limit_s=1800.0):
     """Every status a validation job shows until it is done."""
     seen = []
     deadline = time.monotonic() + limit_s
@@ -73,7 +73,13 @@ def test_the_shipped_card_validates_through_the_api_without_errors(client, prof)
     print(f"shipped card validated through the API in {time.monotonic() - started:.1f} s")
 
 
-def test_a_card_three_times_the_size_validates_with_progress_per_template(client, prof):
+def test_a_card_three_times_the_size_validates_with_progress_per_template(
+    client, prof, monkeypatch
+):
+    from app.authoring.validation import default_validations
+
+    # Its time is measured by bench/validation.py; here a shared machine's load must not stop it.
+    monkeypatch.setattr(default_validations(), "timeout_s", 1800.0)
     document = scaled(3)
     assert draft_size(document).templates == 3 * TEMPLATES
     started = time.monotonic()
@@ -195,7 +201,10 @@ def test_a_job_over_its_time_bound_reports_what_it_did_not_validate(busy_pool):
     assert job.wait(60)
     errors = [p for p in job.problems or () if p.severity == "error"]
     assert errors and "validation stopped after 1.5 s" in errors[-1].message
-    assert job.total == TEMPLATES and job.done < TEMPLATES
+    assert job.done < TEMPLATES
+    # An interrupted job's problems are not kept: the same document is validated again.
+    assert job.interrupted and validations.get_finished(document) is None
+    assert validations.start(document) is not job
 
 
 @pytest.fixture

@@ -85,6 +85,7 @@ def serve(conn: Connection, cpu_limit_s: int, lifetime_cpu_s: int) -> None:
         function, args, task_cpu_s = message
         used = _cpu_used()
         soft = min(math.ceil(used + (task_cpu_s or cpu_limit_s)), lifetime)
+        _task_limit[:] = [task_cpu_s or cpu_limit_s, lifetime]
         try:
             resource.setrlimit(resource.RLIMIT_CPU, (soft, lifetime))
             try:
@@ -157,16 +158,38 @@ _COMPILED: dict[str, Any] = {}
 _COMPILED_KEPT = 2
 
 
+# CPU seconds compiling a card document may use in a worker, apart from the task's own limit:
+# a template's validation task that finds the document not yet compiled compiles it first.
+COMPILE_CPU_S = 10
+# The running task's CPU seconds and the worker's lifetime limit (set by serve).
+_task_limit: list[int] = []
+
+
+def _limit_cpu(seconds: int) -> None:
+    """From now, the running task may use ``seconds`` more CPU seconds."""
+    import resource
+
+    if not _task_limit:  # not in a worker (a test calling a task directly)
+        return
+    lifetime = _task_limit[1]
+    soft = min(math.ceil(_cpu_used() + seconds), lifetime)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, lifetime))
+
+
 def compiled_document(digest: str, document: object) -> Any:
-    """:func:`app.domain.authoring.compile_document` of ``document``, cached by ``digest``."""
+    """:func:`app.domain.authoring.compile_document` of ``document``, cached by ``digest``;
+    compiling has its own CPU bound (``COMPILE_CPU_S``), after which the task's starts again."""
     from app.domain.authoring import compile_document
 
     found = _COMPILED.get(digest)
     if found is None:
+        _limit_cpu(COMPILE_CPU_S)
         found = compile_document(document)
         while len(_COMPILED) >= _COMPILED_KEPT:
             _COMPILED.pop(next(iter(_COMPILED)))
         _COMPILED[digest] = found
+        if _task_limit:
+            _limit_cpu(_task_limit[0])
     return found
 
 

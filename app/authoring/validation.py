@@ -14,7 +14,8 @@ card takes seconds of CPU), so no single limit fits both:
 
 Jobs live in the process that started them (:func:`default_validations`); a finished job's
 problems are kept for its document's digest, so the card page, the editor and publishing do not
-validate an unchanged draft again.
+validate an unchanged draft again (unless the job was interrupted: its time bound, a failing
+worker).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any, Literal
 
 from app.authoring.sandbox import FormulaSandbox, default_sandbox, failure_text
 from app.authoring.sandbox_worker import (
+    COMPILE_CPU_S,
     DocumentCompiled,
     compile_document_task,
     validate_template_task,
@@ -40,9 +42,8 @@ from app.domain.catalog import document_hash
 from app.domain.messages import Message
 from app.domain.texts import Text
 
-# CPU seconds the compilation of a document may use in the sandbox, and one template's
-# validation (the slowest ZeRO template takes under a second).
-COMPILE_CPU_S = 10
+# CPU seconds one template's validation may use in the sandbox (the slowest ZeRO template takes
+# under a second); compiling the document has its own bound, COMPILE_CPU_S.
 TEMPLATE_CPU_S = 5
 DEFAULT_TIMEOUT_S = 300.0
 # Finished jobs kept (their problems answer the same document at once), and jobs running at once.
@@ -63,6 +64,9 @@ class ValidationJob:
     done: int = 0
     problems: tuple[CardProblem, ...] | None = None  # when finished
     seconds: float | None = None  # wall-clock seconds, when finished
+    # Stopped by its time bound or a failing worker, not by what the document says: its
+    # problems are not kept for the document, which the next request validates again.
+    interrupted: bool = False
     _finished: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
@@ -192,6 +196,10 @@ class Validations:
                 _error(None, Message("the card could not be checked (%(error)s)", error=str(exc))),
             )
         job.seconds = round(time.monotonic() - job.started, 3)
+        if job.interrupted:
+            with self._lock:
+                if self._by_digest.get(job.digest) is job:
+                    del self._by_digest[job.digest]
         job._finished.set()
 
     def _validate(self, job: ValidationJob, document: dict[str, Any]) -> tuple[CardProblem, ...]:
@@ -205,8 +213,10 @@ class Validations:
             cpu_limit_s=COMPILE_CPU_S,
         )
         if kind == "timeout":  # the job's time ran out while the document compiled
+            job.interrupted = True
             return (self._stopped(0, draft_size(document).templates),)
         if kind != "ok":
+            job.interrupted = kind == "error"
             return (_error(None, failure_text(kind, payload, COMPILE_CPU_S)),)
         compiled: DocumentCompiled = payload
         if not compiled.compiled:
@@ -232,6 +242,8 @@ class Validations:
             )
             if kind == "timeout":
                 return  # the job's time ran out: reported below
+            if kind == "error":
+                job.interrupted = True
             found[index] = self._template_result(template_id, kind, payload)
             with count:
                 job.done += 1
@@ -242,6 +254,7 @@ class Validations:
         for result in found:
             problems.extend(result or ())
         if job.done < len(templates):
+            job.interrupted = True
             problems.append(self._stopped(job.done, len(templates)))
         problems.extend(compiled.warnings)
         return tuple(problems)
