@@ -179,9 +179,9 @@ async def save_template(
             raise InvalidInput(Message("unknown exam point"), code="point_not_found") from None
         service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
         saved_id = template["id"] or template_id
-        checked = service.validate_template(document, saved_id)
         if template_id != saved_id:
             return back_to(visitor, f"/instructor/cards/{card_id}/templates/{saved_id}")
+        checked = service.validate_template(document, saved_id)
         return _editor(
             request,
             visitor,
