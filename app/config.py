@@ -81,6 +81,11 @@ class Settings(BaseSettings):
     # Largest request body (bytes); the instructor card-document routes accept max_card_body_bytes.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     max_card_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # SANDBOX_WORKERS: the formula sandbox's worker processes (app.authoring.sandbox), which also
+    # validate a card's templates in parallel; VALIDATION_TIMEOUT_S: the wall-clock bound of one
+    # card's validation job (app.authoring.validation).
+    sandbox_workers: int = Field(default=2, ge=1, le=32)
+    validation_timeout_s: float = Field(default=300.0, gt=0, le=3600)
     # Strict-Transport-Security max-age sent in production (0: not sent).
     hsts_max_age_s: int = Field(default=365 * 24 * 3600, ge=0)
     # LOG_FORMAT: "json" (one object a line, with the request id) or "text"; LOG_LEVEL.

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from pydantic import BaseModel, Field
 
 from app.authoring import service
-from app.authoring.preview import preview_card, preview_variant
+from app.authoring.preview import preview as make_preview
 from app.deps import ApiInstructor, ApiLang, ContextDep, DbDep
 from app.domain.identity import MAX_SEED
 from app.schemas import ProblemPublic
@@ -122,10 +122,62 @@ def list_cards(
     ]
 
 
-@router.post("/cards/validate", response_model=ProblemsPublic)
+@router.post(
+    "/cards/validate",
+    response_model=ProblemsPublic,
+    responses={422: {"model": ProblemPublic, "description": "draft_too_large: over a limit."}},
+)
 def validate_card(document: Document, instructor: ApiInstructor) -> ProblemsPublic:
-    """Every problem of a card document (errors block publishing, warnings do not)."""
+    """Every problem of a card document (errors block publishing, warnings do not), answered
+    when its validation job finishes (within the job's time bound, VALIDATION_TIMEOUT_S)."""
     return ProblemsPublic(problems=_problems(service.validate(document)))
+
+
+class ValidationPublic(BaseModel):
+    id: str
+    status: str = Field(description="running | done")
+    templates_done: int
+    templates_total: int | None = Field(description="None until the document has compiled.")
+    seconds: float | None = Field(description="Wall-clock seconds it took, once done.")
+    problems: list[CardProblemPublic] | None = Field(description="Once done.")
+
+
+def _validation(job: Any, lang: str) -> ValidationPublic:
+    return ValidationPublic(
+        id=job.id,
+        status=job.state,
+        templates_done=job.done,
+        templates_total=job.total,
+        seconds=job.seconds,
+        problems=None
+        if job.state != "done"
+        else [CardProblemPublic(**p.to_json(lang)) for p in job.problems or ()],
+    )
+
+
+@router.post(
+    "/cards/validations",
+    response_model=ValidationPublic,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses={422: {"model": ProblemPublic, "description": "draft_too_large: over a limit."}},
+)
+def start_validation(
+    document: Document, response: Response, instructor: ApiInstructor, lang: ApiLang
+) -> ValidationPublic:
+    """Validate a card document in the background: poll the job (its Location) for progress,
+    templates done of the total, then its problems."""
+    job = service.start_validation(document)
+    response.headers["Location"] = f"/api/v1/instructor/validations/{job.id}"
+    return _validation(job, lang)
+
+
+@router.get("/validations/{job_id}", response_model=ValidationPublic)
+def read_validation(
+    job_id: Annotated[str, Path(max_length=64)], instructor: ApiInstructor, lang: ApiLang
+) -> ValidationPublic:
+    """A validation job's progress, then its problems (404 once forgotten, or on another
+    server process: jobs live in the process that runs them)."""
+    return _validation(service.validation_job(job_id), lang)
 
 
 @router.post("/cards", response_model=DraftCreatedPublic, status_code=status.HTTP_201_CREATED)
@@ -266,12 +318,11 @@ def preview(
     seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
 ) -> PreviewPublic:
     """A variant of the draft (or latest version) with its key and every pitfall's explanation."""
-    card = preview_card(db=db, card_id=card_id)
-    variant = preview_variant(card=card, template_id=template_id, seed=seed)
+    variant = make_preview(db=db, card_id=card_id, template_id=template_id, seed=seed)
     return PreviewPublic(
-        template_id=variant.id.template_id,
-        template_version=variant.id.template_version,
-        seed=variant.id.seed,
+        template_id=variant.template_id,
+        template_version=variant.template_version,
+        seed=variant.seed,
         params=dict(variant.params_display),
         stem=variant.stem.get(lang),
         choices=[
@@ -280,7 +331,7 @@ def preview(
                 text=c.text.get(lang),
                 correct=c.correct,
                 pitfall_id=c.pitfall_id,
-                pitfall_title=c.pitfall.title.get(lang) if c.pitfall else None,
+                pitfall_title=c.pitfall_title.get(lang) if c.pitfall_title else None,
                 explanation=c.explanation.get(lang) if c.explanation else None,
             )
             for c in variant.choices

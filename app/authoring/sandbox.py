@@ -37,6 +37,7 @@ from app.authoring.sandbox_worker import (
     FormulaCheck,
     check_card_task,
     check_formula_task,
+    draft_formula_task,
     serve,
 )
 from app.domain.formulas import FormulaError
@@ -131,8 +132,15 @@ class FormulaSandbox:
             self.replaced += 1
         return self._start()
 
-    def call(self, function: Callable[..., Any], *args: Any, timeout_s: float) -> tuple[str, Any]:
-        """Run ``function(*args)`` (a module-level function: it is pickled by name) in a worker.
+    def call(
+        self,
+        function: Callable[..., Any],
+        *args: Any,
+        timeout_s: float,
+        cpu_limit_s: int | None = None,
+    ) -> tuple[str, Any]:
+        """Run ``function(*args)`` (a module-level function: it is pickled by name) in a worker,
+        under ``cpu_limit_s`` CPU seconds (the pool's limit when None).
 
         The answer is ``("ok", result)``, ``("formula-error", (reason, column))``, ``("error",
         message)``, ``("cpu", seconds)`` when the CPU limit stopped it after that much CPU time
@@ -153,7 +161,7 @@ class FormulaSandbox:
                 worker = self._replace(worker)
                 return ("error", "a formula worker did not start")
             try:
-                worker.conn.send((function, args))
+                worker.conn.send((function, args, cpu_limit_s))
                 remaining = max(deadline - time.monotonic(), 0.0)
                 if not worker.conn.poll(remaining):
                     worker = self._replace(worker)
@@ -164,7 +172,7 @@ class FormulaSandbox:
                 code = worker.process.exitcode
                 worker = self._replace(worker)
                 if code in (-signal.SIGKILL, -signal.SIGXCPU):  # the kernel's hard CPU limit
-                    return ("cpu", self.cpu_limit_s)
+                    return ("cpu", cpu_limit_s or self.cpu_limit_s)
                 return ("error", f"the formula worker stopped (exit code {code})")
             if retiring:
                 worker = self._replace(worker)
@@ -245,6 +253,14 @@ class FormulaSandbox:
         self.close()
 
 
+def failure_text(kind: str, payload: Any, cpu_limit_s: int) -> Text:
+    """What a failed :meth:`FormulaSandbox.call` answer (kind, payload) says to the author."""
+    if kind == "formula-error":
+        reason: Text = payload[0]
+        return reason
+    return _failure_reason(kind, payload, cpu_limit_s)
+
+
 def _failure_reason(kind: str, payload: Any, cpu_limit_s: int) -> Text:
     if kind == "timeout":
         return Message(
@@ -280,7 +296,9 @@ def default_sandbox() -> FormulaSandbox:
     global _default
     with _default_lock:
         if _default is None or _default._closed:
-            _default = FormulaSandbox()
+            from app.config import get_settings
+
+            _default = FormulaSandbox(get_settings().sandbox_workers)
             atexit.register(_default.close)
         return _default
 
@@ -302,3 +320,32 @@ def check_card_document(
 ) -> CardCheck:
     """:meth:`FormulaSandbox.check_card_document` on the process's pool."""
     return default_sandbox().check_card_document(document, timeout_s=timeout_s)
+
+
+def check_draft_formula(
+    text: str,
+    names: frozenset[str],
+    document: Mapping[str, object],
+    *,
+    timeout_s: float = DEFAULT_FORMULA_TIMEOUT_S,
+) -> FormulaCheck | FormulaError:
+    """Parse ``text`` with the parameters ``names`` and the card formulas of a draft
+    ``document``, all compiled in the process's pool (a draft whose card formulas do not compile
+    checks the formula without them: the card page reports them)."""
+    params = document.get("params")
+    formulas = document.get("formulas")
+    kind, payload = default_sandbox().call(
+        draft_formula_task,
+        text,
+        names,
+        tuple(str(p) for p in params) if isinstance(params, list) else (),
+        tuple(formulas) if isinstance(formulas, list) else (),
+        timeout_s=timeout_s,
+    )
+    if kind == "ok":
+        return payload  # type: ignore[no-any-return]
+    shown = text if isinstance(text, str) else None
+    if kind == "formula-error":
+        reason, column = payload
+        return FormulaError(reason, text=shown, column=column)
+    return FormulaError(_failure_reason(kind, payload, default_sandbox().cpu_limit_s), text=shown)

@@ -62,8 +62,9 @@ def _on_cpu_limit(signum: int, frame: object) -> None:
 
 
 def serve(conn: Connection, cpu_limit_s: int, lifetime_cpu_s: int) -> None:
-    """A worker's loop: receive (function, args), answer (kind, payload, retiring): ("ok",
-    result) or a failure; ``retiring`` when the worker exits after this answer."""
+    """A worker's loop: receive (function, args, CPU seconds or None for ``cpu_limit_s``), answer
+    (kind, payload, retiring): ("ok", result) or a failure; ``retiring`` when the worker exits
+    after this answer."""
     import resource
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
@@ -81,9 +82,10 @@ def serve(conn: Connection, cpu_limit_s: int, lifetime_cpu_s: int) -> None:
             return
         if message is None:
             return
-        function, args = message
+        function, args, task_cpu_s = message
         used = _cpu_used()
-        soft = min(math.ceil(used + cpu_limit_s), lifetime)
+        soft = min(math.ceil(used + (task_cpu_s or cpu_limit_s)), lifetime)
+        _task_limit[:] = [task_cpu_s or cpu_limit_s, lifetime]
         try:
             resource.setrlimit(resource.RLIMIT_CPU, (soft, lifetime))
             try:
@@ -100,7 +102,7 @@ def serve(conn: Connection, cpu_limit_s: int, lifetime_cpu_s: int) -> None:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             reply = ("error", f"{exc.__class__.__name__}: {first}"[:300])
         # Retire before the kernel's hard limit; the pool starts a fresh worker.
-        retiring = _cpu_used() + cpu_limit_s + 1 >= lifetime
+        retiring = _cpu_used() + max(cpu_limit_s, task_cpu_s or 0) + 1 >= lifetime
         if not _send(conn, reply, retiring=retiring) or retiring:
             return
 
@@ -146,3 +148,121 @@ def check_card_task(document: object) -> CardCheck:
 
     checked = check_document(document)
     return CardCheck(problems=tuple(checked.problems), publishable=checked.publishable)
+
+
+# --- card documents: compiled once per worker, validated one template per task ------------------
+
+# The card documents this worker compiled last, by digest: a validation job sends every task the
+# document, and each worker compiles it once for all the templates it validates.
+_COMPILED: dict[str, Any] = {}
+_COMPILED_KEPT = 2
+
+
+# CPU seconds compiling a card document may use in a worker, apart from the task's own limit:
+# a template's validation task that finds the document not yet compiled compiles it first.
+COMPILE_CPU_S = 10
+# The running task's CPU seconds and the worker's lifetime limit (set by serve).
+_task_limit: list[int] = []
+
+
+def _limit_cpu(seconds: int) -> None:
+    """From now, the running task may use ``seconds`` more CPU seconds."""
+    import resource
+
+    if not _task_limit:  # not in a worker (a test calling a task directly)
+        return
+    lifetime = _task_limit[1]
+    soft = min(math.ceil(_cpu_used() + seconds), lifetime)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, lifetime))
+
+
+def compiled_document(digest: str, document: object) -> Any:
+    """:func:`app.domain.authoring.compile_document` of ``document``, cached by ``digest``;
+    compiling has its own CPU bound (``COMPILE_CPU_S``), after which the task's starts again."""
+    from app.domain.authoring import compile_document
+
+    found = _COMPILED.get(digest)
+    if found is None:
+        _limit_cpu(COMPILE_CPU_S)
+        found = compile_document(document)
+        while len(_COMPILED) >= _COMPILED_KEPT:
+            _COMPILED.pop(next(iter(_COMPILED)))
+        _COMPILED[digest] = found
+        if _task_limit:
+            _limit_cpu(_task_limit[0])
+    return found
+
+
+@dataclass(frozen=True)
+class DocumentCompiled:
+    """A card document compiled in a worker: its shape and compilation problems, the templates
+    left to validate, and its warnings (none when it did not compile)."""
+
+    problems: tuple[Any, ...]
+    to_validate: tuple[str, ...]
+    warnings: tuple[Any, ...]
+    compiled: bool
+
+
+def compile_document_task(digest: str, document: object) -> DocumentCompiled:
+    from app.domain.authoring import warnings
+
+    compiled = compiled_document(digest, document)
+    if compiled.card is None:
+        return DocumentCompiled(compiled.problems, (), (), False)
+    return DocumentCompiled(
+        compiled.problems, compiled.to_validate, tuple(warnings(compiled.card)), True
+    )
+
+
+def validate_template_task(digest: str, document: object, template_id: str) -> tuple[Any, ...]:
+    """The problems of one template of the document, validated over its whole domain."""
+    from app.domain.authoring import template_problems
+
+    compiled = compiled_document(digest, document)
+    if compiled.card is None:
+        return ()
+    return tuple(template_problems(compiled.card, template_id))
+
+
+# The card formulas of the draft last checked in this worker (the editor checks formula after
+# formula against the same ones).
+_DEFINITIONS: dict[str, Any] = {}
+
+
+def draft_formula_task(
+    text: str,
+    names: frozenset[str],
+    card_params: tuple[str, ...],
+    card_formulas: tuple[object, ...],
+) -> FormulaCheck:
+    """One formula as the editor types it, with the draft's card formulas (compiled here too;
+    when they do not compile, the card page reports it and the formula is checked without)."""
+    from app.domain.cards import CardError, card_definitions
+
+    key = repr((card_params, card_formulas))
+    definitions = _DEFINITIONS.get(key)
+    if definitions is None:
+        try:
+            definitions = card_definitions(
+                {"params": list(card_params), "formulas": list(card_formulas)}
+            )
+        except CardError:
+            definitions = {}
+        _DEFINITIONS.clear()  # the draft being edited: one entry
+        _DEFINITIONS[key] = definitions
+    formula = parse_formula(text, names, definitions)
+    return FormulaCheck(text=text, names=formula.names)
+
+
+def preview_task(
+    digest: str,
+    document: object,
+    template_id: str,
+    seed: int | None,
+    params: tuple[tuple[str, str], ...] | None,
+) -> Any:
+    """A variant of the document as learners would see it (:mod:`app.authoring.preview`)."""
+    from app.authoring.preview import make_preview
+
+    return make_preview(compiled_document(digest, document), template_id, seed, params)

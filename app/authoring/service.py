@@ -17,16 +17,29 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth.service import LearnerRef, now_utc
-from app.authoring.sandbox import check_card_document
+from app.authoring.validation import TooManyValidations, ValidationJob, default_validations
 from app.catalog.service import LiveCatalog, store_version, stored_cards, stored_documents
 from app.db import write_transaction
-from app.domain.authoring import CardProblem, Checked, diff_documents, next_version
+from app.domain.authoring import (
+    CardProblem,
+    Checked,
+    diff_documents,
+    next_version,
+    size_problem,
+)
 from app.domain.cards import CardError, parse_card
 from app.domain.catalog import check_versions
 from app.domain.messages import Message, plural_message
 from app.domain.storable import value_problem
 from app.models import AuditEntry, CardDraft, CardState
-from app.problems import Conflict, InvalidInput, NotFound, Problem, UnprocessableInput
+from app.problems import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    Problem,
+    TooManyRequests,
+    UnprocessableInput,
+)
 
 MAX_DOCUMENT_BYTES = 2_000_000
 
@@ -83,7 +96,16 @@ def _audit(
     )
 
 
-def _check_size(document: object) -> dict[str, Any]:
+class DraftTooLarge(Problem):
+    """A draft over a size limit (templates, formulas, placeholders: cards/README.md)."""
+
+    status_code = 422
+    code = "draft_too_large"
+    title = "Unprocessable Content"
+
+
+def checked_size(document: object) -> dict[str, Any]:
+    """The document, when it is a JSON object within the size limits of a draft."""
     if not isinstance(document, dict):
         raise InvalidInput(Message("a card document is a JSON object"), code="invalid_document")
     if len(json.dumps(document, ensure_ascii=False)) > MAX_DOCUMENT_BYTES:
@@ -94,14 +116,49 @@ def _check_size(document: object) -> dict[str, Any]:
             Message("the card document cannot be stored: %(problem)s", problem=unstorable),
             code="unstorable_document",
         )
+    problem = size_problem(document)
+    if problem is not None:
+        raise DraftTooLarge(problem)
     return document
 
 
+def start_validation(document: object) -> ValidationJob:
+    """A validation job for the document (:mod:`app.authoring.validation`): the running or
+    finished one for the same document, or a new one."""
+    try:
+        return default_validations().start(checked_size(document))
+    except TooManyValidations:
+        raise TooManyRequests(
+            Message("too many cards are being validated at once: try again in a moment"),
+            retry_after_s=5,
+        ) from None
+
+
+def validation_job(job_id: str) -> ValidationJob:
+    job = default_validations().get(job_id)
+    if job is None:
+        raise NotFound(Message("there is no such validation"), code="validation_not_found")
+    return job
+
+
 def validate(document: object) -> Checked:
-    """Every problem of a card document, checked in the sandbox's worker processes (an authored
-    formula can cost at most the sandbox's CPU limit, never a request thread's time)."""
-    checked = check_card_document(_check_size(document))
-    return Checked(None, tuple(checked.problems))
+    """Every problem of a card document, found by a validation job in the sandbox's worker
+    processes (an authored formula costs at most the sandbox's limits, never a request thread's
+    time); waits for the job, which its own wall-clock bound ends."""
+    job = start_validation(document)
+    job.wait()
+    return Checked(None, tuple(job.problems or ()))
+
+
+def validate_template(document: object, template_id: str) -> Checked:
+    """The problems the editor shows for one template: the document's compilation problems and
+    warnings, and that template validated (the whole card's, when it was validated already)."""
+    doc = checked_size(document)
+    validations = default_validations()
+    known = validations.get_finished(doc)
+    if known is not None:
+        return Checked(None, known)
+    return Checked(None, validations.one_template(doc, template_id))
 
 
 # --- drafts -----------------------------------------------------------------------------------
@@ -109,7 +166,7 @@ def validate(document: object) -> Checked:
 
 def create_draft(*, db: Session, actor: LearnerRef, document: object) -> str:
     """A new card as a draft; its id must be new."""
-    doc = _check_size(document)
+    doc = checked_size(document)
     card_id = doc.get("id")
     if not isinstance(card_id, str) or not card_id:
         raise InvalidInput(Message("the card document needs an 'id'"), code="invalid_document")
@@ -134,7 +191,7 @@ def stored_documents_exist(db: Session, card_id: str) -> bool:
 
 
 def save_draft(*, db: Session, actor: LearnerRef, card_id: str, document: object) -> None:
-    doc = _check_size(document)
+    doc = checked_size(document)
     if doc.get("id") != card_id:
         raise InvalidInput(
             Message("the document's id must be %(card)s", card=repr(card_id)),
@@ -211,10 +268,11 @@ def publish(*, db: Session, actor: LearnerRef, live: LiveCatalog, card_id: str) 
         )
     published = stored_documents(db, card_id)
     document = next_version(draft.document, published)
-    checked = check_card_document(document)
-    if not checked.publishable:
+    checked = validate(document)
+    if checked.errors:
         raise NotPublishable(list(checked.problems))
-    try:  # validated in the sandbox; compiling is bounded and cheap
+    # Validated in the sandbox; the draft is within the size limits, and compiling is linear.
+    try:
         card = parse_card(document)
     except CardError as exc:  # pragma: no cover - the sandbox found no error
         raise InvalidInput(exc.text, code="card_has_errors") from None

@@ -57,6 +57,74 @@ class CardProblem:
         }
 
 
+# A draft's size limits (cards/README.md), checked on the document before anything compiles:
+# the ZeRO card has 59 templates, 470 formulas and 1,900 placeholders, so a card five times
+# its size is accepted; beyond, compiling and validating it would outgrow a validation job.
+MAX_TEMPLATES = 300
+# Card formulas, numeric answers and pitfall formulas.
+MAX_FORMULAS = 3_000
+# {name} and {=formula} placeholders in every text of every language.
+MAX_PLACEHOLDERS = 12_000
+
+
+@dataclass(frozen=True)
+class DraftSize:
+    templates: int
+    formulas: int
+    placeholders: int
+
+
+def draft_size(raw: object) -> DraftSize:
+    """What a card document holds, counted on its data (one pass, nothing compiled)."""
+    if not isinstance(raw, Mapping):
+        return DraftSize(0, 0, 0)
+    formulas = raw.get("formulas")
+    count = len(formulas) if isinstance(formulas, list) else 0
+    templates = 0
+    for _, template in document_templates(raw):
+        templates += 1
+        count += isinstance(template.get("answer"), str)
+        pitfalls = template.get("pitfalls")
+        for pitfall in pitfalls if isinstance(pitfalls, list) else []:
+            count += isinstance(pitfall, dict) and isinstance(pitfall.get("formula"), str)
+    placeholders = 0
+    stack: list[object] = [raw]
+    while stack:  # iterative: a document's nesting cannot exhaust the stack
+        item = stack.pop()
+        if isinstance(item, str):
+            placeholders += sum(1 for _ in _PLACEHOLDER.finditer(item))
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return DraftSize(templates, count, placeholders)
+
+
+def size_problem(raw: object) -> Text | None:
+    """Why the document is over a draft's size limits, or None."""
+    size = draft_size(raw)
+    if size.templates > MAX_TEMPLATES:
+        return Message(
+            "the draft has %(count)s templates; a draft may have at most %(limit)s",
+            count=size.templates,
+            limit=MAX_TEMPLATES,
+        )
+    if size.formulas > MAX_FORMULAS:
+        return Message(
+            "the draft has %(count)s formulas (card formulas, answers and pitfalls); a draft "
+            "may have at most %(limit)s",
+            count=size.formulas,
+            limit=MAX_FORMULAS,
+        )
+    if size.placeholders > MAX_PLACEHOLDERS:
+        return Message(
+            "the draft's texts have %(count)s placeholders; a draft may have at most %(limit)s",
+            count=size.placeholders,
+            limit=MAX_PLACEHOLDERS,
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class Checked:
     card: Card | None  # None when the document's shape is wrong
@@ -72,28 +140,59 @@ class Checked:
 
 
 def check_document(raw: object, *, validate: bool = True) -> Checked:
-    """Every problem of a card document (the structure of ``cards/*.yaml``, as JSON data)."""
+    """Every problem of a card document (the structure of ``cards/*.yaml``, as JSON data).
+
+    It is :func:`compile_document`, then :func:`template_problems` for each template that
+    compiled (what a validation job runs as one task per template), then :func:`warnings`.
+    """
+    compiled = compile_document(raw)
+    if compiled.card is None:
+        return Checked(None, compiled.problems)
+    problems = list(compiled.problems)
+    if validate:
+        for template_id in compiled.to_validate:
+            problems.extend(template_problems(compiled.card, template_id))
+    problems.extend(warnings(compiled.card))
+    return Checked(compiled.card, tuple(problems))
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A card document compiled: the card (None when its shape or a card-level part is wrong),
+    the problems found so far, and the templates left to validate, in the card's order."""
+
+    card: Card | None
+    problems: tuple[CardProblem, ...]
+    to_validate: tuple[str, ...]
+
+
+def compile_document(raw: object) -> Compiled:
+    """The document's shape errors (every one) or its compilation problems (every template that
+    does not compile, located); what compiled is left for :func:`template_problems`."""
     try:
         _CardIn.model_validate(raw)
     except ValidationError as exc:
-        return Checked(None, tuple(_shape_problem(raw, error) for error in exc.errors()))
+        return Compiled(None, tuple(_shape_problem(raw, error) for error in exc.errors()), ())
     compile_errors: list[CardError] = []
     try:
         card = parse_card(raw, problems=compile_errors)
     except CardError as exc:  # a card-level problem (formulas, numbering, duplicate ids)
-        return Checked(None, (_from_error(exc),))
-    problems = [_from_error(exc) for exc in compile_errors]
+        return Compiled(None, (_from_error(exc),), ())
+    problems = tuple(_from_error(exc) for exc in compile_errors)
     failed = {p.template_id for p in problems}
-    if validate:
-        for template in card.templates():
-            if template.id in failed:
-                continue
-            try:
-                validate_template(card, template)
-            except CardError as exc:
-                problems.append(_from_error(exc, template.id))
-    problems.extend(_warnings(card))
-    return Checked(card, tuple(problems))
+    return Compiled(card, problems, tuple(t.id for t in card.templates() if t.id not in failed))
+
+
+def template_problems(card: Card, template_id: str) -> list[CardProblem]:
+    """The template validated over its whole domain: its problem, or none."""
+    template = card.template(template_id)
+    if template is None:
+        raise KeyError(template_id)
+    try:
+        validate_template(card, template)
+    except CardError as exc:
+        return [_from_error(exc, template.id)]
+    return []
 
 
 def _shape_problem(raw: object, error: Mapping[str, Any]) -> CardProblem:
@@ -156,7 +255,9 @@ def _from_error(exc: CardError, template_id: str | None = None) -> CardProblem:
     return CardProblem("error", exc.template_id or template_id, exc.field, exc.text, exc.position)
 
 
-def _warnings(card: Card) -> list[CardProblem]:
+def warnings(card: Card) -> list[CardProblem]:
+    """What does not block publishing: explanations without numbers, templates without
+    parameters."""
     found = []
     for template in card.templates():
         for pitfall in template.pitfalls:

@@ -456,6 +456,9 @@ def _compile_formulas(
     raw: list[_FormulaIn], params: frozenset[str], where: Text
 ) -> dict[str, NamedFormula]:
     formulas: dict[str, NamedFormula] = {}
+    # Each formula may use the earlier ones: one mapping, grown as they compile (rebuilding it
+    # per formula made a card's compilation quadratic in its formulas).
+    definitions: dict[str, Formula] = {}
     for item in raw:
         if not is_identifier(item.id) or item.id in params:
             raise CardError(
@@ -477,7 +480,6 @@ def _compile_formulas(
             item.unit,
             Message("%(where)s, formula %(formula)s", where=where, formula=repr(item.id)),
         )
-        definitions = {name: f.formula for name, f in formulas.items()}
         try:
             formula = parse_formula(item.expr, params, definitions)
         except FormulaError as exc:
@@ -492,6 +494,7 @@ def _compile_formulas(
                 position=exc.column,
             ) from None
         formulas[item.id] = NamedFormula(item.id, _text(item.title), item.latex, item.unit, formula)
+        definitions[item.id] = formula
     return formulas
 
 

@@ -337,7 +337,9 @@ def parse_formula(
     stripped = text.strip()
     if not stripped:
         raise FormulaError(Message("formula is empty"), column=1)
-    builder = _Builder(text, stripped, frozenset(names), dict(definitions or {}))
+    # The definitions are read, never copied: a card's formulas and placeholders each parse
+    # against the same mapping, so compiling a card is linear in its formulas.
+    builder = _Builder(text, stripped, frozenset(names), definitions or {})
     try:
         tree = ast.parse(stripped, mode="eval")
     except SyntaxError as exc:
@@ -397,7 +399,7 @@ class _Builder:
         text: str,
         stripped: str,
         names: frozenset[str],
-        definitions: dict[str, Formula],
+        definitions: Mapping[str, Formula],
     ):
         self.text = text
         self.stripped = stripped

@@ -124,6 +124,8 @@ ENFORCED_FAMILIES = frozenset(
 # Ratios a learner reads as "simple multiples" of one another (both ways round).
 _SIMPLE_RATIOS = (Fraction(3, 2), Fraction(4, 3), 2, Fraction(5, 2), 3, 4, 5, 6, 8, 10, 12, 16)
 _RATIO_TOLERANCE = 0.01
+# The same ratios as floats, with their tolerances: converted once, not per comparison.
+_SIMPLE_RATIO_BANDS = tuple((float(s), _RATIO_TOLERANCE * float(s)) for s in _SIMPLE_RATIOS)
 # Values this many times away from the median of the shown values look implausible.
 _MAGNITUDE_LIMITS = (5, 10)
 
@@ -308,7 +310,7 @@ def _simple_multiple(a: float, b: float) -> bool:
     if a <= 0 or b <= 0:
         return False
     ratio = max(a, b) / min(a, b)
-    return any(abs(ratio - float(s)) <= _RATIO_TOLERANCE * float(s) for s in _SIMPLE_RATIOS)
+    return any(abs(ratio - s) <= tolerance for s, tolerance in _SIMPLE_RATIO_BANDS)
 
 
 def _rank_share(measures: Sequence[Fraction | float | int], key: int, k: int) -> float:

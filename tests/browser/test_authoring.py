@@ -100,3 +100,32 @@ def test_an_instructor_sees_a_parse_error_at_its_column_previews_and_publishes(
     page.goto(f"{live_server.url}/instructor/cards/{card_id}")
     page.click("button:has-text('Withdraw from learners')")
     expect(page.locator("body")).to_contain_text("Withdrawn")
+
+
+def test_the_card_page_shows_the_validation_progress_then_the_problems(page: Page, live_server):
+    import yaml
+
+    log_in_as_instructor(page, live_server)
+    card_id = "zz-zero-" + re.sub(r"[^a-z0-9]", "", new_email().split("@")[0])[:10]
+    zero = yaml.safe_load(
+        (Path(__file__).parents[2] / "cards" / "zero-memory-offload.yaml").read_text("utf-8")
+    )
+    document = {**zero, "id": card_id, "points": zero["points"][:2]}
+    templates = sum(len(p["templates"]) for p in document["points"])
+    with live_server.app.state.sessionmaker() as db:
+        actor = db.scalars(select(Learner).where(Learner.role == "instructor")).first()
+        ref = LearnerRef(actor.id, actor.kind, actor.role, actor.email)
+        service.create_draft(db=db, actor=ref, document=document)
+    page.goto(f"{live_server.url}/instructor/cards/{card_id}")
+    progress = page.locator("[data-validation]")
+    expect(progress).to_be_visible()
+    expect(page.get_by_role("button", name="Publish")).to_be_disabled()
+    expect(progress).to_contain_text(f"of {templates} templates checked", timeout=60_000)
+    shot(page, "authoring-validation-progress")
+    # The script reloads the page when the job is done: the problems, and publishing allowed.
+    expect(page.locator(".problems")).to_contain_text(
+        f"{templates} templates validated in", timeout=300_000
+    )
+    expect(page.locator("[data-validation]")).to_have_count(0)
+    expect(page.get_by_role("button", name="Publish")).to_be_enabled()
+    shot(page, "authoring-validation-done")

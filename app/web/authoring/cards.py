@@ -7,13 +7,15 @@ import re
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from app.authoring import service
+from app.authoring.validation import ValidationJob
 from app.deps import ContextDep, DbDep, InstructorVisitor
-from app.domain.authoring import add_point, new_card_document
+from app.domain.authoring import Checked, add_point, new_card_document
 from app.domain.cards import SLUG_PATTERN
 from app.domain.messages import Message
+from app.domain.texts import Text
 from app.problems import InvalidInput, Problem
 from app.web.authoring import back_to
 from app.web.forms import check_csrf
@@ -21,6 +23,8 @@ from app.web.templating import render_page
 
 router = APIRouter(include_in_schema=False, prefix="/instructor")
 _SLUG = re.compile(SLUG_PATTERN)
+# How long the card page waits for its draft's validation before showing its progress instead.
+PAGE_WAIT_S = 1.5
 
 
 @router.get("")
@@ -80,7 +84,11 @@ def card_overview(
 ) -> Response:
     """The draft (or latest version): points, templates, every problem, publish, versions."""
     draft = service.get_draft(db=db, card_id=card_id[:100])
-    checked = service.validate(draft.document)
+    job = service.start_validation(draft.document)
+    # A small draft's problems come with the page; a large one's page shows the validation's
+    # progress and reloads when it is done (its problems are kept for the unchanged draft).
+    job.wait(PAGE_WAIT_S)
+    checked = Checked(None, job.problems) if job.problems is not None else None
     published = ctx.catalog.latest(card_id)
     versions = service.versions(db=db, card_id=card_id) if published else []
     context = {
@@ -88,6 +96,8 @@ def card_overview(
         "draft": draft,
         "document": draft.document,
         "checked": checked,
+        "validation": job,
+        "validation_text": progress_text(job).get(visitor.lang),
         "published": published,
         "offered": published is not None and card_id not in ctx.catalog.withdrawn,
         "versions": versions,
@@ -95,6 +105,30 @@ def card_overview(
         "csrf_token": visitor.csrf_token,
     }
     return render_page(request, "instructor_card.html", context, lang=visitor.lang)
+
+
+def progress_text(job: ValidationJob) -> Text:
+    if job.total is None:
+        return Message("Compiling the draft…")
+    return Message(
+        "Validating the draft: %(done)s of %(total)s templates checked…",
+        done=job.done,
+        total=job.total,
+    )
+
+
+@router.get("/validations/{job_id}")
+def validation_progress(job_id: str, visitor: InstructorVisitor) -> JSONResponse:
+    """A validation job's progress, for the card page's script."""
+    job = service.validation_job(job_id[:64])
+    return JSONResponse(
+        {
+            "status": job.state,
+            "templates_done": job.done,
+            "templates_total": job.total,
+            "text": progress_text(job).get(visitor.lang),
+        }
+    )
 
 
 @router.post("/cards/{card_id}/points")

@@ -11,11 +11,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from app.authoring import service
-from app.authoring.preview import preview_card, preview_variant
-from app.authoring.sandbox import check_formula as sandboxed_check
+from app.authoring.preview import preview
+from app.authoring.sandbox import check_draft_formula
 from app.deps import DbDep, InstructorVisitor
 from app.domain.authoring import put_template, remove_template
-from app.domain.cards import CardError, card_definitions, find_template_document
+from app.domain.cards import find_template_document
 from app.domain.formulas import FormulaError
 from app.domain.identity import MAX_SEED
 from app.domain.messages import Message
@@ -67,7 +67,7 @@ def edit_template(
             )
         point_doc, template = found
         point_slug = point_doc.get("slug", "")
-    checked = service.validate(draft.document)
+    checked = service.validate_template(draft.document, template_id)
     return _editor(
         request, visitor, draft.document, card_id, template, point_slug, template_id, checked
     )
@@ -138,7 +138,7 @@ async def save_template(
         try:
             template = template_from_form(form, found[1] if found else None)
         except InvalidInput as problem:
-            checked = service.validate(draft.document)
+            checked = service.validate_template(draft.document, template_id)
             base = found[1] if found else {}
             return _editor(
                 request,
@@ -153,7 +153,7 @@ async def save_template(
                 message=problem.text,
             )
         if template_id == "new" and find_template_document(draft.document, template["id"]):
-            checked = service.validate(draft.document)
+            checked = service.validate_template(draft.document, template_id)
             return _editor(
                 request,
                 visitor,
@@ -178,10 +178,10 @@ async def save_template(
         except KeyError:
             raise InvalidInput(Message("unknown exam point"), code="point_not_found") from None
         service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
-        checked = service.validate(document)
         saved_id = template["id"] or template_id
         if template_id != saved_id:
             return back_to(visitor, f"/instructor/cards/{card_id}/templates/{saved_id}")
+        checked = service.validate_template(document, saved_id)
         return _editor(
             request,
             visitor,
@@ -227,22 +227,15 @@ def preview_page(
     seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
 ) -> Response:
     """A variant exactly as learners see it, with the key and every pitfall's explanation."""
-    card = preview_card(db=db, card_id=card_id[:100])
     chosen = {
         key.removeprefix("param."): value[:100]
         for key, value in request.query_params.items()
         if key.startswith("param.") and value
     }
-    variant = preview_variant(card=card, template_id=template_id, seed=seed, params=chosen or None)
-    template = card.template(template_id)
-    context = {
-        "card": card,
-        "card_id": card_id,
-        "point": card.point_by_slug(variant.id.point),
-        "variant": variant,
-        "template": template,
-        "chosen": chosen,
-    }
+    variant = preview(
+        db=db, card_id=card_id[:100], template_id=template_id, seed=seed, params=chosen or None
+    )
+    context = {"card_id": card_id, "variant": variant, "chosen": chosen}
     return render_page(request, "instructor_preview.html", context, lang=visitor.lang)
 
 
@@ -256,12 +249,9 @@ def check_formula(
 ) -> Response:
     """Parse one formula as the editor types it: ok, or the reason and the column."""
     draft = service.get_draft(db=db, card_id=card_id)
-    try:
-        definitions = card_definitions(draft.document)
-    except CardError:  # a broken card-level formula is reported on the card page
-        definitions = {}
     wanted = frozenset(n.strip() for n in names.split(",") if n.strip())
-    result = sandboxed_check(text, wanted, [(n, f.text) for n, f in definitions.items()])
+    # The card formulas are compiled in the sandbox with the formula, never here.
+    result = check_draft_formula(text, wanted, draft.document)
     if isinstance(result, FormulaError):
         return JSONResponse(
             {"ok": False, "message": result.message.get(visitor.lang), "position": result.column}
