@@ -21,15 +21,24 @@ class UnstorableText(ValueError):
     the request is refused with a 422, before the database sees it."""
 
 
+def _check(value: object, depth: int = 0) -> None:
+    if isinstance(value, str):
+        problem = text_problem(value)
+        if problem:
+            raise UnstorableText(problem)
+    elif depth < 2 and isinstance(value, dict):
+        for item in value.values():
+            _check(item, depth + 1)
+    elif depth < 2 and isinstance(value, list | tuple):
+        for item in value:
+            _check(item, depth + 1)
+
+
 def _refuse_unstorable(
     _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, many: bool
 ) -> None:
-    rows = parameters if many else (parameters,)
-    for row in rows or ():
-        values = row.values() if isinstance(row, dict) else row
-        for value in values or ():
-            if isinstance(value, str) and (problem := text_problem(value)):
-                raise UnstorableText(problem)
+    """Every text parameter of a statement (one row's or many rows')."""
+    _check(parameters)
 
 
 def guard_text(engine: Engine) -> None:

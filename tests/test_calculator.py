@@ -539,7 +539,10 @@ def test_the_page_without_a_query_shows_the_form_and_the_default_result(client):
     words = " ".join(text_of(page).split())
     assert "Does not fit: 140 GB of 80 GB (60 GB short)" in words
     assert "Nd = 14" in words
-    assert re.findall(r"<script[^>]*>", page) == ['<script src="/static/calculator.js" defer>']
+    assert re.findall(r"<script[^>]*>", page) == [
+        '<script src="/static/timezone.js" defer>',
+        '<script src="/static/calculator.js" defer>',
+    ]
     assert not re.search(r'(src|href)="(https?:)?//', page)  # no external assets
     assert "style=" not in page
     assert "script-src 'self'" in response.headers["content-security-policy"]

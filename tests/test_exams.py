@@ -252,7 +252,7 @@ def test_a_practice_summary_lists_each_question_with_its_answer_and_key(client, 
         assert f'<a href="/answers/{attempt_id}">See question {number} again</a>' in summary.text
     zh = client.get(f"/sessions/{row.id}/summary", params={"lang": "zh"})
     assert zh.text.count('<li class="question-line') == 3 and "各题回顾" in zh.text
-    assert str(render_inline(asked[0][0].stem.zh)) in zh.text
+    assert str(render_inline(asked[0][0].stem.zh, "zh")) in zh.text
 
 
 def test_a_running_exam_tells_nothing_on_its_summary(client, app):

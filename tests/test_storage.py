@@ -77,11 +77,11 @@ def count_attempts(sessions) -> int:
         return db.scalar(select(func.count()).select_from(Attempt))
 
 
-def test_sqlite_connections_use_wal_busy_timeout_and_synchronous_normal(engine):
+def test_sqlite_connections_use_wal_busy_timeout_and_synchronous_full(engine):
     with engine.connect() as connection:
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
-        assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+        assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
         assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
 

@@ -31,7 +31,7 @@ def csrf(page: str) -> str:
 
 
 def alert(page: str) -> str:
-    match = re.search(r'role="alert">([^<]*)<', page)
+    match = re.search(r'role="alert"[^>]*>([^<]*)<', page)
     return html.unescape(match.group(1)) if match else ""
 
 

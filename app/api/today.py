@@ -7,6 +7,17 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body
 
+from app.api.today_schemas import (
+    ActivityDayPublic,
+    ActivityPublic,
+    ForecastDayPublic,
+    ForecastPublic,
+    LearnerUpdate,
+    NextActionPublic,
+    ResumePublic,
+    StreakPublic,
+    TodayPublic,
+)
 from app.auth.service import LearnerRef, set_time_zone
 from app.deps import ApiLearner, ContextDep, DbDep
 from app.domain.calendar import is_time_zone
@@ -14,17 +25,8 @@ from app.domain.messages import Message
 from app.problems import Problem
 from app.review.habits import answer_activity, review_forecast, today
 from app.schemas import (
-    ActivityDayPublic,
-    ActivityPublic,
-    ForecastDayPublic,
-    ForecastPublic,
     LearnerPublic,
-    LearnerUpdate,
-    NextActionPublic,
     ProblemPublic,
-    ResumePublic,
-    StreakPublic,
-    TodayPublic,
 )
 
 router = APIRouter(tags=["me"], responses={401: {"model": ProblemPublic}})

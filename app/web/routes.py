@@ -3,7 +3,7 @@ not in the OpenAPI document."""
 
 from __future__ import annotations
 
-from app.web import account, my_data, pages, password_reset, practice, review, today
+from app.web import account, feedback, my_data, pages, password_reset, practice, review, today
 from app.web import sessions as session_pages
 from app.web.analytics import router as analytics_router
 from app.web.authoring import cards as authoring_cards
@@ -15,6 +15,7 @@ PAGE_ROUTERS = (
     today.router,
     pages.router,
     practice.router,
+    feedback.router,
     session_pages.router,
     review.router,
     account.router,

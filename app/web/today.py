@@ -55,7 +55,8 @@ def today_page(request: Request, db: DbDep, ctx: ContextDep, visitor: VisitorDep
         "seconds": format_decimal(round(facts.seconds_per_question), locale=visitor.lang),
         "default_seconds": DEFAULT_SECONDS_PER_QUESTION,
         "exam_day": day_text(facts.exam_date, visitor.lang),
-        "csrf_token": visitor.csrf_token,
+        # A new visitor gets links, not forms: reading Today sets no cookie (nothing stored).
+        "csrf_token": visitor.csrf_token if visitor.learner is not None else None,
     }
     return render_page(request, "today.html", context, lang=visitor.lang)
 

@@ -1,0 +1,97 @@
+"""The JSON models of Today, the review forecast and the activity calendar (``app.api.today``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class LearnerUpdate(BaseModel):
+    """``PATCH /me``: what the app tells the server about the learner."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    time_zone: str | None = Field(
+        max_length=64,
+        description="An IANA zone name (Asia/Shanghai); null: UTC. Streaks, Today and the "
+        "forecast count the learner's days in it.",
+        examples=["Asia/Shanghai"],
+    )
+
+
+class ResumePublic(BaseModel):
+    session_id: str
+    card_id: str
+    mode: str
+    answered: int
+    size: int
+    url: str = Field(description="The session's page on the web.")
+
+
+class StreakPublic(BaseModel):
+    days: int = Field(
+        description="Consecutive days with an answer ending today, or yesterday while today has "
+        "no answer yet (a streak breaks only when a day ends without one)."
+    )
+    answered_today: bool
+
+
+class NextActionPublic(BaseModel):
+    action: Literal["review", "resume", "start"] = Field(
+        description="review: start a review session on card_id; resume: open session_id; "
+        "start: start a session of mode on card_id (point: its first exam point, on a first "
+        "visit)."
+    )
+    card_id: str | None
+    mode: str | None
+    point: str | None
+    session_id: str | None
+
+
+class TodayPublic(BaseModel):
+    """The facts of the Today page (``/``), in the learner's time zone."""
+
+    date: dt.date = Field(description="The learner's today.")
+    time_zone: str
+    due_now: int
+    due_later_today: int
+    minutes: int = Field(description="Minutes the reviews due now take, rounded up.")
+    seconds_per_question: float
+    own_time: bool = Field(
+        description="true: the learner's median answer time (last 50 timed answers, at least 5); "
+        "false: the default of 60 s a question."
+    )
+    resume: ResumePublic | None
+    streak: StreakPublic
+    answers: int = Field(description="Every answer the learner gave (0: a first visit).")
+    answers_today: int
+    exam_date: dt.date | None
+    days_to_exam: int | None
+    next: NextActionPublic
+
+
+class ForecastDayPublic(BaseModel):
+    date: dt.date
+    due: int
+
+
+class ForecastPublic(BaseModel):
+    """Reviews due per day of the learner's next 14 days; the first is today, overdue included."""
+
+    time_zone: str
+    days: list[ForecastDayPublic]
+
+
+class ActivityDayPublic(BaseModel):
+    date: dt.date
+    answers: int
+
+
+class ActivityPublic(BaseModel):
+    """Answers per day of the learner's calendar, whole weeks from a Monday 25 weeks before this
+    week's to today."""
+
+    time_zone: str
+    days: list[ActivityDayPublic]
