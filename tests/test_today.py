@@ -167,7 +167,10 @@ def test_a_first_visit_is_invited_to_its_first_question(client, auth, clock):
     page = client.get("/")
     assert page.status_code == 200 and page.template.name == "today.html"
     assert "Answer your first question" in page.text
-    assert 'name="mode" value="point"' in page.text
+    # A link to the first question, not a form: reading Today sets no cookie for a new visitor.
+    assert (
+        'href="/cards/zero-memory-offload/points/' in page.text and "set-cookie" not in page.headers
+    )
     # no tiles of zeros for a first visit
     assert "today-facts" not in page.text and "No streak yet" not in page.text
 
