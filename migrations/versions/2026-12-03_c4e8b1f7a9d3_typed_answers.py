@@ -24,9 +24,7 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("attempts", schema=None) as batch_op:
         batch_op.alter_column("choice_id", existing_type=sa.String(length=8), nullable=True)
-        batch_op.alter_column(
-            "correct_choice_id", existing_type=sa.String(length=8), nullable=True
-        )
+        batch_op.alter_column("correct_choice_id", existing_type=sa.String(length=8), nullable=True)
         batch_op.add_column(sa.Column("typed_value", sa.String(length=40), nullable=True))
         batch_op.add_column(sa.Column("typed_unit", sa.String(length=16), nullable=True))
     with op.batch_alter_table("practice_sessions", schema=None) as batch_op:
