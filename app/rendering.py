@@ -1,8 +1,9 @@
 """Texts to HTML: inline LaTeX (``$...$``) becomes MathML on the server, the rest is escaped.
 
 Browsers render MathML Core natively, so pages need neither JavaScript nor a CDN. The converter's
-output is parsed back and must consist of MathML elements only, without link, event or style
-attributes; anything else (or LaTeX it cannot read) is shown as escaped source instead.
+output is parsed back and written again from the tree, element by element: MathML elements and
+presentation attributes on allow-lists only, every text escaped; anything else (or LaTeX it
+cannot read) is shown as escaped source instead.
 
 Every ``<math>`` is named by its formula in words in the page's language
 (:func:`app.maths_text.spoken`): Chromium leaves MathML out of the names it computes from
@@ -28,8 +29,17 @@ _MATHML_TAGS = frozenset(
     mfenced menclose msub msup msubsup munder mover munderover mmultiscripts mprescripts none
     mtable mtr mtd mlabeledtr semantics annotation""".split()
 )
-# Attributes that could link, script or restyle (\href, \style, on..., xlink:...): never kept.
-_UNSAFE_ATTRIBUTE = re.compile(r"^(?:href|src|style|on.*|\{.*)$", re.IGNORECASE)
+# The presentation attributes the converter writes. None of them can link, script or restyle
+# (\href, \style, on..., xlink:... are not here): a formula using anything else is shown as
+# its source.
+_MATHML_ATTRIBUTES = frozenset(
+    """display mathvariant mathsize mathcolor mathbackground stretchy fence separator form
+    lspace rspace accent accentunder movablelimits largeop symmetric minsize maxsize width
+    height depth voffset linethickness numalign denomalign bevelled columnalign rowalign
+    columnspacing rowspacing columnlines rowlines columnspan rowspan frame framespacing
+    equalrows equalcolumns notation open close separators scriptlevel displaystyle encoding
+    align""".split()
+)
 # $...$ not preceded by a backslash; the content may not be empty or start with a space.
 _INLINE_MATH = re.compile(r"(?<!\\)\$(?!\s)(.+?)(?<!\\)\$", re.DOTALL)
 _QUANTITY = re.compile(
@@ -41,20 +51,55 @@ _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 @lru_cache(maxsize=4096)
 def latex_to_mathml(latex: str, display: bool = False, lang: str = "en") -> Markup:
     """MathML for a LaTeX formula, named by its words in ``lang``, or the escaped source when it
-    cannot be converted safely."""
+    cannot be converted safely.
+
+    The converter copies ``\\text{...}`` verbatim into its output, so its output is never sent
+    as it is: it is parsed as XML (comments and processing instructions kept, so that they can
+    be refused) and written again element by element from the allow-lists, every text and
+    attribute value escaped. Whatever an HTML parser would read differently from the XML one
+    (``<!-->``, CDATA, entities) is then only text."""
     try:
-        mathml = convert(latex, display="block" if display else "inline")
-        root = ET.fromstring(mathml)
+        builder = ET.TreeBuilder(insert_comments=True, insert_pis=True)
+        parser = ET.XMLParser(target=builder)
+        parser.feed(convert(latex, display="block" if display else "inline"))
+        root = parser.close()
     except Exception:  # the converter raises many kinds of errors on bad input
         return _latex_source(latex)
-    if any(
-        el.tag.removeprefix(_MATHML_NS) not in _MATHML_TAGS
-        or any(_UNSAFE_ATTRIBUTE.match(name) for name in el.attrib)
-        for el in root.iter()
-    ):
+    body = _mathml_children(root)
+    if body is None or root.tag != _MATHML_NS + "math":
         return _latex_source(latex)
-    label = Markup('<math aria-label="') + escape(spoken(latex, lang)) + Markup('" ')
-    return Markup(mathml.replace("<math ", label, 1))
+    return (
+        Markup('<math aria-label="')
+        + escape(spoken(latex, lang))
+        + Markup('" xmlns="http://www.w3.org/1998/Math/MathML" display="')
+        + ("block" if display else "inline")
+        + Markup('">')
+        + body
+        + Markup("</math>")
+    )
+
+
+def _mathml_children(element: ET.Element) -> Markup | None:
+    """The escaped text and allowed child elements of ``element``; None when anything is not on
+    the allow-lists (a comment, a processing instruction, a foreign element or attribute)."""
+    parts = [escape(element.text or "")]
+    for child in element:
+        if not isinstance(child.tag, str) or not child.tag.startswith(_MATHML_NS):
+            return None  # a comment, a processing instruction or a non-MathML element
+        tag = child.tag.removeprefix(_MATHML_NS)
+        if tag not in _MATHML_TAGS or tag == "math":
+            return None
+        if any(name not in _MATHML_ATTRIBUTES for name in child.attrib):
+            return None
+        inner = _mathml_children(child)
+        if inner is None:
+            return None
+        attributes = Markup("").join(
+            Markup(' {}="{}"').format(name, value) for name, value in sorted(child.attrib.items())
+        )
+        parts.append(Markup("<{}{}>").format(tag, attributes) + inner + Markup("</{}>").format(tag))
+        parts.append(escape(child.tail or ""))
+    return Markup("").join(parts)
 
 
 def _latex_source(latex: str) -> Markup:
