@@ -10,7 +10,9 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BindParameter,
     Boolean,
+    ColumnElement,
     Date,
     DateTime,
     ForeignKey,
@@ -199,6 +201,12 @@ class ReviewItem(Base):
     reviews: Mapped[int] = mapped_column(Integer, default=0)
     lapses: Mapped[int] = mapped_column(Integer, default=0)
     last_review_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    @classmethod
+    def due_by(cls, now: datetime | BindParameter[datetime]) -> ColumnElement[bool]:
+        """The one rule of "due" in every query: an item is due at ``now`` when its due time is
+        not after it (the header's count, Today, the review queue, sessions, class analytics)."""
+        return cls.due_at <= now
 
 
 class ReviewLog(Base):

@@ -224,7 +224,7 @@ def _due_templates(db: Session, card: Card, learner_id: str, now: datetime) -> l
         .where(
             ReviewItem.learner_id == learner_id,
             ReviewItem.card_id == card.id,
-            ReviewItem.due_at <= now,
+            ReviewItem.due_by(now),
         )
         .order_by(ReviewItem.due_at)
     ).all()
