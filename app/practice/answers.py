@@ -188,10 +188,11 @@ def prepare(
     if content.position is None:
         assert content.question is not None
         check_token_owner(content, learner.id)
-        question = content.question
+        question, asked_typed = content.question, content.typed
     else:
         assert db is not None
         question, state = _position(db, ctx, learner, content.position)
+        asked_typed = state.row.typed
         try:
             check_can_answer(state, now)
         except Problem as problem:
@@ -204,6 +205,7 @@ def prepare(
     return Graded(
         ctx.catalog, learner, question, content.position, variant, result,
         submission.client_answer_id, duration_ms, submission.answered_at, now, refusal,
+        asked_typed=asked_typed,
     )  # fmt: skip
 
 

@@ -84,6 +84,8 @@ class Graded:
     answered_at: datetime | None
     now: datetime
     refusal: Problem | None = None  # why a new answer at its position is refused (exam over)
+    # Asked without its choices (a typed token or a typed session): a typed answer is then recall.
+    asked_typed: bool = False
     outcome: AnswerOutcome | None = None
     error: BaseException | None = None
 
@@ -238,7 +240,7 @@ def _rating_answer(item: Graded, first_answer: bool) -> rating.Answer:
     return rating.Answer(
         item.learner.id, question.card_id, question.point, question.template_id,
         result.correct, result.pitfall_id, item.duration_ms, item.now, first_answer, carriers,
-        typed=result.typed is not None,
+        typed=result.typed is not None and item.asked_typed,
     )  # fmt: skip
 
 
