@@ -72,6 +72,11 @@ def test_the_dashboard_lists_cards_and_the_template_editor_shows_the_template(cl
         params={"template_id": "p1-total-16psi", "seed": 4},
     ).text
     assert preview.count('class="tag right"') == 1
+    blank_seed = client.get(
+        "/instructor/cards/zero-memory-offload/preview",
+        params={"template_id": "p1-total-16psi", "seed": ""},
+    )
+    assert blank_seed.status_code == 200, blank_seed.text[:300]  # the form's blank seed: any
     by_value = client.get(
         "/instructor/cards/zero-memory-offload/preview",
         params={"template_id": "p1-total-16psi", "param.psi": "70B"},

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
@@ -23,7 +24,7 @@ from app.domain.texts import Text
 from app.problems import InvalidInput
 from app.web.authoring import back_to
 from app.web.authoring.template_form import params_text, template_from_form
-from app.web.forms import check_csrf
+from app.web.forms import BlankIsNone, check_csrf
 from app.web.templating import render_page
 
 router = APIRouter(include_in_schema=False, prefix="/instructor")
@@ -224,7 +225,7 @@ def preview_page(
     db: DbDep,
     visitor: InstructorVisitor,
     template_id: Annotated[str, Query(max_length=100)],
-    seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
+    seed: Annotated[Annotated[int, Field(ge=0, le=MAX_SEED)] | None, BlankIsNone, Query()] = None,
 ) -> Response:
     """A variant exactly as learners see it, with the key and every pitfall's explanation."""
     chosen = {
