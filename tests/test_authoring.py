@@ -72,6 +72,39 @@ def test_validation_lists_every_problem_with_its_template_field_and_position(cli
     assert {p["field"] for p in shape} >= {"points.0.title", "points.0.explanation"}
 
 
+@pytest.mark.parametrize(
+    ("where", "text", "misspelled"),
+    [
+        ("stem", "A model with {layers} layers and a batch of {batch_size}", "{batch_size}"),
+        ("stem", "Sequences of {seq} tokens, $b = {batchh}$", "{batchh}"),
+        ("explanation", "{valeu} forgets a factor: {answer}.", "{valeu}"),
+        ("explanation", "Twice the cache: {answr}.", "{answr}"),
+    ],
+)
+def test_a_misspelled_placeholder_is_an_error_at_its_column(client, prof, where, text, misspelled):
+    column = text.index(misspelled) + 1  # counted from 1, as formula errors are
+    card = copy.deepcopy(CARD)
+    template = card["points"][0]["templates"][0]
+    if where == "stem":
+        template["stem"]["en"] = text
+    else:
+        template["pitfalls"][0]["explanation"]["zh"] = text
+    found = client.post(f"{API}/instructor/cards/validate", json=card, headers=prof).json()
+    errors = [p for p in found["problems"] if p["severity"] == "error"]
+    assert len(errors) == 1, errors
+    (error,) = errors
+    assert error["template_id"] == "kv-total" and error["position"] == column
+    assert "unknown placeholder" in error["message"] and "{layers}" in error["message"]
+
+
+def test_latex_braces_are_not_placeholders(client, prof):
+    card = copy.deepcopy(CARD)
+    template = card["points"][0]["templates"][0]
+    template["stem"]["en"] += r" ($\frac{k}{s}$, $x^{n}$, $P_{os}$, $\mathrm{d}$, $\frac{1}{p}$)"
+    found = client.post(f"{API}/instructor/cards/validate", json=card, headers=prof).json()
+    assert [p for p in found["problems"] if p["severity"] == "error"] == []
+
+
 def test_an_instructor_authors_fixes_publishes_and_a_learner_practises(client, app, prof):
     created = client.post(f"{API}/instructor/cards", json=broken_card(), headers=prof)
     assert created.status_code == 201 and created.json()["card_id"] == "kv-cache"
