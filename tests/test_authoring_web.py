@@ -92,6 +92,18 @@ def test_a_formula_is_checked_as_typed_with_its_column(client, app):
     ).json()
     # Columns count from 1: "nope" starts at the 10th character.
     assert bad["ok"] is False and bad["position"] == 10 and "nope" in bad["message"]
+    assert bad["where"] == "column 10"
+    in_zh = client.get(
+        "/instructor/check-formula",
+        params={
+            "card_id": "zero-memory-offload",
+            "names": "psi",
+            "text": "psi + nope",
+            "lang": "zh",
+        },
+    ).json()
+    assert in_zh["where"] == "第 7 列" and "nope" in in_zh["message"]
+    assert not any(word in in_zh["message"] for word in ("unknown", "column"))
     good = client.get(
         "/instructor/check-formula",
         params={"card_id": "zero-memory-offload", "names": "psi,n_d", "text": "zero3 + psi"},

@@ -89,9 +89,8 @@ def _editor(
     saved: bool = False,
 ) -> Response:
     problems = [p for p in checked.problems if p.template_id in (template.get("id"), original_id)]
-    names = sorted(
-        set(document.get("params", []) or []) | set((template.get("params") or {}).keys())
-    )
+    # The card's parameters; static/authoring.js adds the template's from its field as typed.
+    names = sorted(set(document.get("params", []) or []))
     context = {
         "card_id": card_id,
         "document": document,
@@ -254,7 +253,15 @@ def check_formula(
     # The card formulas are compiled in the sandbox with the formula, never here.
     result = check_draft_formula(text, wanted, draft.document)
     if isinstance(result, FormulaError):
+        where = (
+            None if result.column is None else Message("column %(column)s", column=result.column)
+        )
         return JSONResponse(
-            {"ok": False, "message": result.message.get(visitor.lang), "position": result.column}
+            {
+                "ok": False,
+                "message": result.message.get(visitor.lang),
+                "position": result.column,
+                "where": None if where is None else where.get(visitor.lang),
+            }
         )
     return JSONResponse({"ok": True, "message": None, "position": None})
