@@ -218,6 +218,20 @@ class AnswerPublic(BaseModel):
     answer: str = Field(description="The right answer as the question shows it.")
 
 
+class AnswerStoredPublic(BaseModel):
+    """An answer in an exam that is still running: stored and counted, its result (right or
+    wrong, the key, the pitfall, the solution) told only once the exam ends."""
+
+    attempt_id: int
+    client_answer_id: str
+    stored: Literal[True] = True
+    replayed: bool = Field(description="True when this is the stored first answer.")
+    feedback: None = Field(
+        default=None, description="Always null: the exam's results show when it ends."
+    )
+    summary_url: str = Field(description="The exam's summary page on this server.")
+
+
 class BatchItemProblem(BaseModel):
     status: int
     code: str
@@ -230,7 +244,7 @@ class BatchItemProblem(BaseModel):
 
 
 class AnswerBatchPublic(BaseModel):
-    results: list[AnswerPublic | BatchItemProblem]
+    results: list[AnswerPublic | AnswerStoredPublic | BatchItemProblem]
 
 
 class LearnerCreatedPublic(BaseModel):
