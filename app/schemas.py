@@ -258,10 +258,12 @@ class RegisterCreate(BaseModel):
     password: str = Field(min_length=1, max_length=1024)
 
 
-class AccountPublic(BaseModel):
-    learner_id: str
-    email: str
-    role: str
+class RegistrationPublic(BaseModel):
+    """The answer to a sign-up: the same whether the address was new or already had an account
+    (then its owner was emailed and nothing was created)."""
+
+    email: str = Field(description="The address as stored (lower case).")
+    role: Literal["learner"] = Field(default="learner", description="A new account's role.")
 
 
 class TokenCreate(BaseModel):
