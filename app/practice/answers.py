@@ -185,6 +185,7 @@ def prepare(
 ) -> Graded:
     """The answer graded, for the writer (``db`` reads a session token's session)."""
     refusal = None
+    withheld = False
     if content.position is None:
         assert content.question is not None
         check_token_owner(content, learner.id)
@@ -193,6 +194,7 @@ def prepare(
         assert db is not None
         question, state = _position(db, ctx, learner, content.position)
         asked_typed = state.row.typed
+        withheld = state.withholds_feedback(now)
         try:
             check_can_answer(state, now)
         except Problem as problem:
@@ -206,6 +208,7 @@ def prepare(
         ctx.catalog, learner, question, content.position, variant, result,
         submission.client_answer_id, duration_ms, submission.answered_at, now, refusal,
         asked_typed=asked_typed,
+        withheld=withheld,
     )  # fmt: skip
 
 
