@@ -305,8 +305,10 @@ def test_min_gpus_counts_in_whole_gpus(card):
 def test_card_version_8_rewrote_the_ratio_hubs(card):
     """Card version 8: the five templates whose key was the value the other choices are simple
     multiples of (the ratio hub, now refused) got pitfalls that are misconceptions of their own
-    and not halves or doubles of the key; p2-zero3-per-rank got ZeRO-1 as a distractor, and
-    p2-zero2-per-rank one Chinese pitfall title worded like the card's others."""
+    and not halves or doubles of the key; p2-zero3-per-rank got ZeRO-1 as a distractor,
+    p3-zero2-comm-bytes lost "16 bytes per element" (8x the key, a pitfall nobody holds) to
+    full copies sent to every peer, and p2-zero2-per-rank one Chinese pitfall title worded like
+    the card's others."""
     expected = {
         "p3-zero2-saving": (
             6,
@@ -378,6 +380,17 @@ def test_card_version_8_rewrote_the_ratio_hubs(card):
                 "confused-with-offload",
                 "ddp-no-sharding",
                 "optimizer-shard-only",
+            },
+        ),
+        "p3-zero2-comm-bytes": (
+            6,
+            {
+                "reduce-scatter-only",
+                "extra-allgather-like-zero3",
+                "fp32-on-the-wire",
+                "full-copy-to-every-peer",
+                "own-shard-only",
+                "gib-for-gb",
             },
         ),
         "p2-zero2-per-rank": (6, None),
