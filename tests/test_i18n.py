@@ -374,7 +374,9 @@ def problem_texts(page: str) -> list[str]:
     return [html.unescape(re.sub(r"<[^>]+>", "", item)).strip() for item in items]
 
 
-_ENGLISH_WORDS = re.compile(r"\b(?:the|is|must|a|an|of|with|not|and|template|card|pitfall)\b")
+_ENGLISH_WORDS = re.compile(
+    r"\b(?:the|is|must|a|an|of|with|not|and|template|card|pitfall|error|never|was)\b"
+)
 
 
 def test_the_chinese_dashboard_shows_validation_messages_in_chinese(client, app):
