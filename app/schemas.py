@@ -383,6 +383,14 @@ class PasswordResetCreate(BaseModel):
     email: str = Field(min_length=1, max_length=254)
 
 
+class AccountDeletion(BaseModel):
+    password: str = Field(
+        default="",
+        max_length=1024,
+        description="The account's password (an anonymous install's learner has none).",
+    )
+
+
 class PasswordResetConfirm(BaseModel):
     token: str = Field(min_length=1, max_length=100, description="The token of the emailed link.")
     password: str = Field(min_length=1, max_length=1024, description="The new password.")

@@ -119,7 +119,10 @@ def check_delete_removes_every_row(client, app, db) -> None:
     others_before = db.scalar(select(func.count()).select_from(Attempt))
     db.commit()  # no read transaction left open: SQLite would keep showing its snapshot
 
-    assert client.delete(f"{API}/me", headers=headers).status_code == 204
+    unconfirmed = client.delete(f"{API}/me", headers=headers)
+    assert unconfirmed.status_code == 401 and learner_rows(db, learner_id, item_ids) == before
+    deleted = client.request("DELETE", f"{API}/me", headers=headers, json={"password": PASSWORD})
+    assert deleted.status_code == 204
     after = learner_rows(db, learner_id, item_ids)
     assert set(after.values()) == {0}, after
     assert client.get(f"{API}/me", headers=headers).status_code == 401
@@ -210,7 +213,7 @@ def test_the_web_delete_asks_for_the_password_of_an_account(client, app, db):
     wrong = client.post(
         "/account/delete", data={"csrf_token": csrf(confirm.text), "password": "not it at all"}
     )
-    assert wrong.status_code == 401 and "The password is not right" in wrong.text
+    assert wrong.status_code == 401 and "password is not right" in wrong.text
     assert db.scalar(select(func.count()).select_from(Learner)) == 1
     db.commit()
     forged = client.post("/account/delete", data={"csrf_token": "x", "password": PASSWORD})
@@ -337,3 +340,22 @@ def test_a_guest_is_invited_to_sign_up_after_a_session(client, app, db):
         },
     )
     assert 'class="invite"' not in client.get(f"{session_url}/summary").text
+
+
+def test_an_account_deletes_itself_only_with_its_password_and_guessing_it_is_throttled(
+    client, app, db
+):
+    """A stolen device token cannot delete the account: the password is asked again, and wrong
+    guesses are counted as logins are (429 with Retry-After before the 11th)."""
+    learner_id, headers = learner_with_everything(client, app, db, "careful@example.com")
+
+    def delete(password):
+        return client.request("DELETE", f"{API}/me", headers=headers, json={"password": password})
+
+    refusals = [delete(f"guess {n}") for n in range(10)]
+    assert {r.status_code for r in refusals} == {401}
+    assert refusals[0].json()["code"] == "wrong_credentials"
+    throttled = delete(PASSWORD)  # even the right password waits now
+    assert throttled.status_code == 429 and int(throttled.headers["Retry-After"]) > 0
+    db.commit()
+    assert db.get(Learner, learner_id) is not None

@@ -386,6 +386,25 @@ def test_changing_the_password_signs_out_the_others(client, app):
     assert token(client, email="pw@example.com", password="another good one").status_code == 200
 
 
+def test_guessing_the_current_password_is_throttled(client):
+    register(client, "guess@example.com")
+    page = client.get("/login")
+    client.post(
+        "/login",
+        data={"csrf_token": csrf(page.text), "email": "guess@example.com", "password": PASSWORD},
+    )
+    page = client.get("/account")
+    tries = [
+        client.post(
+            "/account/password",
+            data={"csrf_token": csrf(page.text), "current": f"guess {n}", "new": "a good new one"},
+        )
+        for n in range(11)
+    ]
+    assert [t.status_code for t in tries] == [401] * 10 + [429]
+    assert int(tries[-1].headers["Retry-After"]) > 0
+
+
 def test_forms_need_the_csrf_token_and_get_changes_nothing(client, db):
     register(client, "csrf@example.com")
     refused = client.post("/login", data={"email": "csrf@example.com", "password": PASSWORD})

@@ -7,8 +7,14 @@ from fastapi.responses import JSONResponse
 
 from app.auth.learner_data import delete_learner, export_filename, export_learner_data
 from app.auth.resets import ask_for_reset, reset_password
+from app.auth.service import confirm_password
 from app.deps import ApiLang, ApiLearner, DbDep, LimiterDep, SettingsDep
-from app.schemas import PasswordResetConfirm, PasswordResetCreate, ProblemPublic
+from app.schemas import (
+    AccountDeletion,
+    PasswordResetConfirm,
+    PasswordResetCreate,
+    ProblemPublic,
+)
 
 router = APIRouter(tags=["accounts"])
 
@@ -84,10 +90,32 @@ def export_my_data(db: DbDep, learner: ApiLearner) -> Response:
 @router.delete(
     "/me",
     status_code=status.HTTP_204_NO_CONTENT,
-    responses={401: {"model": ProblemPublic}},
+    responses={
+        401: {
+            "model": ProblemPublic,
+            "description": "No valid token, or an account's password missing or not right.",
+        },
+        429: {"model": ProblemPublic, "description": "Too many wrong passwords: Retry-After."},
+    },
 )
-def delete_me(db: DbDep, learner: ApiLearner) -> Response:
+def delete_me(
+    request: Request,
+    db: DbDep,
+    learner: ApiLearner,
+    limiter: LimiterDep,
+    body: AccountDeletion | None = None,
+) -> Response:
     """Delete the learner and all their data (attempts, reviews, sessions, classes joined); every
-    device token and web session stops working. It cannot be undone."""
+    device token and web session stops working. It cannot be undone. An account confirms with
+    its password in the body (``{"password": ...}``; throttled as logins are); an anonymous
+    install's learner has none to give."""
+    if learner.has_account:
+        confirm_password(
+            db=db,
+            limiter=limiter,
+            learner=learner,
+            password=body.password if body is not None else "",
+            address=request.client.host if request.client else "unknown",
+        )
     delete_learner(db=db, learner_id=learner.id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

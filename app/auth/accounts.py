@@ -143,23 +143,39 @@ def authenticate(
     return learner_ref(learner)
 
 
+def confirm_password(
+    *, db: Session, limiter: LoginLimiter, learner: LearnerRef, password: str, address: str
+) -> None:
+    """The signed-in account's own password, asked again before a change that cannot be undone
+    (a new password, deleting the account): counted and throttled as logins are (429 with
+    Retry-After), so a stolen session cannot guess it."""
+    if learner.email is None:
+        raise Unauthorized(Message("The current password is not right."), code="wrong_credentials")
+    try:
+        authenticate(
+            db=db, limiter=limiter, email=learner.email, password=password, address=address
+        )
+    except Unauthorized:
+        raise Unauthorized(
+            Message("The current password is not right."), code="wrong_credentials"
+        ) from None
+
+
 def change_password(
     *,
     db: Session,
-    learner_id: str,
+    limiter: LoginLimiter,
+    learner: LearnerRef,
     current: str,
     new: str,
+    address: str,
     keep_session_hash: str | None = None,
     keep_token_id: int | None = None,
 ) -> None:
-    """Set a new password; every other web session and device token is signed out."""
-    learner = db.get(Learner, learner_id)
-    db.commit()
-    if learner is None or not verify_password(learner.password_hash, current):
-        raise Unauthorized(
-            Message("The current password is not right."),
-            code="wrong_credentials",
-        )
+    """Set a new password (the current one confirmed, throttled as logins are); every other web
+    session and device token is signed out."""
+    learner_id = learner.id
+    confirm_password(db=db, limiter=limiter, learner=learner, password=current, address=address)
     check_new_password(new)
     password_hash = hash_password(new)
     with write_transaction(db):

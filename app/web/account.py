@@ -173,6 +173,7 @@ def password(
     request: Request,
     db: DbDep,
     visitor: VisitorDep,
+    limiter: LimiterDep,
     csrf_token: Annotated[str | None, Form()] = None,
     current: Text_ = "",
     new: Text_ = "",
@@ -183,21 +184,15 @@ def password(
     try:
         change_password(
             db=db,
-            learner_id=visitor.learner.id,
+            limiter=limiter,
+            learner=visitor.learner,
             current=current,
             new=new,
+            address=client_address(request),
             keep_session_hash=hash_secret(visitor.browser.secret),
         )
     except Problem as problem:
         devices = list_tokens(db=db, learner_id=visitor.learner.id)
-        return form_page(
-            request,
-            visitor,
-            "account.html",
-            devices=devices,
-            done=False,
-            error=problem.text.get(visitor.lang),
-            status_code=problem.status_code,
-        )
+        return refused(request, visitor, "account.html", problem, devices=devices, done=False)
     devices = list_tokens(db=db, learner_id=visitor.learner.id)
     return form_page(request, visitor, "account.html", devices=devices, done=True)

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Form, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app.auth.learner_data import delete_learner, export_filename, export_learner_data
-from app.auth.service import authenticate
+from app.auth.service import confirm_password
 from app.deps import DbDep, LimiterDep, VisitorDep
 from app.domain.languages import LANGS
 from app.domain.messages import Message
-from app.problems import InvalidInput, Problem, Unauthorized
+from app.problems import InvalidInput, Problem
 from app.web.account import Text_, client_address, form_page, refused
 from app.web.forms import check_csrf
 from app.web.templating import link
@@ -60,11 +60,10 @@ def delete_my_account(
         return RedirectResponse(link("/login", visitor.lang), status_code=303)
     try:
         if learner.has_account:
-            assert learner.email is not None
-            authenticate(
+            confirm_password(
                 db=db,
                 limiter=limiter,
-                email=learner.email,
+                learner=learner,
                 password=password,
                 address=client_address(request),
             )
@@ -73,9 +72,6 @@ def delete_my_account(
                 Message('Type "%(word)s" to confirm', word=CONFIRM_WORD),
                 code="not_confirmed",
             )
-    except Unauthorized:
-        problem = Unauthorized(Message("The password is not right."), code="wrong_credentials")
-        return refused(request, visitor, "account_delete.html", problem, deleted=False)
     except Problem as problem:
         return refused(request, visitor, "account_delete.html", problem, deleted=False)
     delete_learner(db=db, learner_id=learner.id)
