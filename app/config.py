@@ -15,8 +15,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from limits import parse
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.auth.ratelimit import NEW_LEARNERS_IN_ALL, NEW_LEARNERS_PER_ADDRESS
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET_KEY_FILE = "secret_key"
@@ -41,6 +44,11 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     # Where login rate limits are counted: memory:// (one process) or redis://host:port.
     rate_limit_storage: str = "memory://"
+    # NEW_LEARNERS_PER_ADDRESS, NEW_LEARNERS_IN_ALL: how many anonymous app installs and accounts
+    # may be created per client address and by everyone together ("100/hour", as the limits
+    # library reads it); over them, 429 with Retry-After.
+    new_learners_per_address: str = NEW_LEARNERS_PER_ADDRESS
+    new_learners_in_all: str = NEW_LEARNERS_IN_ALL
     # REDIS_URL (redis://host:port/db): shared login limits for several processes, used when
     # RATE_LIMIT_STORAGE is left at memory://.
     redis_url: str = ""
@@ -49,6 +57,15 @@ class Settings(BaseSettings):
     # see README) or "normal" (an explicit opt-in: never corrupts, but a power loss may drop the
     # last acknowledged commits).
     sqlite_synchronous: Literal["normal", "full"] = "full"
+
+    @field_validator("new_learners_per_address", "new_learners_in_all")
+    @classmethod
+    def _rate(cls, value: str) -> str:
+        try:
+            parse(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a rate such as '100/hour'") from None
+        return value
 
     @field_validator("sqlite_synchronous", mode="before")
     @classmethod

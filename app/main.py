@@ -192,7 +192,11 @@ def create_app(
     )
     app.state.csrf = CsrfSigner(secret_key)
     app.state.session_cookie = SessionCookie(secret_key)
-    app.state.login_limiter = LoginLimiter(settings.rate_limit_storage)
+    app.state.login_limiter = LoginLimiter(
+        settings.rate_limit_storage,
+        new_per_address=settings.new_learners_per_address,
+        new_in_all=settings.new_learners_in_all,
+    )
     app.state.mailer = mailer = Mailer(settings)
     app.state.pages = make_pages()
 

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request, Response, status
 
 from app.auth.service import (
+    admit_new_learner,
     authenticate,
     create_app_learner,
     issue_token,
@@ -66,6 +67,7 @@ def register_account(
         password=body.password,
         lang=lang,
         base_url=settings.public_url or str(request.base_url),
+        address=request.client.host if request.client else "unknown",
     )
     return RegistrationPublic(email=email)
 
@@ -87,8 +89,10 @@ def create_token(
 
 
 @router.post("/learners", response_model=LearnerCreatedPublic, status_code=status.HTTP_201_CREATED)
-def create_learner(db: DbDep) -> LearnerCreatedPublic:
-    """An anonymous app install and its bearer token (shown once; keep it in secure storage)."""
+def create_learner(db: DbDep, request: Request, limiter: LimiterDep) -> LearnerCreatedPublic:
+    """An anonymous app install and its bearer token (shown once; keep it in secure storage).
+    New learners are limited per client address and in all (429 with Retry-After)."""
+    admit_new_learner(limiter, request.client.host if request.client else "unknown")
     learner, token = create_app_learner(db=db)
     return LearnerCreatedPublic(learner_id=learner.id, token=token)
 

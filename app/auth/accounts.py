@@ -121,6 +121,20 @@ def too_many_logins(wait: int) -> TooManyRequests:
     )
 
 
+def admit_new_learner(limiter: LoginLimiter, address: str) -> None:
+    """Count a new learner from ``address``; 429 with Retry-After when over a limit."""
+    wait = limiter.new_learner(address=address)
+    if wait is not None:
+        raise TooManyRequests(
+            plural_message(
+                "Too many new accounts from here: try again in %(num)s second.",
+                "Too many new accounts from here: try again in %(num)s seconds.",
+                wait,
+            ),
+            retry_after_s=wait,
+        )
+
+
 def authenticate(
     *, db: Session, limiter: LoginLimiter, email: str, password: str, address: str
 ) -> LearnerRef:

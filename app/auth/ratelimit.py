@@ -20,6 +20,7 @@ from limits import (
     RateLimitItem,
     RateLimitItemPerHour,
     RateLimitItemPerMinute,
+    parse,
     storage,
     strategies,
 )
@@ -37,6 +38,11 @@ RESETS_PER_EMAIL = RateLimitItemPerHour(3)
 RESETS_PER_ADDRESS = RateLimitItemPerHour(10)
 # Emails to an account's owner that someone tried to sign up with its address.
 SIGNUP_NOTICES_PER_EMAIL = RateLimitItemPerHour(3)
+# New learners (anonymous app installs and accounts): per client address, generous enough for a
+# classroom behind one address, and in all, a ceiling that many addresses together cannot pass.
+# Settings NEW_LEARNERS_PER_ADDRESS and NEW_LEARNERS_IN_ALL ("100/hour" as ``limits`` reads it).
+NEW_LEARNERS_PER_ADDRESS = "100/hour"
+NEW_LEARNERS_IN_ALL = "3000/hour"
 # How long to count in memory after the shared storage failed, before trying it again.
 FALLBACK_FOR_S = 5.0
 
@@ -47,8 +53,16 @@ Result = TypeVar("Result")
 class LoginLimiter:
     """Counts wrong passwords and reset requests (moving windows), in memory or shared storage."""
 
-    def __init__(self, storage_uri: str = "memory://") -> None:
+    def __init__(
+        self,
+        storage_uri: str = "memory://",
+        *,
+        new_per_address: str = NEW_LEARNERS_PER_ADDRESS,
+        new_in_all: str = NEW_LEARNERS_IN_ALL,
+    ) -> None:
         self.storage_uri = storage_uri
+        self._new_per_address = parse(new_per_address)
+        self._new_in_all = parse(new_in_all)
         self.shared = not storage_uri.startswith("memory://")
         self._memory = strategies.MovingWindowRateLimiter(storage.MemoryStorage())
         self._limiter = (
@@ -76,6 +90,12 @@ class LoginLimiter:
         """Count one password reset request; the seconds to wait when over a limit, else None."""
         keys = ((RESETS_PER_EMAIL, f"email:{email}"), (RESETS_PER_ADDRESS, f"address:{address}"))
         return self._run(lambda limiter: _waits(limiter, keys, count=True, namespace="reset"))
+
+    def new_learner(self, *, address: str) -> int | None:
+        """Count one new learner (an app install or an account) from ``address``; the seconds to
+        wait when this address, or everyone together, made too many, else None."""
+        keys = ((self._new_per_address, f"address:{address}"), (self._new_in_all, "all"))
+        return self._run(lambda limiter: _waits(limiter, keys, count=True, namespace="new"))
 
     def signup_notice(self, *, email: str) -> bool:
         """Count one sign-up with ``email``; whether its owner may still be emailed about it (a

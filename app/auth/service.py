@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from app.auth.accounts import (
     WRONG_CREDENTIALS,
+    admit_new_learner,
     authenticate,
     change_password,
     check_new_password,
@@ -64,6 +65,7 @@ __all__ = [
     "SESSION_LIFETIME",
     "TOKEN_CACHE_TTL_S",
     "WRONG_CREDENTIALS",
+    "admit_new_learner",
     "DeviceToken",
     "LearnerRef",
     "as_utc",

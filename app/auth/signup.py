@@ -18,7 +18,7 @@ from email.message import EmailMessage
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.auth.accounts import create_account, normalise_email
+from app.auth.accounts import admit_new_learner, create_account, normalise_email
 from app.auth.ratelimit import LoginLimiter
 from app.auth.resets import issue_reset, reset_link
 from app.domain.languages import DEFAULT_LANG
@@ -36,11 +36,13 @@ def sign_up(
     password: str,
     lang: str,
     base_url: str,
+    address: str,
 ) -> str:
     """A new learner account for ``email``, or (the address has one) an email to its owner; the
     address as stored either way. Refused alike in both cases: an address that is not one, a
     weak password (:class:`app.problems.InvalidInput`)."""
     email = normalise_email(email)
+    admit_new_learner(limiter, address)  # counted whether or not the address has an account
     may_tell = limiter.signup_notice(email=email)  # counted either way: the same work
     if create_account(db=db, email=email, password=password) is not None or not may_tell:
         return email

@@ -96,6 +96,7 @@ def signup(
             password=password,
             lang=visitor.lang,
             base_url=settings.public_url or str(request.base_url),
+            address=client_address(request),
         )
     except Problem as problem:
         return refused(request, visitor, "signup.html", problem, email=email)
