@@ -31,6 +31,7 @@ from app.db import write_transaction
 from app.domain.authoring import (
     CardProblem,
     Checked,
+    canonical,
     next_version,
     size_problem,
 )
@@ -204,12 +205,17 @@ def save_draft(*, db: Session, actor: LearnerRef, card_id: str, document: object
         draft = db.get(CardDraft, card_id)
         if draft is None and not stored_documents_exist(db, card_id):
             raise unknown_card(card_id)
-        # What changed, from the draft or else the latest version (no document twice).
+        # What changed (between the documents' canonical forms: defaults spelled out), from
+        # the draft or else from the latest version; not the document twice.
         if draft is not None:
-            changes = {"from": "draft", "patch": json_patch(dict(draft.document), doc)}
+            changes = {
+                "from": "draft",
+                "patch": json_patch(canonical(draft.document), canonical(doc)),
+            }
         else:
             base = latest_document(db, card_id) or {}
-            changes = {"from_version": base.get("version"), "patch": json_patch(base, doc)}
+            patch = json_patch(canonical(base), canonical(doc))
+            changes = {"from_version": base.get("version"), "patch": patch}
         if draft is None:
             db.add(
                 CardDraft(card_id=card_id, document=doc, updated_by=actor.id, updated_at=now_utc())

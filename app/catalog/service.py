@@ -181,7 +181,7 @@ class LiveCatalog:
         self._build = threading.Lock()  # one build at a time; requests never take it
         self.stamp: tuple[Any, ...] | None = None  # of the database state the catalog shows
         self.catalog = Catalog(self._files.values())
-        self._refresher: CatalogRefresher | None = None
+        self.refresher: CatalogRefresher | None = None
 
     @property
     def loaded(self) -> bool:
@@ -262,12 +262,12 @@ class LiveCatalog:
 
     def start(self, sessions: sessionmaker[Session] | None = None) -> None:
         """Start refreshing on a thread of this process (with ``sessions`` of its own)."""
-        if self._refresher is None:
-            self._refresher = CatalogRefresher(self, sessions or self._sessions)
-            self._refresher.start()
+        if self.refresher is None:
+            self.refresher = CatalogRefresher(self, sessions or self._sessions)
+            self.refresher.start()
 
     def stop(self) -> None:
-        refresher, self._refresher = self._refresher, None
+        refresher, self.refresher = self.refresher, None
         if refresher is not None:
             refresher.stop()
 
