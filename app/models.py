@@ -100,7 +100,7 @@ class CardVersion(Base):
     content_hash: Mapped[str] = mapped_column(String(64))
     # What the catalog knows of the version without compiling it (app.domain.manifests); NULL
     # for a version stored before manifests, filled in at the next start-up.
-    manifest: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    manifest: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

@@ -272,3 +272,44 @@ def test_audit_entries_keep_what_changed_not_the_document(client, app, prof):
     assert sizes[CARD_ID][2] > 100_000  # the shipped card's document
     for card_id in sizes:
         assert sizes[card_id][0] < 1000 and sizes[card_id][1] < 1000, sizes
+
+
+def test_versions_stored_before_manifests_get_theirs_at_start_up(
+    client, app, prof, settings, cards, compiled
+):
+    """A database migrated from before manifests: the next start-up writes each version's
+    manifest from its document (compiling none), and an old question still grades."""
+    from sqlalchemy import null, update
+
+    from app.main import create_app
+
+    client.post(f"{API}/instructor/cards", json=edition(1), headers=prof)
+    publish(client, prof, edition(1))
+    learner = learner_headers(client)
+    old = question(client, seed=8, headers=learner)
+    publish(client, prof, edition(2))
+    with app.state.sessionmaker() as db:
+        stored = db.scalar(
+            select(CardVersion.manifest).where(
+                CardVersion.card_id == "kv-cache", CardVersion.version == 1
+            )
+        )
+        db.execute(update(CardVersion).values(manifest=null()))  # as the migration leaves it
+        db.commit()
+    assert stored["templates"]["kv-total"][:2] == [1, "kv-bytes"]  # version, exam point
+
+    compiled.clear()
+    restarted = create_app(settings, cards=cards)
+    with TestClient(restarted) as again:
+        assert compiled == [("kv-cache", 2)]
+        with restarted.state.sessionmaker() as db:
+            manifests = dict(
+                db.execute(
+                    select(CardVersion.version, CardVersion.manifest).where(
+                        CardVersion.card_id == "kv-cache"
+                    )
+                ).all()
+            )
+        assert manifests[1] == stored and manifests[2]["templates"]["kv-total"][0] == 2
+        assert answer(again, learner, old, "before-manifests")["correct"] is True
+        assert compiled == [("kv-cache", 2), ("kv-cache", 1)]

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import write_transaction
@@ -111,12 +111,16 @@ def fill_manifests(db: Session) -> None:
     db.commit()
     for card_id, version in missing:
         manifest = manifest_of(stored_document(db, card_id, version) or {})
-        with write_transaction(db):
-            db.execute(
-                update(CardVersion)
-                .where(CardVersion.card_id == card_id, CardVersion.version == version)
-                .values(manifest=manifest.to_json())
-            )
+        try:
+            with write_transaction(db):
+                db.execute(
+                    update(CardVersion)
+                    .where(CardVersion.card_id == card_id, CardVersion.version == version)
+                    .values(manifest=manifest.to_json())
+                )
+        except OperationalError as exc:  # a read-only database: read from the document again
+            log.warning("could not store the manifest of %s version %s: %s", card_id, version, exc)
+            return
 
 
 def stored_document(db: Session, card_id: str, version: int) -> dict[str, Any] | None:
