@@ -24,6 +24,11 @@ Measured, at the versions of ``--at``:
   publish; p50 and p99 of those, against the same requests while nothing is published (measured
   in the same run: the baseline).
 
+The process's garbage collector is tuned as a server's is once started (``GC_FREEZE``: what
+start-up built frozen, young objects collected less often; ``--no-gc-freeze`` leaves Python's
+defaults), and the longest collection during each measured publication is printed: a full
+collection stops every thread of the process, requests included.
+
 The ratios are against version 1 (publish, restart) and against the idle baseline (question
 p99). The goal: publish and restart flat within 20 % from version 1 to 50; the learner's p99
 during a publication close to the idle one (the process's CPU is shared, so not equal).
@@ -32,6 +37,7 @@ during a publication close to the idle one (the process's CPU is shared, so not 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -99,15 +105,44 @@ def edited(document: dict[str, Any], number: int) -> dict[str, Any]:
     return document
 
 
-def run(versions: int, at: list[int]) -> dict[str, Any]:
+class CollectorPauses:
+    """The garbage collector's passes while it is entered: (when it started, seconds)."""
+
+    def __init__(self) -> None:
+        self.passes: list[tuple[float, float]] = []
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.passes.append((self._started, time.perf_counter() - self._started))
+
+    def __enter__(self) -> CollectorPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def longest(self, since: float) -> float:
+        return max((s for at, s in self.passes if at >= since), default=0.0)
+
+
+def run(versions: int, at: list[int], gc_freeze: bool) -> dict[str, Any]:
     from app.auth.accounts import register
     from app.authoring import service
     from app.cli.migrations import migrate
     from app.config import Settings
-    from app.main import create_app
+    from app.main import collector_tuned, create_app
 
     folder = Path(tempfile.mkdtemp(prefix="bench-publish-"))
-    figures: dict[str, Any] = {"publish_s": {}, "restart_s": {}, "question_during_publish": {}}
+    figures: dict[str, Any] = {
+        "publish_s": {},
+        "restart_s": {},
+        "question_during_publish": {},
+        "longest_collection_s": {},
+    }
     try:
         db_url = f"sqlite:///{folder / 'bench.db'}"
         migrate(db_url)
@@ -119,14 +154,20 @@ def run(versions: int, at: list[int]) -> dict[str, Any]:
             cards_dir=ROOT / "cards",
             secret_key="bench-secret-key-0123456789-abcdefghijklmnop",  # type: ignore[arg-type]
             log_level="WARNING",
-            gc_freeze=False,  # several apps in one process: each would freeze and unfreeze
+            gc_freeze=False,  # frozen once below: several apps in one process
         )
         app = create_app(settings)
         other = create_app(settings)  # another server process's app on the same database
         other.state.live_catalog.every = 0.2
         with app.state.sessionmaker() as db:
             actor = register(db=db, email="prof@example.com", password=PASSWORD, role="instructor")
-        with TestClient(app) as client, TestClient(other) as second:
+        pauses = CollectorPauses()
+        with (
+            TestClient(app) as client,
+            TestClient(other) as second,
+            collector_tuned(gc_freeze),  # what each server process does once started
+            pauses,
+        ):
             learner = client.post("/api/v1/learners").json()["token"]
             headers = {"Authorization": f"Bearer {learner}"}
             assert client.get(QUESTION, headers=headers).status_code == 200
@@ -178,6 +219,7 @@ def run(versions: int, at: list[int]) -> dict[str, Any]:
                         }
                         for name, s in during.items()
                     }
+                    figures["longest_collection_s"][number] = pauses.longest(since=started)
                     figures["restart_s"][number] = restart(settings, headers)
                     report(figures, number)
         figures["audit_bytes_per_publish"] = audit_bytes(app)
@@ -218,6 +260,7 @@ def report(figures: dict[str, Any], number: int) -> None:
         f"{during['same']['max_s'] * 1000:.0f} ms ({during['same']['count']} requests), "
         f"other app {during['other']['p50_s'] * 1000:.0f}/{during['other']['p99_s'] * 1000:.0f}/"
         f"{during['other']['max_s'] * 1000:.0f} ms ({during['other']['count']} requests); "
+        f"longest garbage collection {figures['longest_collection_s'][number] * 1000:.0f} ms; "
         f"load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
@@ -251,10 +294,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--versions", type=int, default=50)
     parser.add_argument("--at", type=int, nargs="*", default=[1, 10, 50])
+    parser.add_argument(
+        "--no-gc-freeze",
+        action="store_true",
+        help="leave the garbage collector as Python sets it (the server's GC_FREEZE=false)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     at = sorted(v for v in args.at if 1 <= v <= args.versions)
-    figures = run(args.versions, at)
+    figures = run(args.versions, at, gc_freeze=not args.no_gc_freeze)
     summary(figures)
     if args.json:
         print(json.dumps(figures, indent=2))

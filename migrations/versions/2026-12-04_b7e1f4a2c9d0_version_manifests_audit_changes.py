@@ -1,5 +1,4 @@
-"""version manifests, audit changes: publishing compiles only the new version, the audit log
-keeps what changed
+"""version manifests, audit changes: publishing compiles the new version only
 
 Revision ID: b7e1f4a2c9d0
 Revises: d5f9c2a8e1b6
@@ -10,6 +9,7 @@ Create Date: 2026-12-04 10:00:00
 point and content digests). Versions stored before it have none: the server fills it in from the
 stored document at its next start-up (no formula is compiled for it).
 
+Publishing no longer compiles older versions, and the audit log keeps what changed:
 ``audit_log.changes`` is what an edit changed (the versions it went from and to and a JSON Patch)
 instead of the whole document in ``before`` and ``after``; older entries keep theirs.
 """
