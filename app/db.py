@@ -72,6 +72,11 @@ def json_text(value: Any) -> str:
     return pydantic_core.to_json(value).decode()
 
 
+# anyio's default threadpool has 40 threads; one more for the answer writer.
+SQLITE_POOL_SIZE = 41
+SQLITE_POOL_OVERFLOW = 10
+
+
 def make_engine(
     url: str,
     *,
@@ -88,6 +93,12 @@ def make_engine(
     kwargs.setdefault("json_serializer", json_text)
     if is_sqlite(url):
         kwargs.setdefault("connect_args", {}).setdefault("timeout", timeouts.sqlite_busy_ms / 1000)
+        if "poolclass" not in kwargs:
+            # Room for a connection per threadpool thread and the writer: with SQLAlchemy's
+            # default of 5 (+10 overflow), 64 concurrent requests opened and closed a connection
+            # (four PRAGMAs each) on most requests. SQLite connections are only file handles.
+            kwargs.setdefault("pool_size", SQLITE_POOL_SIZE)
+            kwargs.setdefault("max_overflow", SQLITE_POOL_OVERFLOW)
         engine = create_engine(url, **kwargs)
         _install_sqlite_hooks(engine, sqlite_synchronous.upper())
         guard_text(engine)

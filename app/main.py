@@ -67,7 +67,10 @@ that is a pitfall's comes back with that `pitfall`. A number, unit or form that 
 is a 422 problem whose `field` names the field.
 
 **Learner identity:** accounts register with `POST /api/v1/auth/register` and get a token per
-device from `POST /api/v1/auth/token`; anonymous installs call `POST /api/v1/learners`. Send
+device from `POST /api/v1/auth/token` (registering answers the same whether or not the address
+already has an account; its owner is emailed instead); anonymous installs call
+`POST /api/v1/learners`. In an exam that is still running an answer is stored and acknowledged
+with `feedback: null`; its result shows once the exam ends. Send
 `Authorization: Bearer <token>`; learner routes accept nothing else (no cookies).
 
 **Texts:** `?lang=en` or `?lang=zh` (else `Accept-Language`); inline math is LaTeX between

@@ -10,16 +10,20 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BindParameter,
     Boolean,
+    ColumnElement,
     Date,
     DateTime,
     ForeignKey,
     Index,
     Integer,
     String,
+    TypeDecorator,
     UniqueConstraint,
     false,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -35,6 +39,30 @@ TYPED_VALUE_MAX = 40  # app.domain.typed.MAX_LENGTH
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A moment, stored in UTC and read back timezone-aware in UTC on every database.
+
+    PostgreSQL keeps ``timestamptz`` and returns aware datetimes; SQLite has no time zones and
+    its ``DateTime`` returns naive ones. Every timestamp column uses this type, so no reader
+    (an API response, a comparison with ``now``) ever sees a naive datetime. SQLite stores the
+    UTC wall time as before (no migration); a naive value written is taken to be UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        moment = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return moment.replace(tzinfo=None) if dialect.name == "sqlite" else moment
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class Learner(Base):
@@ -54,7 +82,7 @@ class Learner(Base):
     exam_date: Mapped[date | None] = mapped_column(Date)
     # An IANA time zone name (app.domain.calendar); None: not known, the browser's or UTC.
     time_zone: Mapped[str | None] = mapped_column(String(TIME_ZONE_MAX))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class LearnerToken(Base):
@@ -68,9 +96,9 @@ class LearnerToken(Base):
     )
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     device_name: Mapped[str | None] = mapped_column(String(100))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class WebSession(Base):
@@ -84,9 +112,9 @@ class WebSession(Base):
         ForeignKey("learners.id", ondelete="CASCADE"), index=True
     )
     lang: Mapped[str | None] = mapped_column(String(8))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class CardVersion(Base):
@@ -101,7 +129,7 @@ class CardVersion(Base):
     # What the catalog knows of the version without compiling it (app.domain.manifests); NULL
     # for a version stored before manifests, filled in at the next start-up.
     manifest: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class PracticeSession(Base):
@@ -118,9 +146,9 @@ class PracticeSession(Base):
     point: Mapped[str | None] = mapped_column(String(SLUG_MAX))
     # The planned questions, in order: [{"point": slug, "template_id": id}, ...].
     plan: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    deadline_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    deadline_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # "Type the answer": numeric questions are answered with a number and a unit, no choices
     # shown (statements keep their choices).
     typed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
@@ -174,13 +202,13 @@ class Attempt(Base):
     # How long the learner took (from showing the question to answering), when known.
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     # When the learner answered (the app's clock for offline answers); created_at is when stored.
-    answered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    answered_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # A typed answer: the number as the learner typed it (trimmed) and its unit's name ("GiB").
     typed_value: Mapped[str | None] = mapped_column(String(TYPED_VALUE_MAX))
     typed_unit: Mapped[str | None] = mapped_column(String(16))
     # Hidden from the mistake book by "I understand this now" (still counted in statistics).
     dismissed: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class ReviewItem(Base):
@@ -198,10 +226,16 @@ class ReviewItem(Base):
     point: Mapped[str] = mapped_column(String(SLUG_MAX))
     template_id: Mapped[str] = mapped_column(String(SLUG_MAX))
     state: Mapped[FsrsState] = mapped_column(JSON)  # fsrs.Card.to_dict()
-    due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    due_at: Mapped[datetime] = mapped_column(UtcDateTime())
     reviews: Mapped[int] = mapped_column(Integer, default=0)
     lapses: Mapped[int] = mapped_column(Integer, default=0)
-    last_review_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_review_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+
+    @classmethod
+    def due_by(cls, now: datetime | BindParameter[datetime]) -> ColumnElement[bool]:
+        """The one rule of "due" in every query: an item is due at ``now`` when its due time is
+        not after it (the header's count, Today, the review queue, sessions, class analytics)."""
+        return cls.due_at <= now
 
 
 class ReviewLog(Base):
@@ -215,9 +249,9 @@ class ReviewLog(Base):
     )
     attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempts.id", ondelete="SET NULL"))
     rating: Mapped[int] = mapped_column(Integer)
-    reviewed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    due_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    due_after: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    reviewed_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    due_before: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    due_after: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class CardDraft(Base):
@@ -228,7 +262,7 @@ class CardDraft(Base):
     card_id: Mapped[str] = mapped_column(String(SLUG_MAX), primary_key=True)
     document: Mapped[dict[str, Any]] = mapped_column(JSON)
     updated_by: Mapped[str | None] = mapped_column(ForeignKey("learners.id", ondelete="SET NULL"))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class CardState(Base):
@@ -237,8 +271,8 @@ class CardState(Base):
     __tablename__ = "card_states"
 
     card_id: Mapped[str] = mapped_column(String(SLUG_MAX), primary_key=True)
-    unpublished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    unpublished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    changed_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class AuditEntry(Base):
@@ -259,7 +293,7 @@ class AuditEntry(Base):
     # What an edit changed: the versions it went from and to and a JSON Patch (app.domain.patches)
     # instead of the document twice; the documents themselves are in card_versions.
     changes: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class PasswordReset(Base):
@@ -272,5 +306,5 @@ class PasswordReset(Base):
         ForeignKey("learners.id", ondelete="CASCADE"), index=True
     )
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())

@@ -213,7 +213,7 @@ def class_progress(
         columns.add((card_id, point))
     for learner_id, due in db.execute(
         select(ReviewItem.learner_id, func.count())
-        .where(ReviewItem.learner_id.in_(in_class), ReviewItem.due_at <= now)
+        .where(ReviewItem.learner_id.in_(in_class), ReviewItem.due_by(now))
         .group_by(ReviewItem.learner_id)
     ):
         members[learner_id].due_now = int(due)

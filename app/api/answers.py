@@ -35,6 +35,7 @@ from app.schemas import (
     AnswerConflictPublic,
     AnswerCreate,
     AnswerPublic,
+    AnswerStoredPublic,
     BatchItemProblem,
     ProblemPublic,
 )
@@ -64,11 +65,16 @@ ANSWER_ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 @router.post(
-    "/answers", response_model=AnswerPublic, responses=ANSWER_ERRORS, openapi_extra=BEARER_SECURITY
+    "/answers",
+    response_model=AnswerPublic | AnswerStoredPublic,
+    responses=ANSWER_ERRORS,
+    openapi_extra=BEARER_SECURITY,
 )
 async def create_answer(body: AnswerCreate, request: Request, call: LearnerCallDep) -> Response:
     """Grade a choice (or a typed value and unit) and record the attempt; resending a
-    client_answer_id replays the result.
+    client_answer_id replays the result. In an exam that is still running the answer is stored
+    and acknowledged without its result (``AnswerStoredPublic``: ``feedback`` null), which shows
+    once the exam ends.
 
     Answered 200 only once the attempt is committed (answers arriving together share one
     transaction: group commit, see app.practice.answers.AnswerWriter)."""
@@ -112,7 +118,7 @@ def create_answers(
 ) -> AnswerBatchPublic:
     """Up to 500 answers made offline: one result per item, in order; a bad item never loses the
     others, and each item is idempotent by its client_answer_id."""
-    results: list[AnswerPublic | BatchItemProblem | None] = []
+    results: list[AnswerPublic | AnswerStoredPublic | BatchItemProblem | None] = []
     submissions = []
     for raw in body.answers:
         try:
@@ -152,7 +158,9 @@ def _submission(body: AnswerCreate) -> Submission:
     )
 
 
-def _item_result(result: AnswerOutcome | Problem, lang: str) -> AnswerPublic | BatchItemProblem:
+def _item_result(
+    result: AnswerOutcome | Problem, lang: str
+) -> AnswerPublic | AnswerStoredPublic | BatchItemProblem:
     if isinstance(result, Problem):
         return BatchItemProblem(
             status=result.status_code,

@@ -35,8 +35,8 @@ def _visitor_statement() -> Select[Any]:
     at ``now`` and the next due time (correlated subqueries)."""
     now: BindParameter[datetime] = bindparam("now")
     of_learner = ReviewItem.learner_id == Learner.id
-    due_now = select(func.count()).where(of_learner, ReviewItem.due_at <= now)
-    next_due = select(func.min(ReviewItem.due_at)).where(of_learner, ReviewItem.due_at > now)
+    due_now = select(func.count()).where(of_learner, ReviewItem.due_by(now))
+    next_due = select(func.min(ReviewItem.due_at)).where(of_learner, ~ReviewItem.due_by(now))
     return (
         select(
             Learner,

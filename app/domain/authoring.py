@@ -42,6 +42,21 @@ class CardProblem:
     field: str | None
     text: Text  # the message, in every language (the dashboard shows the page's)
     position: int | None = None
+    # The problem alone, where the message also names card, template, field and column (which a
+    # page shows beside it); the text otherwise.
+    detail: Text | None = None
+
+    @property
+    def reason(self) -> Text:
+        return self.detail if self.detail is not None else self.text
+
+    @property
+    def shown_field(self) -> str | None:
+        """The field as a page numbers things, from 1 (``points.1.title`` for the API's
+        ``points.0.title``): the dashboard lists exam point 1 first."""
+        if self.field is None:
+            return None
+        return ".".join(str(int(p) + 1) if p.isdigit() else p for p in self.field.split("."))
 
     @property
     def message(self) -> str:
@@ -253,7 +268,9 @@ def shape_message(error: Mapping[str, Any]) -> Text:
 
 
 def _from_error(exc: CardError, template_id: str | None = None) -> CardProblem:
-    return CardProblem("error", exc.template_id or template_id, exc.field, exc.text, exc.position)
+    return CardProblem(
+        "error", exc.template_id or template_id, exc.field, exc.text, exc.position, exc.reason
+    )
 
 
 def warnings(card: Card) -> list[CardProblem]:

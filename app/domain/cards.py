@@ -34,7 +34,9 @@ class CardError(ValueError):
     """A card that cannot be served; the message says where and why.
 
     ``template_id``, ``field`` (e.g. ``answer``, ``pitfalls.x.formula``, ``stem.zh``) and
-    ``position`` (the column in a formula) locate the problem for the authoring dashboard.
+    ``position`` (the column in a formula) locate the problem for the authoring dashboard;
+    ``reason`` is the problem alone (no card, template, field or column), for a page that shows
+    those beside it.
     """
 
     def __init__(
@@ -44,6 +46,7 @@ class CardError(ValueError):
         template_id: str | None = None,
         field: str | None = None,
         position: int | None = None,
+        reason: Text | None = None,
     ) -> None:
         # ``text`` is the message in every language (the dashboard shows it in the page's),
         # ``str()`` the English one.
@@ -52,6 +55,7 @@ class CardError(ValueError):
         self.template_id = template_id
         self.field = field
         self.position = position
+        self.reason = reason
 
 
 # --- the file's shape -------------------------------------------------------------------------
@@ -492,6 +496,7 @@ def _compile_formulas(
                 ),
                 field=f"formulas.{item.id}.expr",
                 position=exc.column,
+                reason=exc.message,
             ) from None
         formulas[item.id] = NamedFormula(item.id, _text(item.title), item.latex, item.unit, formula)
         definitions[item.id] = formula
@@ -567,6 +572,7 @@ def _compile_template(
                 template_id=raw.id,
                 field=field,
                 position=exc.column,
+                reason=exc.message,
             ) from None
 
     def text(
@@ -588,6 +594,7 @@ def _compile_template(
                     template_id=raw.id,
                     field=f"{field}.{lang}",
                     position=column,
+                    reason=exc.message,
                 ) from None
         return compile_text(_text(value), names, named | extra, definitions)
 

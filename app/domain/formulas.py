@@ -180,6 +180,26 @@ class FormulaError(ValueError):
         return self.message
 
 
+_NEVER_CLOSED = re.compile(r"^'(.)' was never closed$")
+_UNMATCHED = re.compile(r"^unmatched '(.)'$")
+
+
+def syntax_reason(detail: str) -> Text:
+    """Python's parser's message for a formula, in every language: the common ones worded for
+    people (an unclosed bracket, a stray one, a bad number); any other quoted as it is."""
+    if found := _NEVER_CLOSED.match(detail):
+        return Message("syntax error: %(bracket)s is never closed", bracket=repr(found.group(1)))
+    if found := _UNMATCHED.match(detail):
+        return Message("syntax error: %(bracket)s closes nothing", bracket=repr(found.group(1)))
+    if detail == "invalid syntax":
+        return Message("syntax error: this cannot be read as a formula")
+    if detail.startswith("invalid decimal literal") or detail.startswith("invalid digit"):
+        return Message("syntax error: a number is written wrongly")
+    if detail.startswith("unterminated string literal"):
+        return Message("syntax error: quotes have no place in a formula")
+    return Message("syntax error: %(detail)s", detail=detail)
+
+
 def is_identifier(name: str) -> bool:
     return _IDENTIFIER.fullmatch(name) is not None
 
@@ -348,9 +368,7 @@ def parse_formula(
         if exc.lineno is not None and exc.offset is not None:
             line = min(max(exc.lineno, 1), len(builder.starts))
             column = builder.lead + builder.starts[line - 1] + max(exc.offset, 1)
-        raise FormulaError(
-            Message("syntax error: %(detail)s", detail=message), text=text, column=column
-        ) from None
+        raise FormulaError(syntax_reason(message), text=text, column=column) from None
     except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
         raise FormulaError(
             Message("cannot parse: %(error)s", error=exc.__class__.__name__), text=text, column=1

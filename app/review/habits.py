@@ -76,7 +76,7 @@ def today(
     due_now, due_later = due_counts(db=db, learner_id=learner_id, now=now, zone_name=zone_name)
     due_cards = db.execute(
         select(ReviewItem.card_id, func.count())
-        .where(ReviewItem.learner_id == learner_id, ReviewItem.due_at <= now)
+        .where(ReviewItem.learner_id == learner_id, ReviewItem.due_by(now))
         .group_by(ReviewItem.card_id)
         .order_by(func.count().desc(), ReviewItem.card_id)
     ).all()

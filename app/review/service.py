@@ -165,7 +165,7 @@ def due_items(
     """Items due now, most overdue first (``after_id`` continues a page)."""
     query = (
         select(ReviewItem)
-        .where(ReviewItem.learner_id == learner_id, ReviewItem.due_at <= now)
+        .where(ReviewItem.learner_id == learner_id, ReviewItem.due_by(now))
         .order_by(ReviewItem.due_at, ReviewItem.id)
     )
     rows = db.scalars(query).all()
@@ -183,14 +183,13 @@ def due_counts(
     """(due now, due later today) for the header, Today and the review page; "today" ends at the
     learner's midnight (``zone_name``, UTC when None)."""
     end_of_day = day_end(local_day(now, zone_name), zone_name)
-    rows = db.execute(
-        select(ReviewItem.due_at).where(
+    due_now, due_today = db.execute(
+        select(func.count().filter(ReviewItem.due_by(now)), func.count()).where(
             ReviewItem.learner_id == learner_id, ReviewItem.due_at < end_of_day
         )
-    ).all()
+    ).one()
     db.commit()
-    now_count = sum(1 for (due,) in rows if as_utc(due) <= now)
-    return now_count, len(rows) - now_count
+    return int(due_now), int(due_today) - int(due_now)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,12 @@ from app.domain.practice import MAX_SIZE, MODES
 from app.domain.texts import Text
 from app.domain.typed import accepted_units, typed_figures, unit_label
 from app.models import Attempt
-from app.practice.answers import Context, answer_question, answer_writer, resolve_token
+from app.practice.answers import (
+    Context,
+    Submission,
+    answer_question_async,
+    resolve_token,
+)
 from app.practice.questions import Question, new_question, regenerate
 from app.practice.sessions import (
     NothingToPractise,
@@ -213,81 +218,73 @@ async def submit_answer(
     if not client_answer_id or not set(client_answer_id) <= _CLIENT_ANSWER_ID_CHARS:
         client_answer_id = uuid.uuid4().hex
     typed = TypedForm(value, unit) if choice_id is None and unit is not None else None
-    answer = partial(
-        _answer_form, request, ctx, visitor, token, choice_id, client_answer_id, shown_at, typed
-    )
-    return await in_db(request, answer)
-
-
-def _answer_form(
-    request: Request,
-    ctx: Context,
-    visitor: Visitor,
-    token: str,
-    choice_id: str | None,
-    client_answer_id: str,
-    shown_at: int | None,
-    typed: TypedForm | None,
-    db: Session,
-) -> Response:
-    """The answer form's blocking part, in the threadpool with its own database session."""
-    learner = web_learner(db, visitor)
-
-    def again(error: Message | Text) -> Response:
-        """The question again with ``error`` beside the form (nothing was stored)."""
-        question, position = resolve_token(db=db, ctx=ctx, learner=learner, token=token)
-        if position is not None:
-            state = load_session(db=db, learner_id=learner.id, session_id=position.session_id)
-            if state.over(ctx.clock()):
-                return _see_other(link(summary_path(state.row.id), visitor.lang))
-        variant = regenerate(ctx.catalog, question)
-        item = Question(
-            variant=variant,
-            token=token,
-            expires_at=ctx.signer.expires_at(),
-            show_seed=True,
-            position=position,
-        )
-        state = (
-            load_session(db=db, learner_id=learner.id, session_id=position.session_id)
-            if position
-            else None
-        )
-        return _question_page(
-            request, ctx, visitor, item, state, error=error, status_code=422, typed=typed
-        )
-
     if not choice_id and typed is None:
-        return again(PICK_ONE)
+        return await in_db(request, partial(_again, request, ctx, visitor, token, typed, PICK_ONE))
+    learner = visitor.learner or await in_db(request, partial(web_learner, visitor=visitor))
     duration_ms = int(time.time() * 1000) - shown_at if shown_at else None
+    submission = Submission(
+        token=token,
+        choice_id=choice_id or None,
+        client_answer_id=client_answer_id,
+        duration_ms=duration_ms if duration_ms is None or duration_ms >= 0 else None,
+        value=typed.value if typed is not None else None,
+        unit=typed.unit if typed is not None else None,
+    )
     try:
-        outcome = answer_question(
-            db=db,
-            writer=answer_writer(request.app.state),
-            ctx=ctx,
-            learner=learner,
-            token=token,
-            choice_id=choice_id or None,
-            client_answer_id=client_answer_id,
-            duration_ms=duration_ms if duration_ms is None or duration_ms >= 0 else None,
-            value=typed.value if typed is not None else None,
-            unit=typed.unit if typed is not None else None,
+        # Graded here (a session's token reads its session in the threadpool) and stored by the
+        # writer while the request waits on the event loop, as the API's answers are.
+        outcome = await answer_question_async(
+            state=request.app.state, ctx=ctx, learner=learner, submission=submission
         )
     except InvalidAnswer as problem:
-        db.rollback()
-        return again(problem.reason)
+        return await in_db(
+            request, partial(_again, request, ctx, visitor, token, typed, problem.reason)
+        )
     except SessionOver as over:  # not counted: the summary says so
         return _see_other(link(summary_path(over.session_id), visitor.lang, late=1))
     attempt = outcome.attempt
     # Back, another choice, submit: the position's first answer counts, and the page says so.
     answered_before = outcome.replayed and attempt.client_answer_id != client_answer_id
     if attempt.practice_session_id is not None:
-        state = load_session(db=db, learner_id=learner.id, session_id=attempt.practice_session_id)
+        session_id = attempt.practice_session_id
+        state = await in_db(
+            request, lambda db: load_session(db=db, learner_id=learner.id, session_id=session_id)
+        )
         if state.row.mode == "exam":
             number = _question_number(state, attempt.id) if answered_before else None
             return _see_other(link(f"/sessions/{state.row.id}", visitor.lang, answered=number))
     return _see_other(
         link(f"/answers/{attempt.id}", visitor.lang, again=1 if answered_before else None)
+    )
+
+
+def _again(
+    request: Request,
+    ctx: Context,
+    visitor: Visitor,
+    token: str,
+    typed: TypedForm | None,
+    error: Message | Text,
+    db: Session,
+) -> Response:
+    """The question again with ``error`` beside the form (nothing was stored); the summary when
+    its session is over."""
+    learner = web_learner(db, visitor)
+    question, position = resolve_token(db=db, ctx=ctx, learner=learner, token=token)
+    state = None
+    if position is not None:
+        state = load_session(db=db, learner_id=learner.id, session_id=position.session_id)
+        if state.over(ctx.clock()):
+            return _see_other(link(summary_path(state.row.id), visitor.lang))
+    item = Question(
+        variant=regenerate(ctx.catalog, question),
+        token=token,
+        expires_at=ctx.signer.expires_at(),
+        show_seed=True,
+        position=position,
+    )
+    return _question_page(
+        request, ctx, visitor, item, state, error=error, status_code=422, typed=typed
     )
 
 
