@@ -14,7 +14,7 @@ PIP_TOOLS := pip-tools==7.7.0
 COMPILE = $(BIN)/pip-compile -q --generate-hashes --allow-unsafe --strip-extras \
 	--no-emit-index-url --no-emit-find-links --all-build-deps
 
-.PHONY: run test install install-test migrate catalogs messages lint lock upgrade demo bench bench-service bench-instructions clean
+.PHONY: run test install install-test migrate catalogs messages lint lock upgrade demo bench bench-service bench-instructions bench-publish clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -100,6 +100,12 @@ bench-instructions: install-test catalogs
 	@command -v valgrind >/dev/null || (DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind) || \
 	  (echo "valgrind is missing: apt-get install -y valgrind" >&2; exit 2)
 	$(BIN)/python bench/instructions.py $(BENCH_ARGS)
+
+# Publishing the shipped card as versions 1..50 through the dashboard's service functions:
+# publish and restart times at versions 1, 10 and 50 (flat: within 20 %), a learner's question
+# p99 while a publication runs against the idle one (bench/publish.py).
+bench-publish: install-test catalogs
+	$(BIN)/python bench/publish.py $(BENCH_ARGS)
 
 # The lock files again from pyproject.toml (after a dependency is added or its floor moved),
 # keeping every locked version that still fits.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -65,39 +64,19 @@ def get_settings_dep(request: Request) -> Settings:
     return settings
 
 
-def _refresh_context(state: object) -> None:
-    catalog, changed = state.live_catalog.current()  # type: ignore[attr-defined]
-    if changed or state.context.catalog is not catalog:  # type: ignore[attr-defined]
-        state.catalog = catalog  # type: ignore[attr-defined]
-        state.context = dataclasses.replace(state.context, catalog=catalog)  # type: ignore[attr-defined]
-
-
-def _catalog_check_due(live: object) -> bool:
-    """Whether LiveCatalog.current() would ask the database now (it does every few seconds)."""
-    checked, every = getattr(live, "_checked", None), getattr(live, "_every", None)
-    if not isinstance(checked, float) or not isinstance(every, (int, float)):
-        return True
-    return time.monotonic() - checked >= every
-
-
 async def get_context(request: Request) -> Context:
-    """The use-case context, with the catalog reloaded when another process published.
+    """The use-case context with the live catalog as this request finds it.
 
-    Async, so routes that need no blocking I/O skip the threadpool: the database is asked (in
-    the threadpool) only when the live catalog's periodic check is due.
+    Never waits: the catalog is swapped by whoever built a new one (the process's refresher
+    thread, or the request that published), never built here.
     """
     state = request.app.state
-    live = state.live_catalog
-    if _catalog_check_due(live):
-        await run_in_threadpool(_refresh_context, state)
-    else:
-        ctx: Context = state.context
-        if ctx.catalog is live.catalog:
-            return ctx
-        state.catalog = live.catalog  # reloaded meanwhile
-        state.context = dataclasses.replace(ctx, catalog=live.catalog)
-    current: Context = state.context
-    return current
+    catalog = state.live_catalog.catalog
+    ctx: Context = state.context
+    if ctx.catalog is not catalog:
+        state.catalog = catalog
+        state.context = ctx = dataclasses.replace(ctx, catalog=catalog)
+    return ctx
 
 
 async def get_catalog(ctx: Annotated[Context, Depends(get_context)]) -> Catalog:

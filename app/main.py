@@ -17,7 +17,10 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.orm import Session, sessionmaker
 from swagger_ui_bundle import swagger_ui_path
 
 from app.api.openapi import install_openapi
@@ -26,7 +29,13 @@ from app.auth.cookies import BrowserSessionMiddleware, CsrfSigner, SessionCookie
 from app.auth.ratelimit import LoginLimiter
 from app.catalog.service import LiveCatalog
 from app.config import Settings, get_settings, resolve_secret_key
-from app.db import DatabaseTimeouts, ensure_sqlite_folder, make_engine, make_sessionmaker
+from app.db import (
+    DatabaseTimeouts,
+    ensure_sqlite_folder,
+    is_sqlite,
+    make_engine,
+    make_sessionmaker,
+)
 from app.domain.cards import Card, CardError
 from app.domain.catalog import Catalog, load_cards
 from app.errors import install_error_handlers
@@ -122,6 +131,30 @@ def collector_tuned(enabled: bool) -> Iterator[None]:
         gc.unfreeze()
 
 
+def start_refresher(
+    live: LiveCatalog,
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    timeouts: DatabaseTimeouts,
+) -> Engine | None:
+    """Start the live catalog's refresher thread on an engine of its own (one connection): its
+    checks never take a connection requests wait for, and its failures are not the requests'
+    (/readyz reports the app's engine). An in-memory SQLite database is only the app's engine's."""
+    in_memory = make_url(settings.database_url).database in (None, "", ":memory:")
+    if not (is_sqlite(settings.database_url) and in_memory):
+        engine = make_engine(
+            settings.database_url,
+            sqlite_synchronous=settings.sqlite_synchronous,
+            timeouts=timeouts,
+            pool_size=1,
+            max_overflow=0,
+        )
+        live.start(make_sessionmaker(engine))
+        return engine
+    live.start(sessions)
+    return None
+
+
 def create_app(
     settings: Settings | None = None, *, cards: dict[str, Card] | None = None
 ) -> FastAPI:
@@ -144,23 +177,28 @@ def create_app(
             secrets.token_urlsafe(48),
             f"{exc.strerror or exc}: {exc.filename}",
         )
+    timeouts = DatabaseTimeouts(
+        connect_s=settings.db_connect_timeout_s,
+        statement_s=settings.db_statement_timeout_s,
+        pool_s=settings.db_pool_timeout_s,
+        sqlite_busy_ms=settings.sqlite_busy_timeout_ms,
+        retry_after_s=settings.db_retry_after_s,
+    )
     engine = make_engine(
-        settings.database_url,
-        sqlite_synchronous=settings.sqlite_synchronous,
-        timeouts=DatabaseTimeouts(
-            connect_s=settings.db_connect_timeout_s,
-            statement_s=settings.db_statement_timeout_s,
-            pool_s=settings.db_pool_timeout_s,
-            sqlite_busy_ms=settings.sqlite_busy_timeout_ms,
-            retry_after_s=settings.db_retry_after_s,
-        ),
+        settings.database_url, sqlite_synchronous=settings.sqlite_synchronous, timeouts=timeouts
     )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # app.observability.health.StartupGate has refused to start on an unusable database already.
-        with collector_tuned(settings.gc_freeze):
-            yield
+        refresh_engine = start_refresher(live, settings, sessions, timeouts)
+        try:
+            with collector_tuned(settings.gc_freeze):
+                yield
+        finally:
+            live.stop()
+            if refresh_engine is not None:
+                refresh_engine.dispose()
         mailer.wait()  # the emails asked for are sent before the database goes
         engine.dispose()
 
@@ -179,7 +217,7 @@ def create_app(
     app.state.startup_error = startup_error
     app.state.engine = engine
     app.state.sessionmaker = sessions
-    app.state.live_catalog = LiveCatalog(sessions, cards)
+    app.state.live_catalog = live = LiveCatalog(sessions, cards)
     if card_error is None:
         app.state.catalog, card_error = load_catalog(app.state.live_catalog)
     else:

@@ -126,6 +126,9 @@ class CardVersion(Base):
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
     document: Mapped[dict[str, Any]] = mapped_column(JSON)
     content_hash: Mapped[str] = mapped_column(String(64))
+    # What the catalog knows of the version without compiling it (app.domain.manifests); NULL
+    # for a version stored before manifests, filled in at the next start-up.
+    manifest: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
@@ -273,7 +276,7 @@ class CardState(Base):
 
 
 class AuditEntry(Base):
-    """Who did what to which card, when, with the document before and after."""
+    """Who did what to which card, when, and what it changed (not the whole document)."""
 
     __tablename__ = "audit_log"
     __table_args__ = (Index("ix_audit_log_card_id_at", "card_id", "at"),)
@@ -287,6 +290,9 @@ class AuditEntry(Base):
     version: Mapped[int | None] = mapped_column(Integer)
     before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # What an edit changed: the versions it went from and to and a JSON Patch (app.domain.patches)
+    # instead of the document twice; the documents themselves are in card_versions.
+    changes: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from pydantic import BaseModel, Field
 
-from app.authoring import service
+from app.authoring import history, service
 from app.authoring.preview import preview as make_preview
 from app.deps import ApiInstructor, ApiLang, ContextDep, DbDep
 from app.domain.identity import MAX_SEED
@@ -298,7 +298,7 @@ def retire(
 def list_versions(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> list[VersionPublic]:
     return [
         VersionPublic(version=v.version, created_at=v.created_at, templates=v.templates)
-        for v in service.versions(db=db, card_id=card_id)
+        for v in history.versions(db=db, card_id=card_id)
     ]
 
 
@@ -311,7 +311,7 @@ def diff(
     to_version: Annotated[int, Query(alias="to", ge=1, le=10**9)],
 ) -> dict[str, Any]:
     """What changed between two versions, template by template."""
-    return {"changes": service.diff(db=db, card_id=card_id, old=from_version, new=to_version)}
+    return {"changes": history.diff(db=db, card_id=card_id, old=from_version, new=to_version)}
 
 
 @router.get("/cards/{card_id}/audit", response_model=list[AuditPublic])
@@ -324,7 +324,7 @@ def read_audit(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> list[Au
             template_id=e.template_id,
             version=e.version,
         )
-        for e in service.audit_log(db=db, card_id=card_id)
+        for e in history.audit_log(db=db, card_id=card_id)
     ]
 
 

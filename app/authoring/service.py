@@ -1,9 +1,10 @@
 """Authoring use cases: drafts, validation, publication, withdrawal, retirement, diffs.
 
-Every change is written to the audit log (who, when, what, the document before and after) in the
-same transaction as the change itself. Publishing decides the version numbers
-(:func:`app.domain.authoring.next_version`), stores the new version, and makes the process's live
-catalog reload; other processes see it within their refresh interval.
+Every change is written to the audit log (who, when, what it changed: a JSON Patch and the
+versions it went from and to, never the whole document twice) in the same transaction as the
+change itself. Publishing decides the version numbers (:func:`app.domain.authoring.next_version`,
+from the stored versions' manifests), compiles the new version once, stores it, and swaps the
+process's live catalog at once; other processes see it within their refresh interval.
 """
 
 from __future__ import annotations
@@ -17,19 +18,27 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth.service import LearnerRef, now_utc
+from app.authoring.history import publish_changes, unknown_card
 from app.authoring.validation import TooManyValidations, ValidationJob, default_validations
-from app.catalog.service import LiveCatalog, store_version, stored_cards, stored_documents
+from app.catalog.service import (
+    LiveCatalog,
+    compile_document,
+    latest_document,
+    store_version,
+    stored_manifests,
+)
 from app.db import write_transaction
 from app.domain.authoring import (
     CardProblem,
     Checked,
-    diff_documents,
+    canonical,
     next_version,
     size_problem,
 )
-from app.domain.cards import CardError, parse_card
+from app.domain.cards import CardError
 from app.domain.catalog import check_versions
 from app.domain.messages import Message, plural_message
+from app.domain.patches import json_patch
 from app.domain.storable import value_problem
 from app.models import AuditEntry, CardDraft, CardState
 from app.problems import (
@@ -63,13 +72,6 @@ class NotPublishable(Problem):
         self.problems = problems
 
 
-def _unknown_card(card_id: str) -> NotFound:
-    return NotFound(
-        Message("There is no card %(card)s.", card=repr(card_id[:100])),
-        code="card_not_found",
-    )
-
-
 def _audit(
     db: Session,
     actor: LearnerRef,
@@ -80,6 +82,7 @@ def _audit(
     after: Any = None,
     template_id: str | None = None,
     version: int | None = None,
+    changes: dict[str, Any] | None = None,
 ) -> None:
     db.add(
         AuditEntry(
@@ -91,6 +94,7 @@ def _audit(
             version=version,
             before=before,
             after=after,
+            changes=changes,
             at=now_utc(),
         )
     )
@@ -200,8 +204,18 @@ def save_draft(*, db: Session, actor: LearnerRef, card_id: str, document: object
     with write_transaction(db):
         draft = db.get(CardDraft, card_id)
         if draft is None and not stored_documents_exist(db, card_id):
-            raise _unknown_card(card_id)
-        before = dict(draft.document) if draft is not None else None
+            raise unknown_card(card_id)
+        # What changed (between the documents' canonical forms: defaults spelled out), from
+        # the draft or else from the latest version; not the document twice.
+        if draft is not None:
+            changes = {
+                "from": "draft",
+                "patch": json_patch(canonical(draft.document), canonical(doc)),
+            }
+        else:
+            base = latest_document(db, card_id) or {}
+            patch = json_patch(canonical(base), canonical(doc))
+            changes = {"from_version": base.get("version"), "patch": patch}
         if draft is None:
             db.add(
                 CardDraft(card_id=card_id, document=doc, updated_by=actor.id, updated_at=now_utc())
@@ -210,7 +224,7 @@ def save_draft(*, db: Session, actor: LearnerRef, card_id: str, document: object
             draft.document = doc
             draft.updated_by = actor.id
             draft.updated_at = now_utc()
-        _audit(db, actor, "save_draft", card_id, before=before, after=doc)
+        _audit(db, actor, "save_draft", card_id, changes=changes)
 
 
 @dataclass(frozen=True)
@@ -226,10 +240,10 @@ def get_draft(*, db: Session, card_id: str) -> Draft:
     db.commit()
     if draft is not None:
         return Draft(card_id, dict(draft.document), True, draft.updated_at)
-    documents = stored_documents(db, card_id)
-    if not documents:
-        raise _unknown_card(card_id)
-    return Draft(card_id, _editable(documents[-1]), False, None)
+    document = latest_document(db, card_id)
+    if document is None:
+        raise unknown_card(card_id)
+    return Draft(card_id, _editable(document), False, None)
 
 
 def _editable(document: dict[str, Any]) -> dict[str, Any]:
@@ -266,20 +280,22 @@ def publish(*, db: Session, actor: LearnerRef, live: LiveCatalog, card_id: str) 
             Message("This card has no draft to publish."),
             code="no_draft",
         )
-    published = stored_documents(db, card_id)
+    published = stored_manifests(db, card_id).get(card_id, [])
     document = next_version(draft.document, published)
     checked = validate(document)
     if checked.errors:
         raise NotPublishable(list(checked.problems))
     # Validated in the sandbox; the draft is within the size limits, and compiling is linear.
+    # Compiled once, here: the live catalog takes this card as it is (no other version is).
     try:
-        card = parse_card(document)
+        card = compile_document(document)
     except CardError as exc:  # pragma: no cover - the sandbox found no error
         raise InvalidInput(exc.text, code="card_has_errors") from None
     try:
-        check_versions(card, stored_cards(db, card_id).get(card_id, []))
+        check_versions(card, published)
     except CardError as exc:  # pragma: no cover - next_version makes the versions consistent
         raise InvalidInput(exc.text, code="version_conflict") from None
+    previous = latest_document(db, card_id) if published else None
     with write_transaction(db):
         store_version(db, card)
         stale = db.get(CardDraft, card_id)
@@ -290,11 +306,10 @@ def publish(*, db: Session, actor: LearnerRef, live: LiveCatalog, card_id: str) 
             actor,
             "publish",
             card_id,
-            before=published[-1] if published else None,
-            after=dict(card.document),
             version=card.version,
+            changes=publish_changes(previous, dict(card.document)),
         )
-    live.reload()
+    live.reload(known=[card])
     return card.version
 
 
@@ -304,7 +319,7 @@ def set_offered(
     """Withdraw a card from learners (its old questions still grade) or offer it again."""
     if not stored_documents_exist(db, card_id):
         db.commit()
-        raise _unknown_card(card_id)
+        raise unknown_card(card_id)
     with write_transaction(db):
         state = db.get(CardState, card_id)
         if state is None:
@@ -320,10 +335,11 @@ def retire_template(
     *, db: Session, actor: LearnerRef, live: LiveCatalog, card_id: str, template_id: str
 ) -> int:
     """Publish a new version without ``template_id``; its old questions keep grading."""
-    documents = stored_documents(db, card_id)
-    if not documents:
-        raise _unknown_card(card_id)
-    document = json.loads(json.dumps(documents[-1]))
+    latest = latest_document(db, card_id)
+    db.commit()
+    if latest is None:
+        raise unknown_card(card_id)
+    document = json.loads(json.dumps(latest))
     found = False
     for point in document.get("points", []):
         kept = [t for t in point.get("templates", []) if t.get("id") != template_id]
@@ -344,47 +360,3 @@ def retire_template(
     with write_transaction(db):
         _audit(db, actor, "retire_template", card_id, template_id=template_id, version=version)
     return version
-
-
-@dataclass(frozen=True)
-class VersionInfo:
-    version: int
-    created_at: datetime
-    templates: int
-
-
-def versions(*, db: Session, card_id: str) -> list[VersionInfo]:
-    from app.models import CardVersion
-
-    rows = db.scalars(
-        select(CardVersion).where(CardVersion.card_id == card_id).order_by(CardVersion.version)
-    ).all()
-    db.commit()
-    if not rows:
-        raise _unknown_card(card_id)
-    return [
-        VersionInfo(
-            r.version,
-            r.created_at,
-            sum(len(p.get("templates", [])) for p in r.document.get("points", [])),
-        )
-        for r in rows
-    ]
-
-
-def diff(*, db: Session, card_id: str, old: int, new: int) -> list[dict[str, Any]]:
-    documents = {int(d["version"]): d for d in stored_documents(db, card_id)}
-    if old not in documents or new not in documents:
-        raise NotFound(Message("no such version"), code="version_not_found")
-    return diff_documents(documents[old], documents[new])
-
-
-def audit_log(*, db: Session, card_id: str, limit: int = 100) -> list[AuditEntry]:
-    rows = db.scalars(
-        select(AuditEntry)
-        .where(AuditEntry.card_id == card_id)
-        .order_by(AuditEntry.at.desc(), AuditEntry.id.desc())
-        .limit(limit)
-    ).all()
-    db.commit()
-    return list(rows)

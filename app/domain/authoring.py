@@ -27,6 +27,7 @@ from .cards import (
     parse_card,
 )
 from .generation import LATEST_GENERATOR
+from .manifests import TemplateEntry, VersionManifest, template_body_hash
 from .messages import Message
 from .validation import validate_template
 
@@ -322,32 +323,34 @@ def canonical(document: Mapping[str, Any]) -> dict[str, Any]:
         return copy
 
 
-def next_version(
-    draft: Mapping[str, Any], published: Sequence[Mapping[str, Any]]
-) -> dict[str, Any]:
+def next_version(draft: Mapping[str, Any], published: Sequence[VersionManifest]) -> dict[str, Any]:
     """The draft as the next publication: card version = newest + 1, and every template whose
-    content differs from its newest published form gets a version above any it had."""
+    content differs from its newest published form gets a version above any it had.
+
+    ``published`` are the manifests of the card's stored versions: no older document is read.
+    """
     document = canonical(draft)
-    published = [canonical(p) for p in published]
-    newest = max((int(p.get("version", 0)) for p in published), default=0)
+    newest = max((m.version for m in published), default=0)
     document["version"] = newest + 1
     # Each published template with the generator its card drew it from: a template drawn from
     # another generator shows other variants, so it is new content (app.domain.catalog).
-    history: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    for old in sorted(published, key=lambda p: int(p.get("version", 0))):
-        for template_id, template in template_documents(old).items():
-            history.setdefault(template_id, []).append((_generator(old), template))
+    latest: dict[str, tuple[int, TemplateEntry]] = {}
+    highest: dict[str, int] = {}
+    for old in sorted(published, key=lambda m: m.version):
+        for template_id, entry in old.templates.items():
+            latest[template_id] = (old.generator, entry)
+            highest[template_id] = max(highest.get(template_id, 0), entry.version)
     generator = _generator(document)
     for point in document.get("points", []):
         for template in point.get("templates", []):
-            versions = history.get(template["id"], [])
-            if not versions:
+            if template["id"] not in latest:
                 template["version"] = max(1, int(template.get("version", 1)))
                 continue
-            latest_generator, latest = versions[-1]
-            highest = max(int(v.get("version", 1)) for _, v in versions)
-            same_content = latest_generator == generator and _content(latest) == _content(template)
-            template["version"] = int(latest["version"]) if same_content else highest + 1
+            latest_generator, entry = latest[template["id"]]
+            same_content = latest_generator == generator and entry.body == template_body_hash(
+                template
+            )
+            template["version"] = entry.version if same_content else highest[template["id"]] + 1
     return document
 
 

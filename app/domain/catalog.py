@@ -1,25 +1,38 @@
-"""The card catalog: every version of every card, so that any question ever shown stays gradeable.
+"""The card catalog: the current version of every card, compiled, and every older one on demand.
 
-New questions use each card's latest version. A question names its template by id and version
-(:class:`~app.domain.identity.QuestionId`); the catalog finds that template in whichever card
-version carries it, so old attempts, mistakes and outstanding tokens still regenerate exactly
-after a template is edited (an edit must raise the template's version, see
-:func:`check_versions`).
+New questions use each card's latest version, compiled when the catalog is built. A question names
+its template by id and version (:class:`~app.domain.identity.QuestionId`); the catalog finds the
+card version that carries it in the versions' manifests (:mod:`app.domain.manifests`), and an
+older version is compiled only when a question of it is graded or regenerated, then kept in a
+bounded cache (:class:`VersionCache`) shared by the catalogs of a process. So old attempts,
+mistakes and outstanding tokens still regenerate exactly after a template is edited (an edit must
+raise the template's version, see :func:`check_versions`), and publishing a version never
+compiles the older ones.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Iterable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from .cards import Card, CardError, ExamPoint, Template, find_template_document, read_cards
 from .generation import Variant, generate
 from .identity import QuestionId
+from .manifests import VersionManifest, manifest_of
+from .manifests import document_hash as document_hash
 from .messages import Message
 from .validation import validate_card
+
+# Compiled older card versions a process keeps (least recently used dropped first): grading an
+# old question compiles its version once, not at every answer.
+OLD_VERSIONS_CACHED = 4
+
+# How the catalog gets an older card version compiled: (card id, version) -> Card, or None when
+# it cannot be read any more.
+VersionLoader = Callable[[str, int], Card | None]
 
 
 class RetiredQuestion(LookupError):
@@ -34,30 +47,24 @@ def load_cards(directory: Path) -> dict[str, Card]:
     return cards
 
 
-def document_hash(document: Mapping[str, object]) -> str:
-    """A stable digest of a card document (key order and whitespace do not matter)."""
-    canonical = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
 def template_document(document: Mapping[str, object], template_id: str) -> object | None:
     found = find_template_document(document, template_id)
     return found[1] if found is not None else None
 
 
-def check_versions(new: Card, stored: Iterable[Card]) -> None:
+def check_versions(new: Card, stored: Iterable[Card | VersionManifest]) -> None:
     """Refuse ``new`` when it changes content without raising a version.
 
     The same card version must have the same document; a template id and version met in an older
     card version must have the same content (otherwise old questions would regenerate
-    differently).
+    differently). The stored versions are compared by their manifests: none is compiled.
     """
-    for old in stored:
-        if old.id != new.id:
+    mine = manifest_of(new.document)
+    for found in stored:
+        old = manifest_of(found.document) if isinstance(found, Card) else found
+        if old.card_id != new.id:
             continue
-        if old.version == new.version and document_hash(old.document) != document_hash(
-            new.document
-        ):
+        if old.version == new.version and old.document != mine.document:
             raise CardError(
                 Message(
                     "card %(card)s version %(version)s differs from the version %(old)s already "
@@ -67,32 +74,30 @@ def check_versions(new: Card, stored: Iterable[Card]) -> None:
                     old=old.version,
                 )
             )
-        for template in new.templates():
-            previous = old.template(template.id)
+        for template_id, template in mine.templates.items():
+            previous = old.templates.get(template_id)
             if previous is None or previous.version != template.version:
                 continue
-            if previous.generator != template.generator:
+            if old.generator != mine.generator:
                 raise CardError(
                     Message(
                         "card %(card)s, template %(template)s: its variants would be drawn from "
                         "generator %(generator)s instead of %(old)s but its version is still "
                         "%(version)s: raise the template's 'version'",
                         card=repr(new.id),
-                        template=repr(template.id),
-                        generator=template.generator,
-                        old=previous.generator,
+                        template=repr(template_id),
+                        generator=mine.generator,
+                        old=old.generator,
                         version=template.version,
                     )
                 )
-            if json.dumps(template_document(old.document, template.id), sort_keys=True) != (
-                json.dumps(template_document(new.document, template.id), sort_keys=True)
-            ):
+            if previous.content != template.content:
                 raise CardError(
                     Message(
                         "card %(card)s, template %(template)s: its content changed but its "
                         "version is still %(version)s: raise the template's 'version'",
                         card=repr(new.id),
-                        template=repr(template.id),
+                        template=repr(template_id),
                         version=template.version,
                     )
                 )
@@ -102,7 +107,7 @@ def check_versions(new: Card, stored: Iterable[Card]) -> None:
                         "card %(card)s, template %(template)s: moved from exam point %(old)s to "
                         "%(point)s without a new version",
                         card=repr(new.id),
-                        template=repr(template.id),
+                        template=repr(template_id),
                         old=repr(previous.point),
                         point=repr(template.point),
                     )
@@ -116,26 +121,80 @@ class Located:
     template: Template
 
 
-class Catalog:
-    """Cards by id and version; :meth:`latest` is what learners practise."""
+class VersionCache:
+    """Compiled older card versions, at most ``size``, the least recently used dropped first."""
 
-    def __init__(self, cards: Iterable[Card], *, withdrawn: Iterable[str] = ()) -> None:
+    def __init__(self, size: int = OLD_VERSIONS_CACHED) -> None:
+        self.size = size
+        self._cards: OrderedDict[tuple[str, int], Card] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, card_id: str, version: int, load: VersionLoader) -> Card | None:
+        key = (card_id, version)
+        with self._lock:
+            card = self._cards.get(key)
+            if card is not None:
+                self._cards.move_to_end(key)
+                return card
+        card = load(card_id, version)  # outside the lock: other versions are served meanwhile
+        if card is None:
+            return None
+        with self._lock:
+            self._cards[key] = card
+            self._cards.move_to_end(key)
+            while len(self._cards) > self.size:
+                self._cards.popitem(last=False)
+        return card
+
+    def keys(self) -> list[tuple[str, int]]:
+        """The cached (card id, version) pairs, least recently used first."""
+        with self._lock:
+            return list(self._cards)
+
+
+class Catalog:
+    """Cards by id and version; :meth:`latest` is what learners practise.
+
+    ``cards`` are compiled card versions (at least each card's newest); ``manifests`` describe
+    every stored version, and ``load_version`` compiles one of them when a question needs it.
+    """
+
+    def __init__(
+        self,
+        cards: Iterable[Card],
+        *,
+        withdrawn: Iterable[str] = (),
+        manifests: Iterable[VersionManifest] = (),
+        load_version: VersionLoader | None = None,
+        cache: VersionCache | None = None,
+    ) -> None:
         self.withdrawn = frozenset(withdrawn)  # unpublished: no new questions, old ones grade
-        self._versions: dict[str, dict[int, Card]] = {}
+        self._load = load_version
+        self._cache = cache if cache is not None else VersionCache()
+        self._manifests: dict[str, dict[int, VersionManifest]] = {}
+        for manifest in manifests:
+            self._manifests.setdefault(manifest.card_id, {})[manifest.version] = manifest
+        self._compiled: dict[tuple[str, int], Card] = {}
         for card in cards:
-            self._versions.setdefault(card.id, {})[card.version] = card
-        self._latest = {
-            card_id: versions[max(versions)] for card_id, versions in self._versions.items()
-        }
-        self._templates: dict[tuple[str, str, int], Located] = {}
-        # Oldest first, so that the newest card version carrying a template version wins.
-        for card_id, versions in self._versions.items():
+            self._compiled[(card.id, card.version)] = card
+            known = self._manifests.setdefault(card.id, {})
+            if card.version not in known:
+                known[card.version] = manifest_of(card.document)
+        self._latest: dict[str, Card] = {}
+        for card_id, versions in self._manifests.items():
+            for version in sorted(versions, reverse=True):
+                newest = self.version(card_id, version)
+                if newest is not None:
+                    self._latest[card_id] = newest
+                    break
+        # (card, template, template version) -> (card version, exam point); oldest first, so
+        # that the newest card version carrying a template version wins.
+        self._templates: dict[tuple[str, str, int], tuple[int, str]] = {}
+        for card_id, versions in self._manifests.items():
             for version in sorted(versions):
-                card = versions[version]
-                for point in card.points:
-                    for template in point.templates:
-                        key = (card_id, template.id, template.version)
-                        self._templates[key] = Located(card, point, template)
+                for template_id, entry in versions[version].templates.items():
+                    key = (card_id, template_id, entry.version)
+                    self._templates[key] = (version, entry.point)
 
     def latest(self, card_id: str) -> Card | None:
         """The newest version of a card (withdrawn or not: old questions still need it)."""
@@ -154,17 +213,41 @@ class Catalog:
         return [self._latest[card_id] for card_id in sorted(self._latest)]
 
     def version(self, card_id: str, version: int) -> Card | None:
-        return self._versions.get(card_id, {}).get(version)
+        """That card version, compiled (an older one on first use, then from the cache)."""
+        card = self._compiled.get((card_id, version))
+        if card is not None:
+            return card
+        if self._load is None or version not in self._manifests.get(card_id, {}):
+            return None
+        return self._cache.get(card_id, version, self._load)
 
     def versions(self, card_id: str) -> list[int]:
-        return sorted(self._versions.get(card_id, {}))
+        return sorted(self._manifests.get(card_id, {}))
+
+    def manifest(self, card_id: str, version: int) -> VersionManifest | None:
+        return self._manifests.get(card_id, {}).get(version)
 
     def locate(self, question: QuestionId) -> Located:
         """The card version, exam point and template a question was generated from."""
         found = self._templates.get(question.template_key)
-        if found is None or found.template.point != question.point:
+        if found is None or found[1] != question.point:
             raise RetiredQuestion(question)
-        return found
+        card = self.version(question.card_id, found[0])
+        template = card.template(question.template_id) if card is not None else None
+        point = card.point_by_slug(found[1]) if card is not None else None
+        if card is None or template is None or point is None:
+            raise RetiredQuestion(question)  # a stored version the engine cannot read any more
+        return Located(card, point, template)
+
+    def find_template(self, card_id: str, template_id: str, version: int) -> Located | None:
+        """Where a template version is, whichever exam point it is in; None if nowhere."""
+        found = self._templates.get((card_id, template_id, version))
+        if found is None:
+            return None
+        try:
+            return self.locate(QuestionId(card_id, found[1], template_id, version, 0))
+        except RetiredQuestion:
+            return None
 
     def variant(self, question: QuestionId) -> Variant:
         found = self.locate(question)
@@ -173,16 +256,19 @@ class Catalog:
     def point_title_card(self, card_id: str, point_slug: str) -> ExamPoint | None:
         """The exam point of that slug in the latest card that has it."""
         for version in reversed(self.versions(card_id)):
-            card = self._versions[card_id][version]
-            point = card.point_by_slug(point_slug)
-            if point is not None:
-                return point
+            if point_slug in self._manifests[card_id][version].points:
+                card = self.version(card_id, version)
+                point = card.point_by_slug(point_slug) if card is not None else None
+                if point is not None:
+                    return point
         return None
 
     def template_anywhere(self, card_id: str, template_id: str) -> Template | None:
         """The newest version of a template (it may have been removed from the latest card)."""
         for version in reversed(self.versions(card_id)):
-            template = self._versions[card_id][version].template(template_id)
-            if template is not None:
-                return template
+            if template_id in self._manifests[card_id][version].templates:
+                card = self.version(card_id, version)
+                template = card.template(template_id) if card is not None else None
+                if template is not None:
+                    return template
         return None

@@ -76,8 +76,7 @@ def cards_state(app: FastAPI) -> dict[str, Any]:
     live = app.state.live_catalog
     catalog = live.catalog
     count = len(catalog.cards())
-    from_db = getattr(live, "_stamp", None) is not None  # set once the database's versions load
-    if not from_db:
+    if not live.loaded:  # the database's versions are not loaded
         return {"ok": False, "detail": "the cards are not loaded from the database"}
     return {"ok": True, "detail": f"{count} cards loaded"}
 

@@ -232,15 +232,7 @@ class QuestionSigner:
 def _locate_any_point(
     catalog: Catalog, card_id: str, template_id: str, version: int
 ) -> Located | None:
-    for card_version in reversed(catalog.versions(card_id)):
-        card = catalog.version(card_id, card_version)
-        template = card.template(template_id) if card else None
-        if template is not None and template.version == version:
-            try:
-                return catalog.locate(QuestionId(card_id, template.point, template_id, version, 0))
-            except RetiredQuestion:
-                return None
-    return None
+    return catalog.find_template(card_id, template_id, version)
 
 
 _URLSAFE = bytes.maketrans(b"+/", b"-_")

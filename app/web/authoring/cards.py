@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Query, Request
 from starlette.responses import JSONResponse, Response
 
-from app.authoring import service
+from app.authoring import history, service
 from app.authoring.validation import ValidationJob
 from app.deps import ContextDep, DbDep, InstructorVisitor
 from app.domain.authoring import Checked, add_point, new_card_document
@@ -90,7 +90,7 @@ def card_overview(
     job.wait(PAGE_WAIT_S)
     checked = Checked(None, job.problems) if job.problems is not None else None
     published = ctx.catalog.latest(card_id)
-    versions = service.versions(db=db, card_id=card_id) if published else []
+    versions = history.versions(db=db, card_id=card_id) if published else []
     context = {
         "card_id": card_id,
         "draft": draft,
@@ -101,7 +101,7 @@ def card_overview(
         "published": published,
         "offered": published is not None and card_id not in ctx.catalog.withdrawn,
         "versions": versions,
-        "audit": service.audit_log(db=db, card_id=card_id, limit=30),
+        "audit": history.audit_log(db=db, card_id=card_id, limit=30),
         "csrf_token": visitor.csrf_token,
     }
     return render_page(request, "instructor_card.html", context, lang=visitor.lang)
@@ -199,6 +199,6 @@ def diff_page(
     from_version: Annotated[int, Query(alias="from", ge=1, le=10**9)],
     to_version: Annotated[int, Query(alias="to", ge=1, le=10**9)],
 ) -> Response:
-    changes = service.diff(db=db, card_id=card_id, old=from_version, new=to_version)
+    changes = history.diff(db=db, card_id=card_id, old=from_version, new=to_version)
     context = {"card_id": card_id, "changes": changes, "old": from_version, "new": to_version}
     return render_page(request, "instructor_diff.html", context, lang=visitor.lang)
