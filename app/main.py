@@ -20,7 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from swagger_ui_bundle import swagger_ui_path
 
-from app.api.openapi import install_openapi
+from app.api.openapi import install_openapi, operation_id
 from app.api.router import API_PREFIX, API_ROUTERS, HOT_ROUTES
 from app.auth.cookies import BrowserSessionMiddleware, CsrfSigner, SessionCookie
 from app.auth.ratelimit import LoginLimiter
@@ -166,6 +166,7 @@ def create_app(
         version="1",
         description=DESCRIPTION,
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,  # short, stable operationIds (app.api.openapi)
         docs_url=None,  # served below from local assets: no CDN
         redoc_url=None,  # FastAPI's ReDoc page loads its script from a CDN
         # FastAPI's own OpenTelemetry only when asked for (Settings.opentelemetry).

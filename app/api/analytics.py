@@ -45,7 +45,7 @@ class StatsPublic(_Out):
     timed: int = Field(description="Attempts with a duration.")
 
 
-class PitfallPublic(_Out):
+class PitfallStatsPublic(_Out):
     pitfall_id: str
     shown: int = Field(description="Attempts whose choices included this pitfall.")
     picked: int
@@ -57,20 +57,20 @@ class ParamValuePublic(_Out):
     name: str
     value: str
     stats: StatsPublic
-    pitfalls: list[PitfallPublic]
+    pitfalls: list[PitfallStatsPublic]
 
 
 class TemplatePublic(_Out):
     template_id: str
     point: str
     stats: StatsPublic
-    pitfalls: list[PitfallPublic]
+    pitfalls: list[PitfallStatsPublic]
     params: list[ParamValuePublic]
     versions: list[int]
     flags: list[str]
 
 
-class PointPublic(_Out):
+class PointStatsPublic(_Out):
     point: str
     stats: StatsPublic
     template_ids: list[str]
@@ -102,7 +102,7 @@ class AnalyticsPublic(_Out):
     card_id: str
     scope: Scope
     stats: StatsPublic
-    points: list[PointPublic]
+    points: list[PointStatsPublic]
     templates: list[TemplatePublic]
     misconceptions: list[MisconceptionPublic]
     flags: list[FlagPublic]

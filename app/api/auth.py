@@ -29,10 +29,18 @@ from app.schemas import (
 router = APIRouter(tags=["accounts"])
 PROBLEMS: dict[int | str, dict[str, object]] = {
     400: {"model": ProblemPublic, "description": "An invalid email or a weak password."},
-    401: {"model": ProblemPublic},
-    404: {"model": ProblemPublic, "description": "No such device token."},
     409: {"model": ProblemPublic},
-    429: {"model": ProblemPublic},
+}
+LOGIN_PROBLEMS: dict[int | str, dict[str, object]] = {
+    401: {"model": ProblemPublic, "description": "wrong_credentials: no such email and password."},
+    429: {
+        "model": ProblemPublic,
+        "description": "Too many failed logins for this account or address: wait Retry-After "
+        "seconds.",
+    },
+}
+NO_SUCH_TOKEN: dict[int | str, dict[str, object]] = {
+    404: {"model": ProblemPublic, "description": "No such device token of the learner."},
 }
 
 
@@ -49,7 +57,7 @@ def register_account(body: RegisterCreate, db: DbDep) -> AccountPublic:
     return AccountPublic(learner_id=learner.id, email=learner.email, role=learner.role)
 
 
-@router.post("/auth/token", response_model=TokenPublic, responses=PROBLEMS)
+@router.post("/auth/token", response_model=TokenPublic, responses=LOGIN_PROBLEMS)
 def create_token(
     body: TokenCreate, request: Request, db: DbDep, limiter: LimiterDep
 ) -> TokenPublic:
@@ -69,10 +77,10 @@ def create_token(
 def create_learner(db: DbDep) -> LearnerCreatedPublic:
     """An anonymous app install and its bearer token (shown once; keep it in secure storage)."""
     learner, token = create_app_learner(db=db)
-    return LearnerCreatedPublic(learner_id=learner.id, token=token)
+    return LearnerCreatedPublic(learner_id=learner.id, access_token=token)
 
 
-@router.get("/me", response_model=LearnerPublic, responses=PROBLEMS)
+@router.get("/me", response_model=LearnerPublic)
 def read_me(learner: ApiLearner) -> LearnerPublic:
     """Who the token belongs to."""
     return LearnerPublic(
@@ -84,7 +92,7 @@ def read_me(learner: ApiLearner) -> LearnerPublic:
     )
 
 
-@router.get("/me/tokens", response_model=list[DeviceTokenPublic], responses=PROBLEMS)
+@router.get("/me/tokens", response_model=list[DeviceTokenPublic])
 def read_my_tokens(db: DbDep, learner: ApiLearner) -> list[DeviceTokenPublic]:
     """The learner's devices (tokens not revoked)."""
     return [
@@ -99,7 +107,9 @@ def read_my_tokens(db: DbDep, learner: ApiLearner) -> list[DeviceTokenPublic]:
     ]
 
 
-@router.delete("/me/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=PROBLEMS)
+@router.delete(
+    "/me/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=NO_SUCH_TOKEN
+)
 def revoke_my_token(
     token_id: Annotated[int, Path(ge=1, le=2**62)], db: DbDep, learner: ApiLearner
 ) -> Response:
@@ -108,7 +118,7 @@ def revoke_my_token(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.delete("/me/token", status_code=status.HTTP_204_NO_CONTENT, responses=PROBLEMS)
+@router.delete("/me/token", status_code=status.HTTP_204_NO_CONTENT, responses=NO_SUCH_TOKEN)
 def revoke_this_token(db: DbDep, learner: ApiLearner) -> Response:
     """Sign out the device of this request."""
     assert learner.token_id is not None

@@ -6,6 +6,7 @@ from typing import Any
 
 import pydantic_core
 
+from app.api.batch_schemas import AnswerStoredPublic
 from app.catalog.demo import DEMO_COMMANDS, DemoResults
 from app.domain.cards import Card, Pitfall
 from app.domain.generation import Variant
@@ -177,6 +178,11 @@ def _answer_fields(outcome: AnswerOutcome, lang: str) -> dict[str, Any]:
 
 def answer(outcome: AnswerOutcome, lang: str) -> AnswerPublic:
     return AnswerPublic.model_validate(_answer_fields(outcome, lang))
+
+
+def stored_answer(outcome: AnswerOutcome, lang: str) -> AnswerStoredPublic:
+    """:func:`answer` as a batch item's result."""
+    return AnswerStoredPublic.model_validate({"outcome": "stored", **_answer_fields(outcome, lang)})
 
 
 def answer_json(outcome: AnswerOutcome, lang: str) -> bytes:
