@@ -59,6 +59,7 @@ def test_every_schema_has_a_name_of_its_own(spec):
 def test_shared_enums_are_components(spec):
     assert spec["components"]["schemas"]["Lang"]["enum"] == ["en", "zh"]
     assert spec["components"]["schemas"]["QuestionMode"]["enum"] == ["choices", "typed"]
+    assert spec["components"]["schemas"]["AnalyticsScope"]["enum"] == ["first_answers", "earliest"]
     text = json.dumps({**spec, "components": {}})
     assert '"enum": ["en", "zh"]' not in text and '"enum": ["choices", "typed"]' not in text
     (lang,) = [p for p in spec["paths"][f"{API}/cards"]["get"]["parameters"] if p["name"] == "lang"]

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from typing import Any
 
 import pytest
 import uvicorn
-from conftest import CARD_ID, FakeClock, make_settings
+from conftest import CARD_ID, ROOT, FakeClock, make_settings
 from live_servers import free_port
 
 from app.cli import migrate
@@ -115,14 +116,18 @@ def generated(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Itera
             del sys.modules[name]
 
 
-def test_the_generator_version_is_the_pinned_one():
+def test_the_generator_is_the_version_pinned_in_the_test_extras():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    (pin,) = [p for p in extras["test"] if p.startswith(f"{GENERATOR}==")]
     run = subprocess.run(
         [str(Path(sys.executable).with_name(GENERATOR)), "--version"],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert run.stdout.strip() == f"{GENERATOR} version: 0.29.1"
+    assert run.stdout.strip() == f"{GENERATOR} version: {pin.split('==')[1]}"
 
 
 def test_the_generator_reports_no_warning(generated: Generated):
