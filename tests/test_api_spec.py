@@ -144,3 +144,52 @@ def test_both_token_answers_name_the_token_access_token(spec, client):
     created = client.post(f"{API}/learners")
     assert created.status_code == 201 and created.headers["X-Request-ID"]
     assert set(created.json()) == {"learner_id", "access_token", "token_type"}
+
+
+def test_what_the_server_sends_is_what_the_document_says(spec, client):
+    """A request of each kind the document adds to the routes: its status is documented for the
+    operation, with every header documented as required on it."""
+    json_body = {"Content-Type": "application/json"}
+    token = client.post(f"{API}/learners").json()["access_token"]
+    card = client.get(f"{API}/cards/zero-memory-offload")
+    cases = [
+        ("GET", "/cards/{card_id}", client.get(f"{API}/cards/zero-memory-offload")),
+        (
+            "GET",
+            "/cards/{card_id}",
+            client.get(
+                f"{API}/cards/zero-memory-offload", headers={"If-None-Match": card.headers["ETag"]}
+            ),
+        ),
+        ("GET", "/me", client.get(f"{API}/me")),
+        (
+            "POST",
+            "/learners",
+            client.post(f"{API}/learners", content=b"x" * (2**20 + 1), headers=json_body),
+        ),
+        (
+            "POST",
+            "/answers/batch",
+            client.post(
+                f"{API}/answers/batch",
+                content=b"\x1e\xff",
+                headers={**json_body, "Authorization": f"Bearer {token}"},
+            ),
+        ),
+        (
+            "GET",
+            "/cards/{card_id}/question",
+            client.get(
+                f"{API}/cards/zero-memory-offload/question", headers={"Authorization": "Bearer x"}
+            ),
+        ),
+    ]
+    assert [c[2].status_code for c in cases] == [200, 304, 401, 413, 400, 401]
+    for method, path, response in cases:
+        documented = spec["paths"][f"{API}{path}"][method.lower()]["responses"]
+        described = documented[str(response.status_code)]
+        for name, header in described.get("headers", {}).items():
+            if "$ref" in header:
+                header = spec["components"]["headers"][name]
+            if header.get("required"):
+                assert response.headers.get(name), (path, response.status_code, name)

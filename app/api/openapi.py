@@ -119,6 +119,7 @@ UNREADABLE = {
     "description": "A body that cannot be read (JSON that is not UTF-8, say).",
     "content": PROBLEM,
 }
+OPTIONAL_UNAUTHORIZED = "An unknown, revoked or malformed bearer token (none is fine here)."
 TOO_LARGE = {
     "description": "The body is over this route's limit (named in `limit_bytes`); the "
     "connection is closed.",
@@ -134,14 +135,20 @@ UNAVAILABLE = {
 VALIDATION_ERROR = {
     "title": "HTTPValidationError",
     "type": "object",
-    "required": ["type", "title", "status", "code", "detail", "errors"],
+    # errors: on a request that failed validation (invalid_request); a 422 of another code
+    # (unstorable_text, say) has none.
+    "required": ["type", "title", "status", "code", "detail"],
     "properties": {
         "type": {"type": "string"},
         "title": {"type": "string"},
         "status": {"type": "integer"},
         "code": {"type": "string"},
         "detail": {"type": "string", "description": "What was wrong, in plain words."},
-        "errors": {"type": "array", "items": {"$ref": "#/components/schemas/ValidationProblem"}},
+        "errors": {
+            "type": "array",
+            "items": {"$ref": "#/components/schemas/ValidationProblem"},
+            "description": "invalid_request: each value at fault.",
+        },
     },
 }
 VALIDATION_PROBLEM = {
@@ -185,6 +192,8 @@ def describe_real_responses(spec: dict[str, Any]) -> dict[str, Any]:
             security = operation.get("security") or []
             if any(name in item for item in security for name in SECURED_BY):
                 responses["401"] = {**responses.get("401", {}), **copy.deepcopy(UNAUTHORIZED)}
+                if {} in security:  # the token is optional
+                    responses["401"]["description"] = OPTIONAL_UNAUTHORIZED
             if "requestBody" in operation:
                 responses.setdefault("400", copy.deepcopy(UNREADABLE))
             if method.upper() in BODY_METHODS and path.startswith(API_PREFIX):
