@@ -58,14 +58,18 @@ that is a pitfall's comes back with that `pitfall`. A number, unit or form that 
 is a 422 problem whose `field` names the field.
 
 **Learner identity:** accounts register with `POST /api/v1/auth/register` and get a token per
-device from `POST /api/v1/auth/token`; anonymous installs call `POST /api/v1/learners` (both
-answer it as `access_token`). Send `Authorization: Bearer <token>`; learner routes accept nothing
-else (no cookies). The question routes answer without a token too (the question is then bound to
-no learner); instructor routes take an instructor's account token (`InstructorToken`).
+device from `POST /api/v1/auth/token` (registering answers the same whether or not the address
+already has an account; its owner is emailed instead); anonymous installs call
+`POST /api/v1/learners` (both answer the token as `access_token`). In an exam that is still
+running an answer is stored and acknowledged with `feedback: null`; its result shows once the
+exam ends. Send `Authorization: Bearer <token>`; learner routes accept nothing else (no
+cookies). The question routes answer without a token too (the question is then bound to no
+learner); instructor routes take an instructor's account token (`InstructorToken`).
 
 **Offline:** `POST /api/v1/answers/batch` takes up to 500 answers and answers one result per item,
-in order, each with its `client_answer_id` and an `outcome`: `stored`, or `problem` (what
-`POST /api/v1/answers` would have refused that item with; the others are stored all the same).
+in order, each with its `client_answer_id` and an `outcome`: `stored`, `withheld` (an answer in a
+running exam, stored without its result) or `problem` (what `POST /api/v1/answers` would have
+refused that item with; the others are stored all the same).
 
 **Texts:** `?lang=en` or `?lang=zh` (else `Accept-Language`); inline math is LaTeX between
 `$...$`, with MathML beside it. Every 4xx is an RFC 9457 problem document

@@ -19,9 +19,11 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    TypeDecorator,
     UniqueConstraint,
     false,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -37,6 +39,30 @@ TYPED_VALUE_MAX = 40  # app.domain.typed.MAX_LENGTH
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A moment, stored in UTC and read back timezone-aware in UTC on every database.
+
+    PostgreSQL keeps ``timestamptz`` and returns aware datetimes; SQLite has no time zones and
+    its ``DateTime`` returns naive ones. Every timestamp column uses this type, so no reader
+    (an API response, a comparison with ``now``) ever sees a naive datetime. SQLite stores the
+    UTC wall time as before (no migration); a naive value written is taken to be UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        moment = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return moment.replace(tzinfo=None) if dialect.name == "sqlite" else moment
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class Learner(Base):
@@ -56,7 +82,7 @@ class Learner(Base):
     exam_date: Mapped[date | None] = mapped_column(Date)
     # An IANA time zone name (app.domain.calendar); None: not known, the browser's or UTC.
     time_zone: Mapped[str | None] = mapped_column(String(TIME_ZONE_MAX))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class LearnerToken(Base):
@@ -70,9 +96,9 @@ class LearnerToken(Base):
     )
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     device_name: Mapped[str | None] = mapped_column(String(100))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class WebSession(Base):
@@ -86,9 +112,9 @@ class WebSession(Base):
         ForeignKey("learners.id", ondelete="CASCADE"), index=True
     )
     lang: Mapped[str | None] = mapped_column(String(8))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class CardVersion(Base):
@@ -100,7 +126,7 @@ class CardVersion(Base):
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
     document: Mapped[dict[str, Any]] = mapped_column(JSON)
     content_hash: Mapped[str] = mapped_column(String(64))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class PracticeSession(Base):
@@ -117,9 +143,9 @@ class PracticeSession(Base):
     point: Mapped[str | None] = mapped_column(String(SLUG_MAX))
     # The planned questions, in order: [{"point": slug, "template_id": id}, ...].
     plan: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    deadline_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    deadline_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # "Type the answer": numeric questions are answered with a number and a unit, no choices
     # shown (statements keep their choices).
     typed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
@@ -173,13 +199,13 @@ class Attempt(Base):
     # How long the learner took (from showing the question to answering), when known.
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     # When the learner answered (the app's clock for offline answers); created_at is when stored.
-    answered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    answered_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # A typed answer: the number as the learner typed it (trimmed) and its unit's name ("GiB").
     typed_value: Mapped[str | None] = mapped_column(String(TYPED_VALUE_MAX))
     typed_unit: Mapped[str | None] = mapped_column(String(16))
     # Hidden from the mistake book by "I understand this now" (still counted in statistics).
     dismissed: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class ReviewItem(Base):
@@ -197,10 +223,10 @@ class ReviewItem(Base):
     point: Mapped[str] = mapped_column(String(SLUG_MAX))
     template_id: Mapped[str] = mapped_column(String(SLUG_MAX))
     state: Mapped[FsrsState] = mapped_column(JSON)  # fsrs.Card.to_dict()
-    due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    due_at: Mapped[datetime] = mapped_column(UtcDateTime())
     reviews: Mapped[int] = mapped_column(Integer, default=0)
     lapses: Mapped[int] = mapped_column(Integer, default=0)
-    last_review_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_review_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
     @classmethod
     def due_by(cls, now: datetime | BindParameter[datetime]) -> ColumnElement[bool]:
@@ -220,9 +246,9 @@ class ReviewLog(Base):
     )
     attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempts.id", ondelete="SET NULL"))
     rating: Mapped[int] = mapped_column(Integer)
-    reviewed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    due_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    due_after: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    reviewed_at: Mapped[datetime] = mapped_column(UtcDateTime())
+    due_before: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    due_after: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class CardDraft(Base):
@@ -233,7 +259,7 @@ class CardDraft(Base):
     card_id: Mapped[str] = mapped_column(String(SLUG_MAX), primary_key=True)
     document: Mapped[dict[str, Any]] = mapped_column(JSON)
     updated_by: Mapped[str | None] = mapped_column(ForeignKey("learners.id", ondelete="SET NULL"))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class CardState(Base):
@@ -242,8 +268,8 @@ class CardState(Base):
     __tablename__ = "card_states"
 
     card_id: Mapped[str] = mapped_column(String(SLUG_MAX), primary_key=True)
-    unpublished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    unpublished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    changed_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class AuditEntry(Base):
@@ -261,7 +287,7 @@ class AuditEntry(Base):
     version: Mapped[int | None] = mapped_column(Integer)
     before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class PasswordReset(Base):
@@ -274,5 +300,5 @@ class PasswordReset(Base):
         ForeignKey("learners.id", ondelete="CASCADE"), index=True
     )
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime())

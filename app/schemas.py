@@ -214,6 +214,20 @@ class AnswerPublic(BaseModel):
     answer: str = Field(description="The right answer as the question shows it.")
 
 
+class AnswerStoredPublic(BaseModel):
+    """An answer in an exam that is still running: stored and counted, its result (right or
+    wrong, the key, the pitfall, the solution) told only once the exam ends."""
+
+    attempt_id: int
+    client_answer_id: str
+    stored: Literal[True] = True
+    replayed: bool = Field(description="True when this is the stored first answer.")
+    feedback: None = Field(
+        default=None, description="Always null: the exam's results show when it ends."
+    )
+    summary_url: str = Field(description="The exam's summary page on this server.")
+
+
 class LearnerCreatedPublic(BaseModel):
     learner_id: str
     access_token: str = Field(description="Bearer token, shown only once.")
@@ -229,10 +243,12 @@ class RegisterCreate(BaseModel):
     password: str = Field(min_length=1, max_length=1024)
 
 
-class AccountPublic(BaseModel):
-    learner_id: str
-    email: str
-    role: str
+class RegistrationPublic(BaseModel):
+    """The answer to a sign-up: the same whether the address was new or already had an account
+    (then its owner was emailed and nothing was created)."""
+
+    email: str = Field(description="The address as stored (lower case).")
+    role: Literal["learner"] = Field(default="learner", description="A new account's role.")
 
 
 class TokenCreate(BaseModel):

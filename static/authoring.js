@@ -21,22 +21,44 @@
       code.textContent = text;
     }
     out.appendChild(code);
-    out.appendChild(document.createTextNode(" " + result.message + (at >= 0 ? " (column " + (at + 1) + ")" : "")));
+    // The reason and its column, both in the page's language (the server words them).
+    out.appendChild(document.createTextNode(" " + result.message + (result.where ? " (" + result.where + ")" : "")));
+  }
+  // The parameters a formula may use: the card's (data-names) and the template's, read from the
+  // parameters field as typed ("name = v1, v2 | format" per line), saved or not.
+  var paramsField = document.getElementById("f-params");
+  function names(input) {
+    var found = (input.dataset.names || "").split(",").filter(Boolean);
+    if (paramsField) {
+      paramsField.value.split("\n").forEach(function (line) {
+        var name = line.split("=")[0].trim();
+        if (line.indexOf("=") > 0 && /^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) found.push(name);
+      });
+    }
+    return found.join(",");
   }
   function check(input) {
     if (!input.value.trim()) { show(input, { ok: true }); return; }
     var url = "/instructor/check-formula?card_id=" + encodeURIComponent(input.dataset.card) +
-      "&names=" + encodeURIComponent(input.dataset.names) + "&text=" + encodeURIComponent(input.value);
+      "&names=" + encodeURIComponent(names(input)) + "&text=" + encodeURIComponent(input.value);
     fetch(url, { credentials: "same-origin" })
       .then(function (r) { return r.json(); })
       .then(function (result) { show(input, result); })
       .catch(function () {});
   }
-  document.querySelectorAll("input[data-formula]").forEach(function (input) {
-    input.addEventListener("input", function () {
-      clearTimeout(timers.get(input));
-      timers.set(input, setTimeout(function () { check(input); }, 250));
-    });
+  var formulas = document.querySelectorAll("input[data-formula]");
+  function later(input) {
+    clearTimeout(timers.get(input));
+    timers.set(input, setTimeout(function () { check(input); }, 250));
+  }
+  formulas.forEach(function (input) {
+    input.addEventListener("input", function () { later(input); });
     if (input.value) check(input);
   });
+  // A parameter added or renamed: the formulas are checked again against the new names.
+  if (paramsField) {
+    paramsField.addEventListener("input", function () {
+      formulas.forEach(function (input) { if (input.value) later(input); });
+    });
+  }
 })();

@@ -326,6 +326,14 @@ def test_a_guest_is_invited_to_sign_up_after_a_session(client, app, db):
     summary = client.get(f"{session_url}/summary")
     assert summary.status_code == 200 and 'class="invite"' in summary.text
     assert 'href="/signup"' in summary.text
-    # Signed up: no invitation any more.
-    signup(client, "invited@example.com", PASSWORD)
+    # Signed up and logged in: no invitation any more.
+    signed_up = signup(client, "invited@example.com", PASSWORD)
+    client.post(
+        "/login",
+        data={
+            "csrf_token": csrf(signed_up.text),
+            "email": "invited@example.com",
+            "password": PASSWORD,
+        },
+    )
     assert 'class="invite"' not in client.get(f"{session_url}/summary").text

@@ -395,6 +395,21 @@ def test_page_shows_the_figures_charts_and_flags(client, app, seeded, card):
     assert zh.status_code == 200 and "区分度" in zh.text and "正确率" in zh.text
 
 
+def test_the_filter_form_sent_unchanged_shows_the_page(client, app, seeded):
+    """ "Show" pressed on the form as it came: a blank number of days means every day."""
+    web_login(client, app, "prof@example.com", "instructor")
+    page = client.get(PAGE).text
+    form = page.split('<form class="filters"')[1].split("</form>")[0]
+    fields = dict(re.findall(r'<input[^>]*name="(\w+)"[^>]*value="([^"]*)"', form))
+    for name, options in re.findall(r'<select name="(\w+)">(.*?)</select>', form, re.S):
+        fields[name] = re.search(r'<option value="([^"]*)"[^>]* selected', options).group(1)
+    assert fields["days"] == ""
+    shown = client.get(PAGE, params=fields)
+    assert shown.status_code == 200, shown.text[:300]
+    assert shown.text.count("<svg") == page.count("<svg")
+    assert client.get(PAGE, params={**fields, "days": "0"}).status_code == 422
+
+
 def test_csv_parses_and_matches(client, app, seeded):
     counted, _others, _learners, numeric, _statement = seeded
     web_login(client, app, "prof@example.com", "instructor")

@@ -72,8 +72,12 @@ def test_batch_items_are_typed_and_results_discriminated(spec):
     assert items == {"$ref": "#/components/schemas/AnswerCreate"}
     results = schemas["AnswerBatchPublic"]["properties"]["results"]["items"]
     assert results["discriminator"]["propertyName"] == "outcome"
-    assert set(results["discriminator"]["mapping"]) == {"stored", "problem"}
-    for name in ("AnswerStoredPublic", "AnswerProblemPublic"):
+    assert set(results["discriminator"]["mapping"]) == {"stored", "withheld", "problem"}
+    for name in (
+        "AnswerBatchStoredPublic",
+        "AnswerBatchWithheldPublic",
+        "AnswerBatchProblemPublic",
+    ):
         assert {"outcome", "client_answer_id"} <= set(schemas[name]["required"]), name
 
 

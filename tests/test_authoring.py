@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
 
+import jsonschema_rs
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from app.auth.service import register
 from app.domain.identity import QuestionId
-from app.models import AuditEntry
+from app.models import AuditEntry, CardVersion
 
 API = "/api/v1"
 CARD = json.loads((Path(__file__).parent / "cards_fixtures" / "kv_cache_card.json").read_text())
@@ -70,6 +73,39 @@ def test_validation_lists_every_problem_with_its_template_field_and_position(cli
     ).json()["problems"]
     assert len(shape) >= 3  # title, explanation missing, templates too short: all listed
     assert {p["field"] for p in shape} >= {"points.0.title", "points.0.explanation"}
+
+
+@pytest.mark.parametrize(
+    ("where", "text", "misspelled"),
+    [
+        ("stem", "A model with {layers} layers and a batch of {batch_size}", "{batch_size}"),
+        ("stem", "Sequences of {seq} tokens, $b = {batchh}$", "{batchh}"),
+        ("explanation", "{valeu} forgets a factor: {answer}.", "{valeu}"),
+        ("explanation", "Twice the cache: {answr}.", "{answr}"),
+    ],
+)
+def test_a_misspelled_placeholder_is_an_error_at_its_column(client, prof, where, text, misspelled):
+    column = text.index(misspelled) + 1  # counted from 1, as formula errors are
+    card = copy.deepcopy(CARD)
+    template = card["points"][0]["templates"][0]
+    if where == "stem":
+        template["stem"]["en"] = text
+    else:
+        template["pitfalls"][0]["explanation"]["zh"] = text
+    found = client.post(f"{API}/instructor/cards/validate", json=card, headers=prof).json()
+    errors = [p for p in found["problems"] if p["severity"] == "error"]
+    assert len(errors) == 1, errors
+    (error,) = errors
+    assert error["template_id"] == "kv-total" and error["position"] == column
+    assert "unknown placeholder" in error["message"] and "{layers}" in error["message"]
+
+
+def test_latex_braces_are_not_placeholders(client, prof):
+    card = copy.deepcopy(CARD)
+    template = card["points"][0]["templates"][0]
+    template["stem"]["en"] += r" ($\frac{k}{s}$, $x^{n}$, $P_{os}$, $\mathrm{d}$, $\frac{1}{p}$)"
+    found = client.post(f"{API}/instructor/cards/validate", json=card, headers=prof).json()
+    assert [p for p in found["problems"] if p["severity"] == "error"] == []
 
 
 def test_an_instructor_authors_fixes_publishes_and_a_learner_practises(client, app, prof):
@@ -367,3 +403,78 @@ def test_bad_documents_are_4xx_never_500(app):
             ):
                 response = client.request(method, url, json=body, headers=prof)
                 assert 200 <= response.status_code < 500, (method, url, body, response.status_code)
+
+
+# --- what the instructor API answers, as its OpenAPI description says ------------------------
+
+
+def declared_schema(client, path: str, method: str, status: str) -> jsonschema_rs.Validator:
+    """The schema /openapi.json declares for one response, its references resolvable."""
+    spec = client.get("/openapi.json").json()
+    response = spec["paths"][f"{API}{path}"][method]["responses"][status]
+    (content,) = response["content"].values()
+    return jsonschema_rs.validator_for({**content["schema"], "components": spec["components"]})
+
+
+def test_a_card_with_errors_is_refused_with_the_422_its_schema_declares(client, app, prof):
+    client.post(f"{API}/instructor/cards", json=broken_card(), headers=prof)
+    blocked = client.post(f"{API}/instructor/cards/kv-cache/publish", headers=prof)
+    assert blocked.status_code == 422 and blocked.json()["code"] == "card_has_errors"
+    publishing = declared_schema(client, "/instructor/cards/{card_id}/publish", "post", "422")
+    publishing.validate(blocked.json())
+    assert blocked.json()["problems"][0]["field"] == "answer"
+    # Retiring a template publishes the latest version without it: a version published before
+    # a check existed (its formula broken here) is refused the same way, as documented.
+    card = copy.deepcopy(CARD)
+    second = copy.deepcopy(card["points"][0]["templates"][0])
+    second["id"] = "kv-total-long"
+    card["points"][0]["templates"].append(second)
+    client.put(f"{API}/instructor/cards/kv-cache/draft", json=card, headers=prof)
+    assert client.post(f"{API}/instructor/cards/kv-cache/publish", headers=prof).status_code == 200
+    with app.state.sessionmaker() as db:
+        stored = db.get(CardVersion, ("kv-cache", 1))
+        document = copy.deepcopy(stored.document)
+        document["points"][0]["templates"][0]["answer"] = "kv * (layers +"
+        stored.document = document
+        db.commit()
+    retired = client.post(
+        f"{API}/instructor/cards/kv-cache/templates/kv-total-long/retire", headers=prof
+    )
+    assert retired.status_code == 422 and retired.json()["code"] == "card_has_errors"
+    retiring = declared_schema(
+        client, "/instructor/cards/{card_id}/templates/{template_id}/retire", "post", "422"
+    )
+    retiring.validate(retired.json())
+    # A malformed request to either is a 422 too, and matches the same declaration.
+    malformed = client.post(f"{API}/instructor/cards/{'x' * 200}/publish", headers=prof)
+    assert malformed.status_code == 422
+    publishing.validate(malformed.json())
+
+
+def datetimes_in(value: object) -> list[str]:
+    """Every string in a JSON value that reads as a date and time."""
+    if isinstance(value, dict):
+        return [found for item in value.values() for found in datetimes_in(item)]
+    if isinstance(value, list):
+        return [found for item in value for found in datetimes_in(item)]
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?.*", value):
+        return [value]
+    return []
+
+
+def test_instructor_timestamps_carry_their_offset(client, prof, db_url):
+    assert db_url.startswith("sqlite")  # whose DateTime reads naive datetimes back
+    client.post(f"{API}/instructor/cards", json=CARD, headers=prof)
+    draft = client.get(f"{API}/instructor/cards/kv-cache/draft", headers=prof).json()
+    publish(client, prof, CARD)
+    client.put(f"{API}/instructor/cards/kv-cache/draft", json=CARD, headers=prof)
+    answers = [
+        draft,
+        client.get(f"{API}/instructor/cards/kv-cache/draft", headers=prof).json(),
+        client.get(f"{API}/instructor/cards/kv-cache/audit", headers=prof).json(),
+        client.get(f"{API}/instructor/cards/kv-cache/versions", headers=prof).json(),
+    ]
+    found = [moment for answer in answers for moment in datetimes_in(answer)]
+    assert len(found) >= 6, found  # the drafts' updated_at, 4 audit entries, a version
+    for moment in found:
+        assert datetime.fromisoformat(moment).utcoffset() == timedelta(0), moment

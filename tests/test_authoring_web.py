@@ -72,6 +72,11 @@ def test_the_dashboard_lists_cards_and_the_template_editor_shows_the_template(cl
         params={"template_id": "p1-total-16psi", "seed": 4},
     ).text
     assert preview.count('class="tag right"') == 1
+    blank_seed = client.get(
+        "/instructor/cards/zero-memory-offload/preview",
+        params={"template_id": "p1-total-16psi", "seed": ""},
+    )
+    assert blank_seed.status_code == 200, blank_seed.text[:300]  # the form's blank seed: any
     by_value = client.get(
         "/instructor/cards/zero-memory-offload/preview",
         params={"template_id": "p1-total-16psi", "param.psi": "70B"},
@@ -87,6 +92,18 @@ def test_a_formula_is_checked_as_typed_with_its_column(client, app):
     ).json()
     # Columns count from 1: "nope" starts at the 10th character.
     assert bad["ok"] is False and bad["position"] == 10 and "nope" in bad["message"]
+    assert bad["where"] == "column 10"
+    in_zh = client.get(
+        "/instructor/check-formula",
+        params={
+            "card_id": "zero-memory-offload",
+            "names": "psi",
+            "text": "psi + nope",
+            "lang": "zh",
+        },
+    ).json()
+    assert in_zh["where"] == "第 7 列" and "nope" in in_zh["message"]
+    assert not any(word in in_zh["message"] for word in ("unknown", "column"))
     good = client.get(
         "/instructor/check-formula",
         params={"card_id": "zero-memory-offload", "names": "psi,n_d", "text": "zero3 + psi"},

@@ -113,7 +113,7 @@ def test_new_templates_kept_their_history_of_versions(card):
         assert template.version == 2 + revised.get(template_id, 0), template_id
         assert template.generator == 2, template_id
         assert len(template.pitfalls) >= 6, template_id
-    assert card.version == 7
+    assert card.version == 8
 
 
 # --- K for other recipes -----------------------------------------------------------------------
@@ -217,8 +217,8 @@ def test_zero2_communicates_every_micro_batch(card):
 
 
 def test_zero3_ratio_still_grows_with_k(card):
-    variant, choice = correct_choice(card, "p4-comm-ratio", k=16, n_d=8)
-    assert choice.value == 24.0  # 3 × 16 / 2
+    variant, choice = correct_choice(card, "p4-comm-ratio", k=24, n_d=8)
+    assert choice.value == 36.0  # 3 × 24 / 2
 
 
 # --- exact ring volume and latency ------------------------------------------------------------
@@ -300,3 +300,111 @@ def test_min_gpus_counts_in_whole_gpus(card):
     assert choice.text.en == f"{math.ceil(1120 / 94)} GPUs"
     assert choice.text.zh == "12 张 GPU"
     assert re.search(r"\b12 张 GPU", variant.solution[2].zh)
+
+
+def test_card_version_8_rewrote_the_ratio_hubs(card):
+    """Card version 8: the five templates whose key was the value the other choices are simple
+    multiples of (the ratio hub, now refused) got pitfalls that are misconceptions of their own
+    and not halves or doubles of the key; p2-zero3-per-rank got ZeRO-1 as a distractor,
+    p3-zero2-comm-bytes lost "16 bytes per element" (8x the key, a pitfall nobody holds) to
+    full copies sent to every peer, and p2-zero2-per-rank one Chinese pitfall title worded like
+    the card's others."""
+    expected = {
+        "p3-zero2-saving": (
+            6,
+            {
+                "whole-gradient-buffer",
+                "saving-is-the-shard",
+                "zero2-per-rank-as-saving",
+                "zero1-per-rank-as-saving",
+                "zero2-vs-ddp",
+                "elements-as-bytes",
+                "gib-for-gb",
+            },
+        ),
+        "p4-comm-ratio": (
+            6,
+            {
+                "textbook-ratio",
+                "zero3-reduces-once-per-step",
+                "compared-with-zero2",
+                "weights-kept-across-micro-batches",
+                "fp32-masters-gathered",
+                "ddp-counted-as-psi",
+                "zero3-all-reduces-gradients",
+                "grows-with-nd",
+            },
+        ),
+        "p5-host-ram-per-node": (
+            5,
+            {
+                "fp16-gradients-offloaded",
+                "optimizer-states-only",
+                "one-gpu-share",
+                "whole-model-per-node",
+                "params-offloaded-too",
+                "gib-for-gb",
+                "fp16-copies-in-host-memory-too",
+            },
+        ),
+        "p5-pcie-time": (
+            6,
+            {
+                "one-direction-only",
+                "whole-model-per-link",
+                "fp32-params-back",
+                "optimizer-states-cross-pcie",
+                "gib-per-second",
+                "shard-over-all-links",
+            },
+        ),
+        "p5-nvme-bandwidth-for-optimizer": (
+            2,
+            {
+                "read-only",
+                "moments-only",
+                "gib-per-second",
+                "whole-model-per-node",
+                "gradients-through-nvme",
+                "fp16-weights-written",
+                "whole-update-through-nvme",
+            },
+        ),
+        "p2-zero3-per-rank": (
+            6,
+            {
+                "stopped-at-zero2",
+                "stopped-at-zero1",
+                "zero3-only-params",
+                "forgot-optimizer-states",
+                "confused-with-offload",
+                "ddp-no-sharding",
+                "optimizer-shard-only",
+            },
+        ),
+        "p3-zero2-comm-bytes": (
+            6,
+            {
+                "reduce-scatter-only",
+                "extra-allgather-like-zero3",
+                "fp32-on-the-wire",
+                "full-copy-to-every-peer",
+                "own-shard-only",
+                "gib-for-gb",
+            },
+        ),
+        "p2-zero2-per-rank": (6, None),
+    }
+    for template_id, (version, pitfalls) in expected.items():
+        template = card.template(template_id)
+        assert template.version == version, template_id
+        if pitfalls is not None:
+            assert {p.id for p in template.pitfalls} == pitfalls, template_id
+    # one wording for one misconception across the card
+    titles = {
+        p.title.zh
+        for t in card.templates()
+        for p in t.pitfalls
+        if p.title.en == "Forgot the optimizer states"
+    }
+    assert titles == {"忘了优化器状态"}

@@ -14,6 +14,7 @@ from test_web import csrf, form_fields, shown_variant, start, submit, wrong_of
 
 from app.domain.generation import generate, grade
 from app.domain.practice import EXAM_SECONDS_PER_QUESTION
+from app.domain.typed import accepted_units
 from app.models import Attempt, PracticeSession
 from app.practice.sessions import EXAM_GRACE
 from app.rendering import render_inline, render_quantity
@@ -145,9 +146,8 @@ def test_an_exam_ended_early_refuses_a_later_answer(client, app, clock):
     assert late.context["summary"].seconds == 30
 
 
-def test_the_api_refuses_a_late_answer_with_the_summary_url(client, app, clock):
-    """A learner answering a session's question through the API (the same account on the web
-    and in the app) after the exam's time: 409 exam_over with summary_url; nothing stored."""
+def signed_in_on_the_web_and_the_app(client) -> dict[str, str]:
+    """One account, signed in on this browser and holding an app's bearer token."""
     client.post(f"{API}/auth/register", json={"email": "ex@example.com", "password": PASSWORD})
     login = client.get("/login")
     client.post(
@@ -158,7 +158,13 @@ def test_the_api_refuses_a_late_answer_with_the_summary_url(client, app, clock):
         f"{API}/auth/token",
         json={"email": "ex@example.com", "password": PASSWORD, "device_name": "phone"},
     ).json()["access_token"]
-    headers = {"Authorization": f"Bearer {bearer}"}
+    return {"Authorization": f"Bearer {bearer}"}
+
+
+def test_the_api_refuses_a_late_answer_with_the_summary_url(client, app, clock):
+    """A learner answering a session's question through the API (the same account on the web
+    and in the app) after the exam's time: 409 exam_over with summary_url; nothing stored."""
+    headers = signed_in_on_the_web_and_the_app(client)
     page = start(client, "exam", size=2)
     row = session_row(app, page)
     token = form_fields(page.text)["token"]
@@ -182,6 +188,74 @@ def test_the_api_refuses_a_late_answer_with_the_summary_url(client, app, clock):
     assert attempts(app) == 0
     # The summary the problem names is the learner's, and it is over.
     assert client.get(problem["summary_url"]).context["finished"]
+
+
+def test_no_route_tells_an_exam_answers_result_before_the_exam_ends(client, app, clock):
+    """The exam page's question token posted to the API by the same account (single, batch,
+    typed) is stored and acknowledged without its result; the learner's attempts, mistakes and
+    pitfalls and the web feedback page tell nothing either, until the exam ends."""
+    headers = signed_in_on_the_web_and_the_app(client)
+    page = start(client, "exam", size=3, typed="1")
+    row = session_row(app, page)
+    summary_url = f"/sessions/{row.id}/summary"
+    result_fields = {"correct", "correct_choice_id", "pitfall", "explanation", "solution"}
+    result_fields |= {"choices", "answer", "value", "unit", "choice_id"}
+
+    def acknowledged(body, client_answer_id):
+        assert body["stored"] is True and body["feedback"] is None, body
+        assert body["client_answer_id"] == client_answer_id
+        assert body["summary_url"] == summary_url and not result_fields & set(body)
+        return body["attempt_id"]
+
+    wrong = {"token": form_fields(page.text)["token"], "choice_id": wrong_of(app, page).id}
+    single = client.post(f"{API}/answers", json={**wrong, "client_answer_id": "exam-1"},
+                         headers=headers)  # fmt: skip
+    assert single.status_code == 200
+    first = acknowledged(single.json(), "exam-1")
+    again = client.post(f"{API}/answers", json={**wrong, "client_answer_id": "exam-1"},
+                        headers=headers)  # fmt: skip
+    assert acknowledged(again.json(), "exam-1") == first and again.json()["replayed"] is True
+
+    page = client.get(f"/sessions/{row.id}")
+    item = {"token": form_fields(page.text)["token"], "choice_id": wrong_of(app, page).id}
+    batch = client.post(f"{API}/answers/batch",
+                        json={"answers": [{**item, "client_answer_id": "exam-2"}]},
+                        headers=headers)  # fmt: skip
+    (result,) = batch.json()["results"]
+    assert result.pop("outcome") == "withheld"  # the batch's tag of a result not told yet
+    second = acknowledged(result, "exam-2")
+
+    # Nothing else tells either while the exam runs.
+    for path in ("/me/attempts", "/me/mistakes"):
+        assert client.get(f"{API}{path}", headers=headers).json()["items"] == [], path
+    assert client.get(f"{API}/me/pitfalls", headers=headers).json() == []
+    for attempt_id in (first, second):
+        hidden = client.get(f"/answers/{attempt_id}", follow_redirects=False)
+        assert hidden.status_code == 303 and hidden.headers["location"] == f"/sessions/{row.id}"
+    running = client.get(summary_url)
+    assert "Score" not in running.text and "This exam is still running" in running.text
+    assert 'class="mistake"' not in client.get("/mistakes").text
+
+    # The last question, typed: its answer ends the exam, and everything shows.
+    page = client.get(f"/sessions/{row.id}")
+    variant = shown_variant(app, page)
+    token = form_fields(page.text)["token"]
+    if accepted_units(variant):
+        last = {"value": "1", "unit": variant.content.template.unit}
+    else:  # a statement keeps its choices
+        last = {"choice_id": variant.correct_choice_id}
+    typed = client.post(f"{API}/answers",
+                        json={"token": token, **last, "client_answer_id": "exam-3"},
+                        headers=headers)  # fmt: skip
+    acknowledged(typed.json(), "exam-3")
+    listed = client.get(f"{API}/me/attempts", headers=headers).json()["items"]
+    assert [a["client_answer_id"] for a in listed] == ["exam-3", "exam-2", "exam-1"]
+    assert [a["correct"] for a in listed][1:] == [False, False]
+    assert len(client.get(f"{API}/me/mistakes", headers=headers).json()["items"]) >= 2
+    assert client.get(f"/answers/{first}").template.name == "feedback.html"
+    replayed = client.post(f"{API}/answers", json={**wrong, "client_answer_id": "exam-1"},
+                           headers=headers).json()  # fmt: skip
+    assert replayed["correct"] is False and replayed["replayed"] is True
 
 
 def test_the_exam_page_submits_counts_down_to_the_summary_and_ends_in_the_learners_zone(

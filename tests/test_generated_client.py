@@ -39,7 +39,10 @@ PACKAGE = "infracards_client"
 GENERATOR = "openapi-python-client"
 # No post hooks: the generator would run ruff on the output (and say so when it is not on PATH).
 CONFIG = f"package_name_override: {PACKAGE}\nproject_name_override: {PACKAGE}\npost_hooks: []\n"
-TYPED_POINT, TYPED_SEED = "zero-stage-memory", 34  # 3.17 GB (tests/test_typed_answers.py)
+TYPED_POINT, TYPED_SEED = (
+    "zero-stage-memory",
+    34,
+)  # a numeric template (tests/test_typed_answers.py)
 BATCH = 500
 
 
@@ -265,11 +268,11 @@ class Flow:
         for (want, cid, code), result in zip(expected, batch.results, strict=True):
             assert result.client_answer_id == cid
             if want == "problem":
-                assert isinstance(result, self.models.AnswerProblemPublic), result
+                assert isinstance(result, self.models.AnswerBatchProblemPublic), result
                 assert result.outcome == "problem" and result.code == code
                 assert result.status in (400, 422) and result.detail
                 continue
-            assert isinstance(result, self.models.AnswerStoredPublic), result
+            assert isinstance(result, self.models.AnswerBatchStoredPublic), result
             assert result.outcome == "stored"
             if want == "replayed":
                 assert result.replayed and result.attempt_id == stored_now[cid]
@@ -286,7 +289,7 @@ class Flow:
         account = self.op("accounts", "register_account").sync(
             client=self.anonymous, body=self.models.RegisterCreate(email=email, password=password)
         )
-        assert isinstance(account, self.models.AccountPublic) and account.email == email
+        assert isinstance(account, self.models.RegistrationPublic) and account.email == email
         token = self.op("accounts", "create_token").sync(
             client=self.anonymous,
             body=self.models.TokenCreate(email=email, password=password, device_name="Pixel 9"),
@@ -344,33 +347,34 @@ class Flow:
         assert isinstance(answer, self.models.AnswerPublic)
 
     def typed_answers(self) -> None:
-        question = self.op("cards", "get_question").sync(
-            CARD_ID,
-            TYPED_POINT,
-            client=self.account,
-            seed=TYPED_SEED,
-            mode=self.models.QuestionMode.TYPED,
-        )
-        assert question.mode == self.models.QuestionMode.TYPED and question.choices == []
-        assert "GB" in question.typed_units
         create_answer = self.op("practice", "create_answer")
-        right = create_answer.sync(
-            client=self.account,
-            body=self.models.AnswerCreate(
-                token=question.token, value="3.17", unit="GB", client_answer_id="typed-1"
-            ),
-        )
-        assert isinstance(right, self.models.AnswerPublic)
-        assert right.correct and right.value == "3.17" and right.unit == "GB"
-        assert right.choice_id is None
-        refused = create_answer.sync_detailed(
-            client=self.account,
-            body=self.models.AnswerCreate(
-                token=question.token, value="3,17", unit="GB", client_answer_id="typed-2"
-            ),
-        )
-        assert refused.status_code == 422
-        assert refused.parsed.code == "invalid_value"
+
+        def typed_question() -> Any:
+            question = self.op("cards", "get_question").sync(
+                CARD_ID,
+                TYPED_POINT,
+                client=self.account,
+                seed=TYPED_SEED,
+                mode=self.models.QuestionMode.TYPED,
+            )
+            assert question.mode == self.models.QuestionMode.TYPED and question.choices == []
+            assert "GB" in question.typed_units
+            return question
+
+        def typed(question: Any, value: str, unit: str, cid: str) -> Any:
+            body = self.models.AnswerCreate(
+                token=question.token, value=value, unit=unit, client_answer_id=cid
+            )
+            return create_answer.sync_detailed(client=self.account, body=body)
+
+        wrong = typed(typed_question(), "1", "GB", "typed-1").parsed
+        assert isinstance(wrong, self.models.AnswerPublic) and not wrong.correct
+        assert wrong.choice_id is None and wrong.value == "1" and wrong.unit == "GB"
+        value, unit = wrong.answer.split()  # the key as the question shows it: "18.3 GB"
+        right = typed(typed_question(), value, unit, "typed-2").parsed
+        assert right.correct and right.value == value and right.unit == unit
+        refused = typed(typed_question(), value.replace(".", ","), unit, "typed-3")
+        assert refused.status_code == 422 and refused.parsed.code == "invalid_value"
 
     def export_and_delete(self) -> None:
         for client in (self.account, self.learner):

@@ -428,9 +428,9 @@ def test_validation_refuses_a_key_each_distractor_changed_one_slot_of():
     validate_card(parse_card(_statement_card("The optimizer states alone", fair)))
 
 
-def test_the_card_guesser_limit_waits_for_every_family(monkeypatch):
-    """The card-level limit (chance + 8 points) refuses a card once every family is enforced;
-    until then (the ratio hub is report-only) it is measured and reported only."""
+def test_the_card_guesser_limit_is_a_switch(monkeypatch):
+    """The card-level limit (chance + 8 points) refuses a card once CARD_GUESSER_ENFORCED is on;
+    until then (the ZeRO card's guesser is still above it) it is measured and reported only."""
     from app.domain import giveaways
     from app.domain.cards import CardError, parse_card
     from app.domain.validation import check_card_guesser
@@ -446,9 +446,79 @@ def test_the_card_guesser_limit_waits_for_every_family(monkeypatch):
         TemplateGiveaways("b", 4, 10, {"en": one(0.3), "zh": one(0.3)}),
     ]
     within = [TemplateGiveaways("a", 4, 10, {"en": one(0.33), "zh": one(0.3)})]
-    assert "ratio hub" not in ENFORCED_FAMILIES
-    check_card_guesser(card, giving)  # report-only while a family is
-    monkeypatch.setattr(giveaways, "ENFORCED_FAMILIES", frozenset(FAMILIES))
+    assert not giveaways.CARD_GUESSER_ENFORCED
+    check_card_guesser(card, giving)  # report-only while the switch is off
+    monkeypatch.setattr(giveaways, "CARD_GUESSER_ENFORCED", True)
     with pytest.raises(CardError, match="40.0%"):
         check_card_guesser(card, giving)
     check_card_guesser(card, within)  # 31.5 % <= 33 %
+
+
+def _numeric_card(answer, pitfalls):
+    def t(text):
+        return {"en": text, "zh": text + "（中文）"}
+
+    return {
+        "id": "mini",
+        "version": 1,
+        "params": ["psi"],
+        "title": t("Mini"),
+        "definition": t("d"),
+        "use_cases": t("u"),
+        "problems_solved": t("p"),
+        "formulas": [{"id": "ddp", "title": t("DDP"), "expr": "16*psi", "latex": "16\\Psi"}],
+        "points": [
+            {
+                "number": 1,
+                "slug": "the-point",
+                "title": t("Point"),
+                "explanation": t("e"),
+                "templates": [
+                    {
+                        "id": "some-memory",
+                        "version": 1,
+                        "kind": "numeric",
+                        "params": {"psi": {"values": [7e9, 13e9, 70e9], "format": "count"}},
+                        "stem": t("How much memory does a {psi}-parameter model need?"),
+                        "answer": answer,
+                        "unit": "GB",
+                        "precision": 3,
+                        "solution": [t("{answer}.")],
+                        "pitfalls": [
+                            {
+                                "id": f"p{i}",
+                                "title": t(f"p{i}"),
+                                "formula": formula,
+                                "explanation": t("no: {answer}"),
+                            }
+                            for i, formula in enumerate(pitfalls)
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def test_validation_refuses_a_key_the_others_are_simple_multiples_of():
+    """The ratio hub is enforced: each distractor below is the key times or over a simple ratio
+    (x1.5, x2.5, x4, /5, /6, /16) while no two distractors are simple multiples of each other,
+    so the key is the one value with partners: a guesser picking it is right every time."""
+    from app.domain.cards import CardError, parse_card
+    from app.domain.validation import validate_card
+
+    assert "ratio hub" in ENFORCED_FAMILIES
+    hub = parse_card(
+        _numeric_card("60*psi", ["90*psi", "150*psi", "240*psi", "12*psi", "10*psi", "3.75*psi"])
+    )
+    measured = template_giveaways(hub.templates()[0], 300)
+    for lang in ("en", "zh"):
+        assert measured.languages[lang].families["ratio hub"] == ("ratio hub", 1.0)
+    with pytest.raises(CardError, match="ratio hub family"):
+        validate_card(hub)
+    # The same key among distractors that are no simple multiples of it (x1.1, x1.3, x1.75,
+    # /1.15, /1.45, /1.8) passes.
+    fair = parse_card(
+        _numeric_card("60*psi", ["66*psi", "78*psi", "105*psi", "52*psi", "41*psi", "33*psi"])
+    )
+    validate_card(fair)

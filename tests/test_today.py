@@ -419,6 +419,15 @@ def test_the_account_page_offers_the_time_zone(client, db):
             "password": "correct horse battery",
         },
     )
+    page = client.get("/login")
+    client.post(
+        "/login",
+        data={
+            "csrf_token": csrf_of(page.text),
+            "email": email,
+            "password": "correct horse battery",
+        },
+    )
     page = client.get("/account")
     assert 'action="/account/time-zone"' in page.text
     response = client.post(

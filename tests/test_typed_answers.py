@@ -337,6 +337,17 @@ def test_a_right_typed_answer_rates_stronger_than_a_right_choice(client, db):
     assert ratings == {None: 3, "GB": 4}
 
 
+def test_a_value_typed_for_a_question_shown_with_choices_rates_as_a_choice(client, db):
+    """Recall is stronger evidence than recognition only when the choices were not shown: a
+    client that fetched the question with its choices gets a choice's rating for typing it."""
+    learner = new_learner(client)
+    shown = typed_question(client, learner, mode="choices")
+    assert shown["choices"]
+    answered = send(client, learner, shown, value="3.17", unit="GB").json()
+    assert answered["correct"] and answered["unit"] == "GB"
+    assert db.scalars(select(ReviewLog.rating)).all() == [3]  # Good, as a right choice
+
+
 def test_a_wrong_typed_answer_rates_again(client, auth, db):
     body = typed_question(client, auth)
     send(client, auth, body, value="5.69", unit="GB")

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, ForeignKey, Index, Integer, String, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
-from app.models import LEARNER_ID_LENGTH, utcnow
+from app.models import LEARNER_ID_LENGTH, UtcDateTime, utcnow
 
 CLASS_NAME_MAX = 100
 JOIN_CODE_LENGTH = 8
@@ -27,7 +27,7 @@ class Classroom(Base):
     name: Mapped[str] = mapped_column(String(CLASS_NAME_MAX))
     join_code: Mapped[str] = mapped_column(String(JOIN_CODE_LENGTH), unique=True)
     owner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"), index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class ClassMember(Base):
@@ -44,4 +44,4 @@ class ClassMember(Base):
     learner_id: Mapped[str] = mapped_column(
         String(LEARNER_ID_LENGTH), ForeignKey("learners.id", ondelete="CASCADE")
     )
-    joined_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    joined_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)

@@ -10,9 +10,9 @@ from pydantic import ValidationError
 from app.api import present
 from app.api.batch_schemas import (
     AnswerBatchCreate,
+    AnswerBatchProblemPublic,
     AnswerBatchPublic,
     AnswerBatchResult,
-    AnswerProblemPublic,
 )
 from app.api.responses import JSONBytesResponse
 from app.deps import (
@@ -35,7 +35,13 @@ from app.practice.answers import (
 from app.practice.storing import AnswerOutcome
 from app.problems import InvalidAnswer, Problem
 from app.routing import HotRoute, query_values, read_body, read_model, refuse
-from app.schemas import AnswerConflictPublic, AnswerCreate, AnswerPublic, ProblemPublic
+from app.schemas import (
+    AnswerConflictPublic,
+    AnswerCreate,
+    AnswerPublic,
+    AnswerStoredPublic,
+    ProblemPublic,
+)
 
 router = APIRouter(tags=["practice"])
 
@@ -62,11 +68,16 @@ ANSWER_ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 @router.post(
-    "/answers", response_model=AnswerPublic, responses=ANSWER_ERRORS, openapi_extra=BEARER_SECURITY
+    "/answers",
+    response_model=AnswerPublic | AnswerStoredPublic,
+    responses=ANSWER_ERRORS,
+    openapi_extra=BEARER_SECURITY,
 )
 async def create_answer(body: AnswerCreate, request: Request, call: LearnerCallDep) -> Response:
     """Grade a choice (or a typed value and unit) and record the attempt; resending a
-    client_answer_id replays the result.
+    client_answer_id replays the result. In an exam that is still running the answer is stored
+    and acknowledged without its result (``AnswerStoredPublic``: ``feedback`` null), which shows
+    once the exam ends.
 
     Answered 200 only once the attempt is committed (answers arriving together share one
     transaction: group commit, see app.practice.answers.AnswerWriter)."""
@@ -118,8 +129,8 @@ def create_answers(
     lang: ApiLang,
 ) -> AnswerBatchPublic:
     """Up to 500 answers made offline: one result per item, in order, each carrying the item's
-    client_answer_id and its ``outcome`` (stored, or problem: what ``POST /answers`` would have
-    refused it with). A bad item never loses the others, and each item is idempotent by its
+    client_answer_id and its ``outcome`` (stored; withheld: in a running exam, its result told
+    when the exam ends; or problem: what ``POST /answers`` would have refused it with). A bad item never loses the others, and each item is idempotent by its
     client_answer_id: sending a batch again replays its stored results."""
     results: list[AnswerBatchResult | None] = []
     submissions = []
@@ -132,7 +143,7 @@ def create_answers(
             where = ".".join(str(p) for p in first.get("loc", ())) or "item"
             sent_id = raw.get("client_answer_id") if isinstance(raw, dict) else None
             results.append(
-                AnswerProblemPublic(
+                AnswerBatchProblemPublic(
                     outcome="problem",
                     client_answer_id=sent_id if isinstance(sent_id, str) else None,
                     status=422,
@@ -174,7 +185,7 @@ def _item_result(
     submission: Submission, result: AnswerOutcome | Problem, lang: str
 ) -> AnswerBatchResult:
     if isinstance(result, Problem):
-        return AnswerProblemPublic(
+        return AnswerBatchProblemPublic(
             outcome="problem",
             client_answer_id=submission.client_answer_id,
             status=result.status_code,
@@ -183,4 +194,4 @@ def _item_result(
             field=result.field if isinstance(result, InvalidAnswer) else None,
             summary_url=result.members.get("summary_url"),
         )
-    return present.stored_answer(result, lang)
+    return present.batch_result(result, lang)

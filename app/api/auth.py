@@ -11,17 +11,17 @@ from app.auth.service import (
     create_app_learner,
     issue_token,
     list_tokens,
-    register,
     revoke_token,
 )
-from app.deps import ApiLearner, DbDep, LimiterDep
+from app.auth.signup import sign_up
+from app.deps import ApiLang, ApiLearner, DbDep, LimiterDep, SettingsDep
 from app.schemas import (
-    AccountPublic,
     DeviceTokenPublic,
     LearnerCreatedPublic,
     LearnerPublic,
     ProblemPublic,
     RegisterCreate,
+    RegistrationPublic,
     TokenCreate,
     TokenPublic,
 )
@@ -29,7 +29,6 @@ from app.schemas import (
 router = APIRouter(tags=["accounts"])
 PROBLEMS: dict[int | str, dict[str, object]] = {
     400: {"model": ProblemPublic, "description": "An invalid email or a weak password."},
-    409: {"model": ProblemPublic},
 }
 LOGIN_PROBLEMS: dict[int | str, dict[str, object]] = {
     401: {"model": ProblemPublic, "description": "wrong_credentials: no such email and password."},
@@ -46,15 +45,37 @@ NO_SUCH_TOKEN: dict[int | str, dict[str, object]] = {
 
 @router.post(
     "/auth/register",
-    response_model=AccountPublic,
+    response_model=RegistrationPublic,
     status_code=status.HTTP_201_CREATED,
-    responses=PROBLEMS,
+    responses={
+        201: {"description": "The same answer whether or not the address had an account."},
+        400: PROBLEMS[400],
+    },
 )
-def register_account(body: RegisterCreate, db: DbDep) -> AccountPublic:
-    """Create an account (email + password); then get a token with ``POST /auth/token``."""
-    learner = register(db=db, email=body.email, password=body.password)
-    assert learner.email is not None
-    return AccountPublic(learner_id=learner.id, email=learner.email, role=learner.role)
+def register_account(
+    body: RegisterCreate,
+    request: Request,
+    db: DbDep,
+    settings: SettingsDep,
+    limiter: LimiterDep,
+    lang: ApiLang,
+) -> RegistrationPublic:
+    """Create an account (email + password); then get a token with ``POST /auth/token``.
+
+    The answer never tells whether the address already had an account: if it had, nothing is
+    created or changed, and its owner is emailed (a link to log in or choose a new password);
+    logging in then works only with that account's own password."""
+    email = sign_up(
+        db=db,
+        limiter=limiter,
+        mailer=request.app.state.mailer,
+        sessions=request.app.state.sessionmaker,
+        email=body.email,
+        password=body.password,
+        lang=lang,
+        base_url=settings.public_url or str(request.base_url),
+    )
+    return RegistrationPublic(email=email)
 
 
 @router.post("/auth/token", response_model=TokenPublic, responses=LOGIN_PROBLEMS)

@@ -2,7 +2,8 @@
 
 Each item is documented as :class:`~app.schemas.AnswerCreate` (a generated client sends its own
 answer objects) but validated on its own by the route: a malformed item is that item's problem
-(``outcome: problem``), never the whole batch's 422. Every result carries its item's
+(``outcome: problem``), never the whole batch's 422; an answer in a running exam is
+``withheld`` (recorded, its result told when the exam ends). Every result carries its item's
 ``client_answer_id``, and ``outcome`` says which shape it is (a discriminator clients switch on).
 """
 
@@ -19,7 +20,7 @@ from pydantic import (
     WrapValidator,
 )
 
-from app.schemas import ANSWER_EXAMPLE, AnswerCreate, AnswerPublic
+from app.schemas import ANSWER_EXAMPLE, AnswerCreate, AnswerPublic, AnswerStoredPublic
 
 MAX_BATCH_ANSWERS = 500
 
@@ -67,14 +68,23 @@ class AnswerBatchCreate(BaseModel):
     )
 
 
-class AnswerStoredPublic(AnswerPublic):
+class AnswerBatchStoredPublic(AnswerPublic):
     """An item graded and recorded (or, with ``replayed``, the stored result of its
     client_answer_id)."""
 
     outcome: Literal["stored"] = Field(description="stored: this item was graded and recorded.")
 
 
-class AnswerProblemPublic(BaseModel):
+class AnswerBatchWithheldPublic(AnswerStoredPublic):
+    """An item of an exam that is still running: recorded, its result told once the exam
+    ends."""
+
+    outcome: Literal["withheld"] = Field(
+        description="withheld: recorded in a running exam; its result shows when the exam ends."
+    )
+
+
+class AnswerBatchProblemPublic(BaseModel):
     """An item refused on its own (the others are not affected): the problem the single
     ``POST /answers`` would have answered, as a result."""
 
@@ -98,7 +108,8 @@ class AnswerProblemPublic(BaseModel):
 
 
 AnswerBatchResult = Annotated[
-    AnswerStoredPublic | AnswerProblemPublic, Field(discriminator="outcome")
+    AnswerBatchStoredPublic | AnswerBatchWithheldPublic | AnswerBatchProblemPublic,
+    Field(discriminator="outcome"),
 ]
 
 

@@ -167,6 +167,7 @@ def question_response(
         point=point,
         seed=seed,
         learner_id=call.learner.id if call.learner else None,
+        typed=mode == "typed",
     )
     return JSONBytesResponse(
         present.question_json(item, call.lang, _number(catalog, item), mode == "typed")
@@ -250,6 +251,7 @@ def read_card_questions(
         count=count,
         point=point,
         learner_id=learner.id if learner else None,
+        typed=mode == "typed",
     )
     return QuestionBatchPublic(
         items=[

@@ -45,6 +45,22 @@ class ProblemsPublic(BaseModel):
     problems: list[CardProblemPublic]
 
 
+class CardHasErrorsPublic(ProblemPublic):
+    """422 ``card_has_errors``: what publishing found (a malformed request is a 422 too, with
+    ``errors`` instead of ``problems``)."""
+
+    problems: list[CardProblemPublic] = Field(
+        default_factory=list, description="card_has_errors: every problem of the card."
+    )
+
+
+# Publishing, and retiring a template (which publishes a version without it), refuse a card
+# with errors (app.authoring.service.NotPublishable; its problems: app.errors).
+HAS_ERRORS: dict[int | str, dict[str, Any]] = {
+    422: {"model": CardHasErrorsPublic, "description": "card_has_errors, with `problems`."}
+}
+
+
 class DraftCreatedPublic(BaseModel):
     card_id: str
     problems: list[CardProblemPublic]
@@ -232,7 +248,7 @@ def discard_draft(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> Resp
 @router.post(
     "/cards/{card_id}/publish",
     response_model=PublishedPublic,
-    responses={422: {"model": ProblemPublic, "description": "card_has_errors, with `problems`."}},
+    responses=HAS_ERRORS,
 )
 def publish(
     card_id: CardId, request: Request, db: DbDep, instructor: ApiInstructor
@@ -270,7 +286,11 @@ def offer(card_id: CardId, request: Request, db: DbDep, instructor: ApiInstructo
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/cards/{card_id}/templates/{template_id}/retire", response_model=PublishedPublic)
+@router.post(
+    "/cards/{card_id}/templates/{template_id}/retire",
+    response_model=PublishedPublic,
+    responses=HAS_ERRORS,
+)
 def retire(
     card_id: CardId,
     template_id: Annotated[str, Path(max_length=100)],

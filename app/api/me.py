@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query
 
 from app.api import present
 from app.auth.service import LearnerRef
-from app.deps import ApiLang, ApiLearner, CatalogDep, ContextDep, DbDep
+from app.deps import ApiLang, ApiLearner, ContextDep, DbDep
 from app.domain.messages import Message
 from app.practice.choosing import practise_again, review_question
 from app.practice.mistakes import MAX_PAGE, list_attempts, mistake_book
@@ -47,7 +47,7 @@ def _cursor(value: str | None) -> int | None:
 
 def _page(
     db: DbDep,
-    catalog: CatalogDep,
+    ctx: ContextDep,
     learner: LearnerRef,
     lang: str,
     limit: int,
@@ -56,8 +56,9 @@ def _page(
 ) -> AttemptPagePublic:
     views, after = list_attempts(
         db=db,
-        catalog=catalog,
+        catalog=ctx.catalog,
         learner_id=learner.id,
+        now=ctx.clock(),
         limit=limit,
         before_id=_cursor(cursor),
         wrong_only=wrong_only,
@@ -71,35 +72,35 @@ def _page(
 @router.get("/me/attempts", response_model=AttemptPagePublic, responses=BAD_CURSOR)
 def read_my_attempts(
     db: DbDep,
-    catalog: CatalogDep,
+    ctx: ContextDep,
     learner: ApiLearner,
     lang: ApiLang,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> AttemptPagePublic:
     """Every answer of the learner, newest first, each with its client_answer_id."""
-    return _page(db, catalog, learner, lang, limit, cursor, wrong_only=False)
+    return _page(db, ctx, learner, lang, limit, cursor, wrong_only=False)
 
 
 @router.get("/me/mistakes", response_model=AttemptPagePublic, responses=BAD_CURSOR)
 def read_my_mistakes(
     db: DbDep,
-    catalog: CatalogDep,
+    ctx: ContextDep,
     learner: ApiLearner,
     lang: ApiLang,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> AttemptPagePublic:
     """The learner's wrong answers, newest first, paginated like /me/attempts."""
-    return _page(db, catalog, learner, lang, limit, cursor, wrong_only=True)
+    return _page(db, ctx, learner, lang, limit, cursor, wrong_only=True)
 
 
 @router.get("/me/pitfalls", response_model=list[PitfallCountPublic])
 def read_my_pitfalls(
-    db: DbDep, catalog: CatalogDep, learner: ApiLearner, lang: ApiLang
+    db: DbDep, ctx: ContextDep, learner: ApiLearner, lang: ApiLang
 ) -> list[PitfallCountPublic]:
     """How often the learner fell for each pitfall (not dismissed), most frequent first."""
-    book = mistake_book(db=db, catalog=catalog, learner_id=learner.id)
+    book = mistake_book(db=db, catalog=ctx.catalog, learner_id=learner.id, now=ctx.clock())
     return [
         PitfallCountPublic(
             card_id=g.card_id,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pydantic_core
 
-from app.api.batch_schemas import AnswerStoredPublic
+from app.api.batch_schemas import AnswerBatchStoredPublic, AnswerBatchWithheldPublic
 from app.catalog.demo import DEMO_COMMANDS, DemoResults
 from app.domain.cards import Card, Pitfall
 from app.domain.generation import Variant
@@ -14,10 +14,12 @@ from app.domain.texts import Text
 from app.domain.typed import accepted_units, typed_figures
 from app.practice.mistakes import AttemptView
 from app.practice.questions import Question
+from app.practice.sessions import summary_path
 from app.practice.storing import AnswerOutcome
 from app.rendering import latex_to_mathml, render_inline, render_paragraphs
 from app.schemas import (
     AnswerPublic,
+    AnswerStoredPublic,
     AttemptPublic,
     CardPublic,
     CardSummaryPublic,
@@ -148,8 +150,20 @@ def _pitfall_fields(
 
 
 def _answer_fields(outcome: AnswerOutcome, lang: str) -> dict[str, Any]:
-    """An answer's result as :class:`AnswerPublic`'s fields, in its order: the one mapping
+    """An answer's result as :class:`AnswerPublic`'s fields, in its order (an exam's answer
+    before it ends: :class:`AnswerStoredPublic`'s, nothing of the result): the one mapping
     behind :func:`answer` and :func:`answer_json`."""
+    if outcome.withheld:
+        session_id = outcome.attempt.practice_session_id
+        assert session_id is not None
+        return {
+            "attempt_id": outcome.attempt.id,
+            "client_answer_id": outcome.attempt.client_answer_id,
+            "stored": True,
+            "replayed": outcome.replayed,
+            "feedback": None,
+            "summary_url": summary_path(session_id),
+        }
     grade_ = outcome.grade
     return {
         "attempt_id": outcome.attempt.id,
@@ -176,13 +190,19 @@ def _answer_fields(outcome: AnswerOutcome, lang: str) -> dict[str, Any]:
     }
 
 
-def answer(outcome: AnswerOutcome, lang: str) -> AnswerPublic:
-    return AnswerPublic.model_validate(_answer_fields(outcome, lang))
+def answer(outcome: AnswerOutcome, lang: str) -> AnswerPublic | AnswerStoredPublic:
+    model = AnswerStoredPublic if outcome.withheld else AnswerPublic
+    return model.model_validate(_answer_fields(outcome, lang))
 
 
-def stored_answer(outcome: AnswerOutcome, lang: str) -> AnswerStoredPublic:
-    """:func:`answer` as a batch item's result."""
-    return AnswerStoredPublic.model_validate({"outcome": "stored", **_answer_fields(outcome, lang)})
+def batch_result(
+    outcome: AnswerOutcome, lang: str
+) -> AnswerBatchStoredPublic | AnswerBatchWithheldPublic:
+    """:func:`answer` as a batch item's result, tagged with its ``outcome``."""
+    fields = _answer_fields(outcome, lang)
+    if outcome.withheld:
+        return AnswerBatchWithheldPublic.model_validate({"outcome": "withheld", **fields})
+    return AnswerBatchStoredPublic.model_validate({"outcome": "stored", **fields})
 
 
 def answer_json(outcome: AnswerOutcome, lang: str) -> bytes:

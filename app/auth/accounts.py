@@ -7,7 +7,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.auth.identity import ACCOUNT, GUEST, LearnerRef, check_role, learner_ref, new_id
+from app.auth.identity import ACCOUNT, LearnerRef, check_role, learner_ref, new_id
 from app.auth.passwords import (
     MAX_PASSWORD_LENGTH,
     MIN_PASSWORD_LENGTH,
@@ -22,7 +22,6 @@ from app.auth.web_sessions import end_sessions
 from app.db import write_transaction
 from app.domain.calendar import is_time_zone
 from app.domain.messages import Message, plural_message
-from app.domain.texts import Text
 from app.models import EMAIL_MAX, Learner
 from app.problems import Conflict, InvalidInput, NotFound, TooManyRequests, Unauthorized
 
@@ -66,15 +65,23 @@ def check_new_password(password: str) -> None:
         )
 
 
-def register(
-    *,
-    db: Session,
-    email: str,
-    password: str,
-    guest_id: str | None = None,
-    role: str = "learner",
-) -> LearnerRef:
-    """A new account; a guest's learner (``guest_id``) becomes it, keeping all its history."""
+def register(*, db: Session, email: str, password: str, role: str = "learner") -> LearnerRef:
+    """A new account, for the command line (``create-user``): it says when the address has one.
+    Learners sign up with :func:`app.auth.signup.sign_up`, whose answer never says."""
+    learner = create_account(db=db, email=email, password=password, role=role)
+    if learner is None:
+        raise Conflict(
+            Message("An account with this email already exists: log in instead."),
+            code="email_taken",
+        )
+    return learner
+
+
+def create_account(
+    *, db: Session, email: str, password: str, role: str = "learner"
+) -> LearnerRef | None:
+    """A new account, or None when the address already has one (nothing changes then). The
+    password is checked and hashed either way, so both take the same time."""
     email = normalise_email(email)
     check_new_password(password)
     check_role(role)
@@ -82,24 +89,16 @@ def register(
     try:
         with write_transaction(db):
             if db.scalar(select(Learner.id).where(Learner.email == email)) is not None:
-                raise Conflict(_email_taken(), code="email_taken")
-            learner = db.get(Learner, guest_id) if guest_id is not None else None
-            if learner is None or learner.kind != GUEST:
-                learner = Learner(id=new_id(), kind=ACCOUNT)
-                db.add(learner)
-            learner.kind = ACCOUNT
-            learner.email = email
-            learner.password_hash = password_hash
-            learner.role = role
+                return None
+            learner = Learner(
+                id=new_id(), kind=ACCOUNT, email=email, password_hash=password_hash, role=role
+            )
+            db.add(learner)
             db.flush()
             ref = learner_ref(learner)
-    except IntegrityError:
-        raise Conflict(_email_taken(), code="email_taken") from None
+    except IntegrityError:  # the same address signed up at the same moment
+        return None
     return ref
-
-
-def _email_taken() -> Text:
-    return Message("An account with this email already exists: log in instead.")
 
 
 def login_key(email: str) -> str:

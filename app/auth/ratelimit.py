@@ -35,6 +35,8 @@ PER_ADDRESS = RateLimitItemPerMinute(30)  # for every account together
 # Password reset emails: per address asked for, and per client address.
 RESETS_PER_EMAIL = RateLimitItemPerHour(3)
 RESETS_PER_ADDRESS = RateLimitItemPerHour(10)
+# Emails to an account's owner that someone tried to sign up with its address.
+SIGNUP_NOTICES_PER_EMAIL = RateLimitItemPerHour(3)
 # How long to count in memory after the shared storage failed, before trying it again.
 FALLBACK_FOR_S = 5.0
 
@@ -74,6 +76,14 @@ class LoginLimiter:
         """Count one password reset request; the seconds to wait when over a limit, else None."""
         keys = ((RESETS_PER_EMAIL, f"email:{email}"), (RESETS_PER_ADDRESS, f"address:{address}"))
         return self._run(lambda limiter: _waits(limiter, keys, count=True, namespace="reset"))
+
+    def signup_notice(self, *, email: str) -> bool:
+        """Count one sign-up with ``email``; whether its owner may still be emailed about it (a
+        few times an hour: nobody can fill an inbox by signing up with its address)."""
+        keys = ((SIGNUP_NOTICES_PER_EMAIL, f"email:{email}"),)
+        return (
+            self._run(lambda limiter: _waits(limiter, keys, count=True, namespace="signup")) is None
+        )
 
     def _run(self, work: Callable[[Limiter], Result]) -> Result:
         limiter = self._current()

@@ -72,12 +72,17 @@ def ask_for_reset(
         with sessions() as db:
             token = issue_reset(db=db, email=email)
         if token is not None:
-            link = base_url.rstrip("/") + RESET_PATH + token
-            if lang != DEFAULT_LANG:
-                link += f"?lang={lang}"  # the page in the language the email was asked in
-            mailer.send(reset_email(email, link, lang))
+            mailer.send(reset_email(email, reset_link(base_url, token, lang), lang))
 
     mailer.submit(work)
+
+
+def reset_link(base_url: str, token: str, lang: str) -> str:
+    """The web page that uses reset ``token``, in the language the email was written in."""
+    link = base_url.rstrip("/") + RESET_PATH + token
+    if lang != DEFAULT_LANG:
+        link += f"?lang={lang}"
+    return link
 
 
 def issue_reset(*, db: Session, email: str) -> str | None:

@@ -35,6 +35,12 @@ COUNT = "count"
 LANGUAGES = LANGS
 
 _PLACEHOLDER = re.compile(r"\{(=[^{}]*|[a-z][a-z0-9_]*)\}")
+# Inline maths (as app.rendering reads it), where braces also group LaTeX: ``\frac{a}{b}``,
+# ``x^{n}``, ``P_{os}``. There a ``{name}`` right after a command, ``^``, ``_`` or another group
+# is LaTeX; anywhere else a ``{name}`` that is not a value of the text is a misspelled
+# placeholder (``{valeu}``), which would reach learners literally.
+_MATH = re.compile(r"(?<!\\)\$(?!\s)(.+?)(?<!\\)\$", re.DOTALL)
+_LATEX_GROUP_AFTER = re.compile(r"(?:\\[A-Za-z]+|[\^_{}])\s*$")
 
 
 @dataclass(frozen=True)
@@ -125,10 +131,22 @@ def _compile(
 ) -> tuple[Segment, ...]:
     segments: list[Segment] = []
     position = 0
+    maths: list[tuple[int, int]] | None = None
     for match in _PLACEHOLDER.finditer(source):
         body = match.group(1)
         if not body.startswith("=") and body not in named:
-            continue  # LaTeX braces such as {n} in x^{n}
+            if maths is None:
+                maths = [m.span() for m in _MATH.finditer(source)]
+            if _latex_group(source, match.start(), maths):
+                continue  # LaTeX braces such as {n} in x^{n}
+            raise FormulaError(
+                Message(
+                    "unknown placeholder %(placeholder)s: this text can show %(names)s",
+                    placeholder=repr(match.group(0)),
+                    names=", ".join(f"{{{name}}}" for name in sorted(named)) or "—",
+                ),
+                column=match.start() + 1,
+            )
         segments.append(source[position : match.start()])
         position = match.end()
         if not body.startswith("="):
@@ -174,6 +192,13 @@ def _compile(
         segments.append(_Computed(formula, unit, decimals))
     segments.append(source[position:])
     return tuple(s for s in segments if s != "")
+
+
+def _latex_group(source: str, start: int, maths: list[tuple[int, int]]) -> bool:
+    """Whether the braces at ``start`` group LaTeX (inside maths, after a command, ``^``, ``_``
+    or another group) rather than name a value."""
+    inside = any(begin < start < end for begin, end in maths)
+    return inside and _LATEX_GROUP_AFTER.search(source, 0, start) is not None
 
 
 def _segment_text(

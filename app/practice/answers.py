@@ -185,13 +185,16 @@ def prepare(
 ) -> Graded:
     """The answer graded, for the writer (``db`` reads a session token's session)."""
     refusal = None
+    withheld = False
     if content.position is None:
         assert content.question is not None
         check_token_owner(content, learner.id)
-        question = content.question
+        question, asked_typed = content.question, content.typed
     else:
         assert db is not None
         question, state = _position(db, ctx, learner, content.position)
+        asked_typed = state.row.typed
+        withheld = state.withholds_feedback(now)
         try:
             check_can_answer(state, now)
         except Problem as problem:
@@ -204,6 +207,8 @@ def prepare(
     return Graded(
         ctx.catalog, learner, question, content.position, variant, result,
         submission.client_answer_id, duration_ms, submission.answered_at, now, refusal,
+        asked_typed=asked_typed,
+        withheld=withheld,
     )  # fmt: skip
 
 

@@ -37,9 +37,11 @@ def question_batch(
     count: int,
     point: str | None = None,
     learner_id: str | None = None,
+    typed: bool = False,
 ) -> list[Question]:
     """``count`` questions on the card (or on one exam point) in rounds over its templates; for
-    a learner, after their latest answers, and their tokens bound to them."""
+    a learner, after their latest answers, and their tokens bound to them (``typed``: asked
+    without their choices)."""
     seen = (
         recent_answers(db=db, catalog=catalog, learner_id=learner_id)
         if learner_id is not None
@@ -60,7 +62,7 @@ def question_batch(
         seeds=lambda _position, _draw: random_seed(),
         rng=random.Random(secrets.randbits(64)),
     )
-    return [_question(card, signer, pick, learner_id) for pick in picks]
+    return [_question(card, signer, pick, learner_id, typed) for pick in picks]
 
 
 def practise_again(
@@ -137,8 +139,12 @@ def review_question(
     return _question(card, signer, pick, learner_id)
 
 
-def _question(card: Card, signer: QuestionSigner, pick: Pick, learner_id: str | None) -> Question:
+def _question(
+    card: Card, signer: QuestionSigner, pick: Pick, learner_id: str | None, typed: bool = False
+) -> Question:
     variant = generate(card, pick.template, pick.seed)
     return Question(
-        variant=variant, token=signer.sign(variant.id, learner_id), expires_at=signer.expires_at()
+        variant=variant,
+        token=signer.sign(variant.id, learner_id, typed=typed),
+        expires_at=signer.expires_at(),
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc
@@ -23,6 +23,7 @@ from app.domain.texts import Text
 from app.domain.typed import TypedAnswer
 from app.models import Attempt
 from app.practice.questions import find_variant
+from app.practice.sessions import running_exams
 from app.practice.storing import regrade, stored_question
 
 MAX_PAGE = 500
@@ -83,18 +84,33 @@ def _stored_text(attempt: Attempt, choice_id: str) -> Text:
     return Text.verbatim(choice_id)
 
 
+def told(db: Session, learner_id: str, now: datetime) -> ColumnElement[bool]:
+    """The learner's attempts whose result may be told: not those of an exam still running
+    (app.practice.sessions.running_exams), listed once it ends."""
+    running = running_exams(db=db, learner_id=learner_id, now=now)
+    mine = Attempt.learner_id == learner_id
+    if not running:
+        return mine
+    return and_(
+        mine,
+        or_(Attempt.practice_session_id.is_(None), Attempt.practice_session_id.not_in(running)),
+    )
+
+
 def list_attempts(
     *,
     db: Session,
     catalog: Catalog,
     learner_id: str,
+    now: datetime,
     limit: int = 50,
     before_id: int | None = None,
     wrong_only: bool = False,
 ) -> tuple[list[AttemptView], int | None]:
-    """Newest first; the id to pass as ``before_id`` for the next page (None at the end)."""
+    """Newest first; the id to pass as ``before_id`` for the next page (None at the end). An
+    exam's answers are listed once it ends."""
     limit = max(1, min(limit, MAX_PAGE))
-    query = select(Attempt).where(Attempt.learner_id == learner_id)
+    query = select(Attempt).where(told(db, learner_id, now))
     if wrong_only:
         query = query.where(Attempt.correct.is_(False))
     if before_id is not None:
@@ -125,13 +141,15 @@ def mistake_book(
     db: Session,
     catalog: Catalog,
     learner_id: str,
+    now: datetime,
     point: str | None = None,
     pitfalls: Collection[str] = (),
 ) -> list[MistakeGroup]:
-    """Wrong first answers grouped by (point, pitfall), most frequent first; dismissed hidden.
-    ``pitfalls`` (when given) keeps the attempts that fell for one of them."""
+    """Wrong first answers grouped by (point, pitfall), most frequent first; dismissed hidden,
+    and a running exam's until it ends. ``pitfalls`` (when given) keeps the attempts that fell
+    for one of them."""
     query = select(Attempt).where(
-        Attempt.learner_id == learner_id,
+        told(db, learner_id, now),
         Attempt.correct.is_(False),
         Attempt.dismissed.is_(False),
     )

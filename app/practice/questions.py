@@ -58,6 +58,9 @@ class TokenContent:
     position: SessionPosition | None
     issued_at: datetime
     learner_id: str | None = None  # the learner a question token was issued to (None: anyone)
+    # Asked without its choices (``mode=typed``): only then is a typed answer recall, which FSRS
+    # is told as stronger evidence than picking a choice.
+    typed: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,17 +149,22 @@ class QuestionSigner:
             raise expired()
         return content, datetime.fromtimestamp(content["t"], UTC)
 
-    def sign(self, question: QuestionId, learner_id: str | None = None) -> str:
-        """A token for ``question``; bound to ``learner_id`` when given (see check_token_owner).
+    def sign(
+        self, question: QuestionId, learner_id: str | None = None, *, typed: bool = False
+    ) -> str:
+        """A token for ``question``; bound to ``learner_id`` when given (see check_token_owner);
+        ``typed``: the question is shown without its choices.
 
         Its content is what :meth:`_dumps` writes for ``{"q": [card, point, template, version,
-        seed], "l": learner, "t": now}``, spelled out (every question GET signs one: the encoder's
-        set-up took half of it); tests/test_token_binding.py compares the two."""
+        seed], "l": learner, "m": "typed", "t": now}``, spelled out (every question GET signs
+        one: the encoder's set-up took half of it); tests/test_token_binding.py compares the
+        two."""
         learner = "" if learner_id is None else f',"l":{_json_str(learner_id)}'
+        mode = ',"m":"typed"' if typed else ""
         return self._token(
             f'{{"q":[{_json_str(question.card_id)},{_json_str(question.point)},'
             f"{_json_str(question.template_id)},{int(question.template_version)},"
-            f'{int(question.seed)}]{learner},"t":{int(time.time())}}}'
+            f'{int(question.seed)}]{learner}{mode},"t":{int(time.time())}}}'
         )
 
     def sign_position(self, position: SessionPosition) -> str:
@@ -184,7 +192,8 @@ class QuestionSigner:
             owner = payload.get("l")
             if owner is not None and not isinstance(owner, str):
                 raise invalid_token()
-            return TokenContent(_question(payload["q"]), None, issued_at, owner)
+            typed = payload.get("m") == "typed"
+            return TokenContent(_question(payload["q"]), None, issued_at, owner, typed)
         if (
             isinstance(payload, dict)
             and isinstance(payload.get("s"), str)
@@ -306,9 +315,10 @@ def new_question(
     point: str | int | None = None,
     seed: int | None = None,
     learner_id: str | None = None,
+    typed: bool = False,
 ) -> Question:
     """A variant for the exam point (a random one when ``point`` is None) and its token (bound
-    to ``learner_id`` when given)."""
+    to ``learner_id`` when given; ``typed``: asked without its choices)."""
     card = get_card(catalog, card_id)
     slug = secrets.choice(card.points).slug if point is None else point_slug(card, point)
     seed = random_seed() if seed is None else seed
@@ -319,7 +329,7 @@ def new_question(
     variant = generate_for_point(card, slug, seed)
     return Question(
         variant=variant,
-        token=signer.sign(variant.id, learner_id),
+        token=signer.sign(variant.id, learner_id, typed=typed),
         expires_at=signer.expires_at(),
     )
 

@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc, new_id, now_utc
@@ -83,6 +83,12 @@ class SessionState:
 
     def over(self, now: datetime) -> bool:
         return self.ended_at(now) is not None
+
+    def withholds_feedback(self, now: datetime) -> bool:
+        """Whether the session's answers get no feedback yet (right or wrong, the key, the
+        pitfall, the solution): an exam's, until it ends. The one rule of every route that
+        tells an answer's result (the API's answers and attempts, the web's pages)."""
+        return self.is_exam and not self.over(now)
 
 
 def summary_path(session_id: str) -> str:
@@ -257,6 +263,25 @@ def load_session(*, db: Session, learner_id: str, session_id: str) -> SessionSta
         if attempt.position is not None:
             answered.setdefault(attempt.position, attempt)
     return SessionState(row=row, answered=answered)
+
+
+def running_exams(*, db: Session, learner_id: str, now: datetime) -> frozenset[str]:
+    """The ids of the learner's sessions whose answers get no feedback yet
+    (:meth:`SessionState.withholds_feedback`: exams that have not ended)."""
+    candidates = db.scalars(  # not ended by the learner, nor past their deadline
+        select(PracticeSession.id).where(
+            PracticeSession.learner_id == learner_id,
+            PracticeSession.mode == "exam",
+            PracticeSession.finished_at.is_(None),
+            or_(PracticeSession.deadline_at.is_(None), PracticeSession.deadline_at >= now),
+        )
+    ).all()
+    db.commit()
+    return frozenset(
+        session_id
+        for session_id in candidates
+        if load_session(db=db, learner_id=learner_id, session_id=session_id).withholds_feedback(now)
+    )
 
 
 def question_id_at(row: PracticeSession, position: int, secret: bytes) -> QuestionId:

@@ -67,6 +67,8 @@ class AnswerOutcome:
     variant: Variant
     grade: Grade
     replayed: bool  # the stored first answer, not this request's choice
+    # An exam's answer before it ends: stored, its result not told (SessionState.withholds_feedback)
+    withheld: bool = False
 
 
 @dataclass
@@ -84,6 +86,9 @@ class Graded:
     answered_at: datetime | None
     now: datetime
     refusal: Problem | None = None  # why a new answer at its position is refused (exam over)
+    # Asked without its choices (a typed token or a typed session): a typed answer is then recall.
+    asked_typed: bool = False
+    withheld: bool = False  # an exam's answer before it ends: its result is not told
     outcome: AnswerOutcome | None = None
     error: BaseException | None = None
 
@@ -183,7 +188,11 @@ def store_batch(db: Session, items: Sequence[Graded]) -> None:
             store_ratings(connection, rating.rate(answers, known_of(known_rows)), attempt_ids)
         for item, attempt_id, row in zip(new, attempt_ids, rows, strict=True):
             item.outcome = AnswerOutcome(
-                _stored_of(attempt_id, row), item.variant, item.result, replayed=False
+                _stored_of(attempt_id, row),
+                item.variant,
+                item.result,
+                replayed=False,
+                withheld=item.withheld,
             )
         db.info[ATTEMPTS_PENDING] = db.info.get(ATTEMPTS_PENDING, 0) + len(new)
     for item, first in replays:
@@ -192,7 +201,9 @@ def store_batch(db: Session, items: Sequence[Graded]) -> None:
             stored = stored.attempt
         assert isinstance(stored, StoredAttempt)
         replayed = regrade(item.variant, stored.choice_id, stored.typed_value, stored.typed_unit)
-        item.outcome = AnswerOutcome(stored, item.variant, replayed, replayed=True)
+        item.outcome = AnswerOutcome(
+            stored, item.variant, replayed, replayed=True, withheld=item.withheld
+        )
 
 
 def regrade(
@@ -238,7 +249,7 @@ def _rating_answer(item: Graded, first_answer: bool) -> rating.Answer:
     return rating.Answer(
         item.learner.id, question.card_id, question.point, question.template_id,
         result.correct, result.pitfall_id, item.duration_ms, item.now, first_answer, carriers,
-        typed=result.typed is not None,
+        typed=result.typed is not None and item.asked_typed,
     )  # fmt: skip
 
 

@@ -132,14 +132,16 @@ def summarise(*, catalog: Catalog, state: SessionState, now: datetime, secret: b
         pitfalls=fallen,
         seconds=max(0, int((end - as_utc(state.row.started_at)).total_seconds())),
         wrong_templates=wrong_templates,
-        questions=_question_lines(catalog, state, secret, over=ended is not None),
+        questions=_question_lines(
+            catalog, state, secret, over=ended is not None, withheld=state.withholds_feedback(now)
+        ),
     )
 
 
 def _question_lines(
-    catalog: Catalog, state: SessionState, secret: bytes, *, over: bool
+    catalog: Catalog, state: SessionState, secret: bytes, *, over: bool, withheld: bool
 ) -> list[QuestionLine]:
-    if state.is_exam and not over:
+    if withheld:
         return []
     lines = []
     for position in range(state.size):

@@ -1,7 +1,8 @@
-"""Account pages: sign up (a guest's history moves along), log in, log out (here or everywhere),
+"""Account pages: sign up, log in (a guest's history moves along), log out (here or everywhere),
 change password, reset a forgotten one by email, download or delete one's data. Forms re-render
 with the reason when refused; every POST is CSRF-checked and every successful login rotates the
-session secret.
+session secret. Signing up answers the same whether the address had an account
+(:mod:`app.auth.signup`): the login form, to log in with the password just chosen.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from app.auth.service import (
     hash_secret,
     list_tokens,
     merge_learner,
-    register,
     start_web_session,
 )
-from app.deps import DbDep, LimiterDep, VisitorDep
+from app.auth.signup import sign_up
+from app.deps import DbDep, LimiterDep, SettingsDep, VisitorDep
 from app.problems import Problem, TooManyRequests
 from app.web.forms import check_csrf
 from app.web.templating import link, render_page
@@ -76,27 +77,29 @@ def signup(
     request: Request,
     db: DbDep,
     visitor: VisitorDep,
+    settings: SettingsDep,
+    limiter: LimiterDep,
     csrf_token: Annotated[str | None, Form()] = None,
     email: Text_ = "",
     password: Text_ = "",
 ) -> Response:
+    """A new account, or an email to the owner of a taken address: the same page either way,
+    the login form (logging in moves the guest's history to the account)."""
     check_csrf(visitor, csrf_token)
-    guest = visitor.learner.id if visitor.learner and visitor.learner.kind == "guest" else None
     try:
-        learner = register(db=db, email=email, password=password, guest_id=guest)
-    except Problem as problem:
-        return form_page(
-            request,
-            visitor,
-            "signup.html",
+        email = sign_up(
+            db=db,
+            limiter=limiter,
+            mailer=request.app.state.mailer,
+            sessions=request.app.state.sessionmaker,
             email=email,
-            error=problem.text.get(visitor.lang),
-            status_code=problem.status_code,
+            password=password,
+            lang=visitor.lang,
+            base_url=settings.public_url or str(request.base_url),
         )
-    secret = start_web_session(
-        db=db, learner_id=learner.id, lang=visitor.lang, replace=visitor.browser.secret
-    )
-    return _signed_in(visitor, secret)
+    except Problem as problem:
+        return refused(request, visitor, "signup.html", problem, email=email)
+    return form_page(request, visitor, "login.html", email=email, signed_up=True)
 
 
 @router.get("/login")

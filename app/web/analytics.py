@@ -19,6 +19,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 from markupsafe import Markup
+from pydantic import Field
 from starlette.responses import Response
 
 from app.analytics.service import card_analytics, to_csv
@@ -37,6 +38,7 @@ from app.domain.messages import Message
 from app.domain.texts import Text
 from app.practice.answers import Context
 from app.practice.questions import get_card
+from app.web.forms import BlankIsNone
 from app.web.templating import render_page
 
 router = APIRouter(include_in_schema=False)
@@ -207,7 +209,11 @@ def _signed(r: float | None) -> str:
     return "—" if r is None else f"{r:+.2f}"
 
 
-Days = Annotated[int | None, Query(ge=1, le=MAX_DAYS, description="only the last N days")]
+Days = Annotated[
+    Annotated[int, Field(ge=1, le=MAX_DAYS)] | None,
+    BlankIsNone,
+    Query(description="only the last N days"),
+]
 
 
 @router.get("/instructor/cards/{card_id}/analytics")

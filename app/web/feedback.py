@@ -45,8 +45,7 @@ def feedback_page(
         state = load_session(
             db=db, learner_id=attempt.learner_id, session_id=attempt.practice_session_id
         )
-        if state.row.mode == "exam" and not state.over(ctx.clock()):
-            # No feedback before the exam ends.
+        if state.withholds_feedback(ctx.clock()):  # no feedback before the exam ends
             return _see_other(link(f"/sessions/{state.row.id}", visitor.lang))
     variant = regenerate(ctx.catalog, stored_question(attempt))
     card = ctx.catalog.locate(variant.id).card

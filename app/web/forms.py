@@ -1,7 +1,9 @@
-"""What every form POST does first: check the CSRF token, and know (or create) the learner."""
+"""What every form POST does first: check the CSRF token, and know (or create) the learner; and
+how a GET form's blank number reads."""
 
 from __future__ import annotations
 
+from pydantic import BeforeValidator
 from sqlalchemy.orm import Session
 
 from app.auth.service import LearnerRef, ensure_guest
@@ -32,3 +34,12 @@ def web_learner(db: Session, visitor: Visitor) -> LearnerRef:
         learner = ensure_guest(db=db, secret=visitor.browser.secret, lang=visitor.lang)
     visitor.learner = learner
     return learner
+
+
+def _blank_is_none(value: object) -> object:
+    return None if value == "" else value
+
+
+# An optional number in a GET form: a browser sends the field empty (``days=``) when it is left
+# blank, which means "not given", not a bad number.
+BlankIsNone = BeforeValidator(_blank_is_none)

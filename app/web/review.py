@@ -36,6 +36,7 @@ def mistakes_page(
     request: Request,
     db: DbDep,
     catalog: CatalogDep,
+    ctx: ContextDep,
     visitor: VisitorDep,
     point: Filter = None,
     pitfall: PitfallsFilter = None,
@@ -46,13 +47,18 @@ def mistakes_page(
     chosen = parse_pitfall_filter(pitfall)
     book = (
         mistake_book(
-            db=db, catalog=catalog, learner_id=learner_id, point=point or None, pitfalls=chosen
+            db=db,
+            catalog=catalog,
+            learner_id=learner_id,
+            now=ctx.clock(),
+            point=point or None,
+            pitfalls=chosen,
         )
         if learner_id
         else []
     )
     everything = (
-        mistake_book(db=db, catalog=catalog, learner_id=learner_id)
+        mistake_book(db=db, catalog=catalog, learner_id=learner_id, now=ctx.clock())
         if learner_id and (point or chosen)
         else book
     )

@@ -49,6 +49,7 @@ def summary_page(
         "state": state,
         "csrf_token": visitor.csrf_token,
         "finished": state.over(now),
+        "withheld": state.withholds_feedback(now),
         "late": bool(late),
         "past_exams": exams,
         "time_zone": visitor.time_zone,

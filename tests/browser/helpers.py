@@ -185,6 +185,17 @@ def expect_position(page: Page, lang: str, n: int, of: int) -> None:
     )
 
 
+def log_in_after_sign_up(page: Page, lang: str, email: str) -> None:
+    """Sign-up answers alike whether or not the address has an account (it tells no one which
+    addresses do): the login form, the address filled in; the new account logs in."""
+    texts = TEXTS[lang]
+    expect(page.locator("h1")).to_have_text(texts["log_in"])
+    expect(page.locator("main [role=status]")).to_be_visible()
+    expect(page.get_by_label(texts["email"])).to_have_value(email)
+    page.get_by_label(texts["password"], exact=True).fill(PASSWORD)
+    page.locator("main").get_by_role("button", name=texts["log_in"], exact=True).click()
+
+
 def sign_up(page: Page, lang: str, email: str) -> None:
     """From the header: Log in, then the page's Sign up link, then the form."""
     texts = TEXTS[lang]
@@ -194,5 +205,10 @@ def sign_up(page: Page, lang: str, email: str) -> None:
     page.get_by_label(texts["email"]).fill(email)
     page.get_by_label(texts["password"], exact=True).fill(PASSWORD)
     page.locator("main").get_by_role("button", name=texts["sign_up"]).click()
+    log_in_after_sign_up(page, lang, email)
+    account = nav(page).get_by_role("link", name=texts["account"], exact=True)
+    expect(account).to_be_visible()
+    back = page.url
+    account.click()
     expect(page.locator("main")).to_contain_text(f"{texts['signed_in_as']} {email}")
-    expect(nav(page).get_by_role("link", name=texts["account"], exact=True)).to_be_visible()
+    page.goto(back)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
@@ -23,7 +24,7 @@ from app.domain.texts import Text
 from app.problems import InvalidInput
 from app.web.authoring import back_to
 from app.web.authoring.template_form import params_text, template_from_form
-from app.web.forms import check_csrf
+from app.web.forms import BlankIsNone, check_csrf
 from app.web.templating import render_page
 
 router = APIRouter(include_in_schema=False, prefix="/instructor")
@@ -88,9 +89,8 @@ def _editor(
     saved: bool = False,
 ) -> Response:
     problems = [p for p in checked.problems if p.template_id in (template.get("id"), original_id)]
-    names = sorted(
-        set(document.get("params", []) or []) | set((template.get("params") or {}).keys())
-    )
+    # The card's parameters; static/authoring.js adds the template's from its field as typed.
+    names = sorted(set(document.get("params", []) or []))
     context = {
         "card_id": card_id,
         "document": document,
@@ -224,7 +224,7 @@ def preview_page(
     db: DbDep,
     visitor: InstructorVisitor,
     template_id: Annotated[str, Query(max_length=100)],
-    seed: Annotated[int | None, Query(ge=0, le=MAX_SEED)] = None,
+    seed: Annotated[Annotated[int, Field(ge=0, le=MAX_SEED)] | None, BlankIsNone, Query()] = None,
 ) -> Response:
     """A variant exactly as learners see it, with the key and every pitfall's explanation."""
     chosen = {
@@ -253,7 +253,15 @@ def check_formula(
     # The card formulas are compiled in the sandbox with the formula, never here.
     result = check_draft_formula(text, wanted, draft.document)
     if isinstance(result, FormulaError):
+        where = (
+            None if result.column is None else Message("column %(column)s", column=result.column)
+        )
         return JSONResponse(
-            {"ok": False, "message": result.message.get(visitor.lang), "position": result.column}
+            {
+                "ok": False,
+                "message": result.message.get(visitor.lang),
+                "position": result.column,
+                "where": None if where is None else where.get(visitor.lang),
+            }
         )
     return JSONResponse({"ok": True, "message": None, "position": None})
