@@ -37,6 +37,7 @@ from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.problems import Forbidden, Unauthorized
 from app.routing import Values
+from app.schemas import LangCode
 from app.web.templating import LANG_COOKIE, TIME_ZONE_COOKIE
 
 
@@ -108,16 +109,24 @@ bearer_scheme = HTTPBearer(
     auto_error=False,
     scheme_name="LearnerToken",
     description=(
-        "Opaque token from `POST /api/v1/auth/token` (an account, per device) or "
-        "`POST /api/v1/learners` (an anonymous app install), sent as "
+        "Opaque token (`access_token`) from `POST /api/v1/auth/token` (an account, per device) "
+        "or `POST /api/v1/learners` (an anonymous app install), sent as "
         "`Authorization: Bearer <token>`; stored hashed, listed at `GET /api/v1/me/tokens` "
         "and revocable per device."
     ),
 )
+# The same header, documented apart: the instructor routes take an instructor's (or admin's)
+# account token and answer 403 to any other.
+instructor_scheme = HTTPBearer(
+    auto_error=False,
+    scheme_name="InstructorToken",
+    description="The `access_token` of an instructor's or admin's account, from "
+    "`POST /api/v1/auth/token`, sent as `Authorization: Bearer <token>`.",
+)
 
 
 LangQuery = Annotated[
-    Lang | None, Query(description="Language of the texts: en or zh (else Accept-Language).")
+    LangCode | None, Query(description="Language of the texts: en or zh (else Accept-Language).")
 ]
 
 
@@ -181,12 +190,11 @@ async def get_api_learner(
     return await _learner_of(request, credentials.credentials)
 
 
-async def get_optional_api_learner(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
-) -> LearnerRef | None:
-    """On public routes: None without an Authorization header, else the bearer token's learner
-    (401 for a malformed header or an unknown or revoked token, as on every API route)."""
+async def get_optional_api_learner(request: Request) -> LearnerRef | None:
+    """On public routes (documented with :data:`OPTIONAL_BEARER`): None without an Authorization
+    header, else the bearer token's learner (401 for a malformed header or an unknown or revoked
+    token, as on every API route)."""
+    credentials = bearer_credentials(request)
     if credentials is None:
         if request.headers.get("authorization"):
             raise Unauthorized(_NOT_BEARER, code="invalid_authorization")
@@ -231,14 +239,16 @@ def bearer_credentials(request: Request) -> HTTPAuthorizationCredentials | None:
     return HTTPAuthorizationCredentials(scheme=scheme, credentials=token)
 
 
-# ``openapi_extra`` of a route that reads the bearer token with bearer_credentials.
+# ``openapi_extra`` of a route that reads the bearer token with bearer_credentials: required,
+# or optional (``{}``: it answers without one too).
 BEARER_SECURITY: dict[str, Any] = {"security": [{bearer_scheme.scheme_name: []}]}
+OPTIONAL_BEARER: dict[str, Any] = {"security": [{}, {bearer_scheme.scheme_name: []}]}
 
 
 async def get_api_call(request: Request, lang: LangQuery = None) -> ApiCall:
     """:func:`get_context`, :func:`api_lang` and :func:`get_optional_api_learner` at once."""
     ctx = await get_context(request)
-    learner = await get_optional_api_learner(request, bearer_credentials(request))
+    learner = await get_optional_api_learner(request)
     return ApiCall(ctx, await api_lang(request, lang), learner)
 
 
@@ -271,7 +281,11 @@ async def hot_call(
     return await get_call(request, values["lang"]) if values else None
 
 
-def get_api_instructor(learner: ApiLearner) -> LearnerRef:
+async def get_api_instructor(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(instructor_scheme)],
+) -> LearnerRef:
+    learner = await get_api_learner(request, credentials)
     if learner.role not in ("instructor", "admin"):
         raise Forbidden(Message("This needs an instructor account."), code="instructor_only")
     return learner

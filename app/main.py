@@ -23,7 +23,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.orm import Session, sessionmaker
 from swagger_ui_bundle import swagger_ui_path
 
-from app.api.openapi import install_openapi
+from app.api.openapi import install_openapi, operation_id
 from app.api.router import API_PREFIX, API_ROUTERS, HOT_ROUTES
 from app.auth.cookies import BrowserSessionMiddleware, CsrfSigner, SessionCookie
 from app.auth.ratelimit import LoginLimiter
@@ -69,9 +69,16 @@ is a 422 problem whose `field` names the field.
 **Learner identity:** accounts register with `POST /api/v1/auth/register` and get a token per
 device from `POST /api/v1/auth/token` (registering answers the same whether or not the address
 already has an account; its owner is emailed instead); anonymous installs call
-`POST /api/v1/learners`. In an exam that is still running an answer is stored and acknowledged
-with `feedback: null`; its result shows once the exam ends. Send
-`Authorization: Bearer <token>`; learner routes accept nothing else (no cookies).
+`POST /api/v1/learners` (both answer the token as `access_token`). In an exam that is still
+running an answer is stored and acknowledged with `feedback: null`; its result shows once the
+exam ends. Send `Authorization: Bearer <token>`; learner routes accept nothing else (no
+cookies). The question routes answer without a token too (the question is then bound to no
+learner); instructor routes take an instructor's account token (`InstructorToken`).
+
+**Offline:** `POST /api/v1/answers/batch` takes up to 500 answers and answers one result per item,
+in order, each with its `client_answer_id` and an `outcome`: `stored`, `withheld` (an answer in a
+running exam, stored without its result) or `problem` (what `POST /api/v1/answers` would have
+refused that item with; the others are stored all the same).
 
 **Texts:** `?lang=en` or `?lang=zh` (else `Accept-Language`); inline math is LaTeX between
 `$...$`, with MathML beside it. Every 4xx is an RFC 9457 problem document
@@ -207,6 +214,7 @@ def create_app(
         version="1",
         description=DESCRIPTION,
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,  # short, stable operationIds (app.api.openapi)
         docs_url=None,  # served below from local assets: no CDN
         redoc_url=None,  # FastAPI's ReDoc page loads its script from a CDN
         # FastAPI's own OpenTelemetry only when asked for (Settings.opentelemetry).

@@ -8,8 +8,15 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypeAliasType
 
+from app.domain.languages import Lang
 from app.models import CLIENT_ANSWER_ID_MAX
+
+# Named components of the OpenAPI document: one enum each, however many operations and models
+# use it (a generator makes one type of each).
+LangCode = TypeAliasType("Lang", Lang)
+QuestionMode = TypeAliasType("QuestionMode", Literal["choices", "typed"])
 
 ClientAnswerId = Field(
     min_length=1,
@@ -118,7 +125,7 @@ class QuestionPublic(BaseModel):
         description="The choices; empty when the question is asked typed (mode=typed)."
     )
     expires_at: datetime = Field(description="After this the token is refused (question_expired).")
-    mode: Literal["choices", "typed"] = Field(
+    mode: QuestionMode = Field(
         description="choices: answer with a choice_id; typed: with a value and a unit (numeric "
         "questions; a statement is always asked with its choices)."
     )
@@ -136,18 +143,15 @@ class QuestionBatchPublic(BaseModel):
     items: list[QuestionPublic]
 
 
+ANSWER_EXAMPLE = {
+    "token": "eyJxIjpbInplcm8tbWVtb3J5LW9mZmxvYWQiLC...",
+    "choice_id": "b",
+    "client_answer_id": "7f9c2a4e-2b1d-4d7e-9a57-0d3c5f1e8b21",
+}
+
+
 class AnswerCreate(BaseModel):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "token": "eyJxIjpbInplcm8tbWVtb3J5LW9mZmxvYWQiLC...",
-                    "choice_id": "b",
-                    "client_answer_id": "7f9c2a4e-2b1d-4d7e-9a57-0d3c5f1e8b21",
-                }
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra={"examples": [ANSWER_EXAMPLE]})
 
     token: str = Field(min_length=1, max_length=1000, description="The question's token.")
     choice_id: str | None = Field(
@@ -173,14 +177,6 @@ class AnswerCreate(BaseModel):
     )
     duration_ms: int | None = Field(
         default=None, ge=0, description="Time from showing the question to answering."
-    )
-
-
-class AnswerBatchCreate(BaseModel):
-    answers: list[Any] = Field(
-        min_length=1,
-        max_length=500,
-        description="Up to 500 items shaped like `POST /answers`; each is checked on its own.",
     )
 
 
@@ -232,28 +228,17 @@ class AnswerStoredPublic(BaseModel):
     summary_url: str = Field(description="The exam's summary page on this server.")
 
 
-class BatchItemProblem(BaseModel):
-    status: int
-    code: str
-    detail: str
-    summary_url: str | None = Field(
-        default=None,
-        exclude_if=lambda url: url is None,
-        description="exam_over, session_over: the session's summary page on this server.",
-    )
-
-
-class AnswerBatchPublic(BaseModel):
-    results: list[AnswerPublic | AnswerStoredPublic | BatchItemProblem]
-
-
 class LearnerCreatedPublic(BaseModel):
     learner_id: str
-    token: str = Field(description="Bearer token, shown only once.")
-    token_type: str = "bearer"
+    access_token: str = Field(description="Bearer token, shown only once.")
+    token_type: Literal["bearer"] = "bearer"
 
 
 class RegisterCreate(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"email": "ada@example.com", "password": "orbit-lamp-42"}]}
+    )
+
     email: str = Field(min_length=3, max_length=254)
     password: str = Field(min_length=1, max_length=1024)
 
@@ -267,6 +252,14 @@ class RegistrationPublic(BaseModel):
 
 
 class TokenCreate(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"email": "ada@example.com", "password": "orbit-lamp-42", "device_name": "Pixel 9"}
+            ]
+        }
+    )
+
     email: str = Field(min_length=1, max_length=254)
     password: str = Field(min_length=1, max_length=1024)
     device_name: str = Field(min_length=1, max_length=100)
@@ -380,6 +373,8 @@ class PitfallMasteryPublic(BaseModel):
 
 
 class PasswordResetCreate(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"email": "ada@example.com"}]})
+
     email: str = Field(min_length=1, max_length=254)
 
 
@@ -392,5 +387,11 @@ class AccountDeletion(BaseModel):
 
 
 class PasswordResetConfirm(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"token": "Yx3kP0q9v1sR7tWm2nB4cD6eF8gH0jK2", "password": "orbit-lamp-43"}]
+        }
+    )
+
     token: str = Field(min_length=1, max_length=100, description="The token of the emailed link.")
     password: str = Field(min_length=1, max_length=1024, description="The new password.")

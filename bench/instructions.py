@@ -263,7 +263,9 @@ async def answer_scopes(app: Any, count: int, rng: random.Random) -> list[dict[s
     """``count`` first answers of ``LEARNERS`` learners in turn, each to a question fetched with
     its learner's token (uncounted), a choice picked at random."""
     learners = [
-        json.loads(await call(app, request_scope("/api/v1/learners", method="POST")))["token"]
+        json.loads(await call(app, request_scope("/api/v1/learners", method="POST")))[
+            "access_token"
+        ]
         for _ in range(LEARNERS)
     ]
     scopes = []

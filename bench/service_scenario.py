@@ -231,7 +231,7 @@ def app_phases(
                 raise BenchError(
                     f"POST /api/v1/learners answered {created.status_code}: {created.text}"
                 )
-            bearers.append(f"Authorization: Bearer {created.json()['token']}")
+            bearers.append(f"Authorization: Bearer {created.json()['access_token']}")
         cards = {card["id"]: card for card in client.get("/api/v1/cards").json()}
         if CARD_ID not in cards:
             raise BenchError(f"the app serves no card {CARD_ID!r} (it has {sorted(cards)})")

@@ -132,7 +132,9 @@ class Server:
 async def prepare(url: str, learners: int, answers: int) -> list[tuple[str, dict[str, str]]]:
     """``answers`` (bearer, body) pairs on fresh questions, made before the timed round."""
     async with httpx.AsyncClient(base_url=url, timeout=60, trust_env=False) as client:
-        tokens = [(await client.post("/api/v1/learners")).json()["token"] for _ in range(learners)]
+        tokens = [
+            (await client.post("/api/v1/learners")).json()["access_token"] for _ in range(learners)
+        ]
         per = -(-answers // learners)
         items: list[tuple[str, dict[str, str]]] = []
         for token in tokens:

@@ -154,7 +154,7 @@ def new_learners(url: str, count: int) -> list[str]:
         for _ in range(count):
             response = client.post(f"{API}/learners")
             assert response.status_code == 201, response.text
-            tokens.append(response.json()["token"])
+            tokens.append(response.json()["access_token"])
         return tokens
 
 

@@ -254,7 +254,7 @@ def test_a_guest_deletes_by_typing_the_word(client, app, db):
 
 def test_an_anonymous_app_install_deletes_itself(client, db):
     created = client.post(f"{API}/learners").json()
-    headers = {"Authorization": f"Bearer {created['token']}"}
+    headers = {"Authorization": f"Bearer {created['access_token']}"}
     answer_by_api(client, headers, "offload", 3, "app-1")
     assert client.get(f"{API}/me/export", headers=headers).json()["learner"]["kind"] == "app"
     assert client.delete(f"{API}/me", headers=headers).status_code == 204

@@ -161,7 +161,7 @@ def test_devices_are_listed_and_revocable_one_by_one(client):
 def test_anonymous_app_installs_keep_working(client):
     created = client.post(f"{API}/learners")
     assert created.status_code == 201
-    headers = {"Authorization": f"Bearer {created.json()['token']}"}
+    headers = {"Authorization": f"Bearer {created.json()['access_token']}"}
     assert client.get(f"{API}/me", headers=headers).json()["kind"] == "app"
 
 
@@ -179,8 +179,8 @@ READ_ROUTES = [
 
 
 def test_every_me_route_shows_only_the_callers_data(client, app, clock):
-    alice = {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['token']}"}
-    bob = {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['token']}"}
+    alice = {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['access_token']}"}
+    bob = {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['access_token']}"}
     q = client.get(f"{API}/cards/{CARD}/points/offload/question?seed=4").json()
     variant = app.state.catalog.variant(
         QuestionId(q["card_id"], q["point"], q["template_id"], q["template_version"], q["seed"])
@@ -206,7 +206,7 @@ def test_every_me_route_shows_only_the_callers_data(client, app, clock):
 
 
 def test_attempts_and_mistakes_paginate_with_client_answer_ids(client, app):
-    headers = {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['token']}"}
+    headers = {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['access_token']}"}
     sent = []
     for seed in range(7):
         q = client.get(f"{API}/cards/{CARD}/points/optimizer-memory/question?seed={seed}").json()

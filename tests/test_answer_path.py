@@ -27,7 +27,7 @@ AGAIN = 1
 
 
 def api_learner(client) -> dict[str, str]:
-    return {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['token']}"}
+    return {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['access_token']}"}
 
 
 def api_token(client, auth) -> str:

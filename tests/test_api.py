@@ -24,7 +24,7 @@ PROBLEM_FIELDS = {"type", "title", "status", "code", "detail"}
 def new_learner(client) -> dict[str, str]:
     response = client.post(f"{API}/learners")
     assert response.status_code == 201, response.text
-    return {"Authorization": f"Bearer {response.json()['token']}"}
+    return {"Authorization": f"Bearer {response.json()['access_token']}"}
 
 
 @pytest.fixture
@@ -396,11 +396,15 @@ def test_a_batch_of_500_with_duplicates_and_bad_items_stores_each_valid_answer_o
     assert response.status_code == 200, response.text[:500]
     results = response.json()["results"]
     assert len(results) == 500
-    for want, got in zip(expected, results, strict=True):
+    for item, want, got in zip(items, expected, results, strict=True):
+        # Every result carries its item's client_answer_id (null where the item had none).
+        sent_id = item.get("client_answer_id") if isinstance(item, dict) else None
+        assert got["client_answer_id"] == sent_id, got
         if want.startswith("ok:"):
-            assert got.get("client_answer_id") == want[3:], got
+            assert got["outcome"] == "stored" and got["client_answer_id"] == want[3:], got
             assert got["correct"] is True
         else:
+            assert got["outcome"] == "problem", got
             assert got["code"] == want and got["status"] in (400, 422), got
     stored_ids = db.scalars(select(Attempt.client_answer_id)).all()
     valid = {w[3:] for w in expected if w.startswith("ok:")}

@@ -149,7 +149,7 @@ def matches(exact, choice):
 
 @pytest.mark.parametrize("point", [1, 2, 3, 4, 5])
 def test_every_point_over_a_thousand_seeds(client, card, point):
-    auth = {"Authorization": f"Bearer {client.post('/api/v1/learners').json()['token']}"}
+    auth = {"Authorization": f"Bearer {client.post('/api/v1/learners').json()['access_token']}"}
     slug = card.point(point).slug
     templates = {t.id: t for t in card.point(point).templates}
     seen_templates = set()

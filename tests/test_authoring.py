@@ -36,7 +36,7 @@ def instructor_headers(client, app, email="prof@example.com"):
 
 
 def learner_headers(client):
-    return {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['token']}"}
+    return {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['access_token']}"}
 
 
 @pytest.fixture

@@ -316,7 +316,7 @@ def instructor_auth(app, client) -> dict[str, str]:
 def test_export_route_is_for_instructors_only(app, client, card, tmp_path):
     url = f"{API}/instructor/cards/{card.id}/export"
     assert client.get(url, params={"format": "apkg"}).status_code == 401
-    learner = {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['token']}"}
+    learner = {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['access_token']}"}
     refused = client.get(url, params={"format": "apkg"}, headers=learner)
     assert refused.status_code == 403 and refused.json()["code"] == "instructor_only"
     assert refused.headers["content-type"].startswith("application/problem+json")

@@ -242,7 +242,7 @@ def test_a_question_shown_before_the_upgrade_is_graded_as_it_was_shown(tmp_path,
     seed = _seed_picking_one_template(path, CARDS_DIR / f"{CARD_ID}.yaml", 2)
 
     with TestClient(create_app(make_settings(tmp_path, db_url, cards_dir=before))) as client:
-        learner = client.post("/api/v1/learners").json()["token"]
+        learner = client.post("/api/v1/learners").json()["access_token"]
         auth = {"Authorization": f"Bearer {learner}"}
         shown = client.get(f"/api/v1/cards/{CARD_ID}/points/2/question?seed={seed}", headers=auth)
         assert shown.status_code == 200

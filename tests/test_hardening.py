@@ -35,7 +35,7 @@ def metered(tmp_path, db_url, cards):
 def learner(client) -> dict[str, str]:
     response = client.post(f"{API}/learners")
     assert response.status_code == 201, response.text
-    return {"Authorization": f"Bearer {response.json()['token']}"}
+    return {"Authorization": f"Bearer {response.json()['access_token']}"}
 
 
 def a_question(client, seed=1) -> dict:

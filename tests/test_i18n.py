@@ -468,7 +468,7 @@ def test_the_apis_refusals_of_a_token_and_a_cursor_speak_the_readers_language(cl
         assert (body["code"], body["detail"]) == (code, detail)
     english = client.get(me, params={"lang": "en"}).json()
     assert english["detail"] == "this needs 'Authorization: Bearer <token>'"
-    token = client.post("/api/v1/learners").json()["token"]
+    token = client.post("/api/v1/learners").json()["access_token"]
     learner = {"Authorization": f"Bearer {token}"}
     body = client.get(me, params={"cursor": "x"}, headers={**zh, **learner}).json()
     assert (body["code"], body["detail"]) == ("invalid_cursor", "无效的游标")

@@ -126,7 +126,7 @@ def test_practise_again_on_numbers_asks_about_another_model_each_time(client, ap
 def new_learner(client):
     response = client.post(f"{API}/learners")
     assert response.status_code == 201, response.text
-    return {"Authorization": f"Bearer {response.json()['token']}"}
+    return {"Authorization": f"Bearer {response.json()['access_token']}"}
 
 
 def answer_api(client, headers, question, choice="a"):

@@ -300,7 +300,7 @@ def test_postgres_that_stops_answering_in_the_middle_of_an_answer_batch(
         url = real.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
         with TestClient(create_app(make_settings(tmp_path, url, **FAST), cards=cards)) as client:
             learner = client.post(f"{API}/learners").json()
-            auth = {"Authorization": f"Bearer {learner['token']}"}
+            auth = {"Authorization": f"Bearer {learner['access_token']}"}
             question = client.get(
                 f"{API}/cards/{CARD_ID}/points/1/question", params={"seed": 7}, headers=auth
             ).json()
@@ -640,7 +640,7 @@ def send_at_once(app, requests):
 
 def answer_bodies(client, count: int) -> tuple[dict, list[dict]]:
     learner = client.post(f"{API}/learners").json()
-    auth = {"Authorization": f"Bearer {learner['token']}"}
+    auth = {"Authorization": f"Bearer {learner['access_token']}"}
     bodies = []
     for seed in range(count):
         question = client.get(

@@ -80,7 +80,7 @@ def test_an_exam_date_pulls_a_late_review_before_the_exam():
 
 @pytest.fixture
 def auth(client):
-    token = client.post(f"{API}/learners").json()["token"]
+    token = client.post(f"{API}/learners").json()["access_token"]
     return {"Authorization": f"Bearer {token}"}
 
 

@@ -161,7 +161,7 @@ def test_the_question_routes_answer_exactly_as_their_documented_path_operations(
 
     served, documented = _two_apps(tmp_path, db_url, cards)
     with TestClient(served) as ours, TestClient(documented) as theirs:
-        token = ours.post(f"{API_PREFIX}/learners").json()["token"]
+        token = ours.post(f"{API_PREFIX}/learners").json()["access_token"]
         header_sets = [{}, {"Authorization": f"Bearer {token}"}, {"Authorization": "Bearer no"}]
         header_sets.append({"Authorization": "Basic x"})
         for headers in header_sets:
@@ -233,7 +233,9 @@ def test_the_answer_post_answers_exactly_as_its_documented_path_operation(tmp_pa
     cases = len(_answer_cases({"token": "", "choices": [{"id": "a"}, {"id": "b"}]}, ""))
     compared = 0
     with TestClient(served) as ours, TestClient(documented) as theirs:
-        learners = {id(c): c.post(f"{API_PREFIX}/learners").json()["token"] for c in (ours, theirs)}
+        learners = {
+            id(c): c.post(f"{API_PREFIX}/learners").json()["access_token"] for c in (ours, theirs)
+        }
         for bearer_kind in ("own", "none", "unknown"):
             for case in range(cases):
                 seed = next(seeds)

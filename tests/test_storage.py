@@ -227,7 +227,7 @@ def test_the_api_flow_runs_on_postgres(pg_url, tmp_path, cards, card):
     migrate(pg_url)
     app = create_app(make_settings(tmp_path, pg_url), cards=cards)
     with TestClient(app) as client:
-        auth = {"Authorization": f"Bearer {client.post('/api/v1/learners').json()['token']}"}
+        auth = {"Authorization": f"Bearer {client.post('/api/v1/learners').json()['access_token']}"}
         body = client.get(f"/api/v1/cards/{CARD_ID}/points/1/question", params={"seed": 11}).json()
         wrong = next(
             c for c in generate_for_point(card, POINT, 11).choices if c.pitfall is not None

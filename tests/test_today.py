@@ -29,7 +29,7 @@ MORNING_DEC_3_SHANGHAI = datetime(2026, 12, 2, 23, 0, tzinfo=UTC)
 
 @pytest.fixture
 def auth(client):
-    token = client.post(f"{API}/learners").json()["token"]
+    token = client.post(f"{API}/learners").json()["access_token"]
     return {"Authorization": f"Bearer {token}"}
 
 

@@ -23,7 +23,7 @@ POINT = "optimizer-memory"
 def new_learner(client) -> dict[str, str]:
     response = client.post(f"{API}/learners")
     assert response.status_code == 201, response.text
-    return {"Authorization": f"Bearer {response.json()['token']}"}
+    return {"Authorization": f"Bearer {response.json()['access_token']}"}
 
 
 def learner_id(db, headers) -> str:

@@ -137,7 +137,7 @@ def test_two_processes_share_sessions_tokens_limits_publications_and_answers(
 
         # --- bearer tokens: made on one, used on the other; a revocation reaches the other ---
         learner = on_a.post(f"{API}/learners").json()
-        me = on_b.get(f"{API}/me", headers=bearer(learner["token"]))
+        me = on_b.get(f"{API}/me", headers=bearer(learner["access_token"]))
         assert me.status_code == 200 and me.json()["learner_id"] == learner["learner_id"]
         device = token_for(on_b, email)
         assert device.status_code == 200, device.text
@@ -177,7 +177,7 @@ def test_two_processes_share_sessions_tokens_limits_publications_and_answers(
             assert time.monotonic() - published_at < REFRESH_EVERY_S + 5, "B never served it"
             time.sleep(0.1)
         seen_after = time.monotonic() - published_at
-        learner_headers = bearer(learner["token"])
+        learner_headers = bearer(learner["access_token"])
         question = on_b.get(f"{API}/cards/kv-cache/question", headers=learner_headers)
         assert question.status_code == 200, question.text
         q = question.json()

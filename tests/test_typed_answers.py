@@ -39,7 +39,7 @@ TEMPLATE = "p2-zero2-per-rank"
 def new_learner(client) -> dict[str, str]:
     response = client.post(f"{API}/learners")
     assert response.status_code == 201, response.text
-    return {"Authorization": f"Bearer {response.json()['token']}"}
+    return {"Authorization": f"Bearer {response.json()['access_token']}"}
 
 
 @pytest.fixture

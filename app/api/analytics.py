@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypeAliasType
 
 from app.analytics.service import card_analytics
 from app.deps import ApiInstructor, CatalogDep, ContextDep, DbDep
@@ -19,6 +20,8 @@ from app.practice.questions import get_card
 from app.schemas import ProblemPublic
 
 router = APIRouter(tags=["instructor"])
+# One named enum in the OpenAPI document, for the query and the answer alike.
+AnalyticsScope = TypeAliasType("AnalyticsScope", Scope)
 
 RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ProblemPublic, "description": "No valid bearer token."},
@@ -45,7 +48,7 @@ class StatsPublic(_Out):
     timed: int = Field(description="Attempts with a duration.")
 
 
-class PitfallPublic(_Out):
+class PitfallStatsPublic(_Out):
     pitfall_id: str
     shown: int = Field(description="Attempts whose choices included this pitfall.")
     picked: int
@@ -57,20 +60,20 @@ class ParamValuePublic(_Out):
     name: str
     value: str
     stats: StatsPublic
-    pitfalls: list[PitfallPublic]
+    pitfalls: list[PitfallStatsPublic]
 
 
 class TemplatePublic(_Out):
     template_id: str
     point: str
     stats: StatsPublic
-    pitfalls: list[PitfallPublic]
+    pitfalls: list[PitfallStatsPublic]
     params: list[ParamValuePublic]
     versions: list[int]
     flags: list[str]
 
 
-class PointPublic(_Out):
+class PointStatsPublic(_Out):
     point: str
     stats: StatsPublic
     template_ids: list[str]
@@ -100,9 +103,9 @@ class ThresholdsPublic(_Out):
 
 class AnalyticsPublic(_Out):
     card_id: str
-    scope: Scope
+    scope: AnalyticsScope
     stats: StatsPublic
-    points: list[PointPublic]
+    points: list[PointStatsPublic]
     templates: list[TemplatePublic]
     misconceptions: list[MisconceptionPublic]
     flags: list[FlagPublic]
@@ -122,7 +125,7 @@ def get_card_analytics(
     catalog: CatalogDep,
     context: ContextDep,
     scope: Annotated[
-        Scope,
+        AnalyticsScope,
         Query(
             description="first_answers: every first answer to a question; earliest: each "
             "learner's earliest answer to each template."

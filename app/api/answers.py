@@ -8,6 +8,12 @@ from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
 from app.api import present
+from app.api.batch_schemas import (
+    AnswerBatchCreate,
+    AnswerBatchProblemPublic,
+    AnswerBatchPublic,
+    AnswerBatchResult,
+)
 from app.api.responses import JSONBytesResponse
 from app.deps import (
     BEARER_SECURITY,
@@ -27,16 +33,13 @@ from app.practice.answers import (
     answer_writer,
 )
 from app.practice.storing import AnswerOutcome
-from app.problems import Problem
+from app.problems import InvalidAnswer, Problem
 from app.routing import HotRoute, query_values, read_body, read_model, refuse
 from app.schemas import (
-    AnswerBatchCreate,
-    AnswerBatchPublic,
     AnswerConflictPublic,
     AnswerCreate,
     AnswerPublic,
     AnswerStoredPublic,
-    BatchItemProblem,
     ProblemPublic,
 )
 
@@ -107,7 +110,16 @@ HOT_ROUTES = (
 )
 
 
-@router.post("/answers/batch", response_model=AnswerBatchPublic, responses=ANSWER_ERRORS)
+BATCH_ERRORS: dict[int | str, dict[str, Any]] = {
+    422: {
+        "model": ProblemPublic,
+        "description": "A body that is not a list of 1 to 500 items (a bad item is that item's "
+        "result, not the batch's 422).",
+    },
+}
+
+
+@router.post("/answers/batch", response_model=AnswerBatchPublic, responses=BATCH_ERRORS)
 def create_answers(
     request: Request,
     body: AnswerBatchCreate,
@@ -116,9 +128,11 @@ def create_answers(
     learner: ApiLearner,
     lang: ApiLang,
 ) -> AnswerBatchPublic:
-    """Up to 500 answers made offline: one result per item, in order; a bad item never loses the
-    others, and each item is idempotent by its client_answer_id."""
-    results: list[AnswerPublic | AnswerStoredPublic | BatchItemProblem | None] = []
+    """Up to 500 answers made offline: one result per item, in order, each carrying the item's
+    client_answer_id and its ``outcome`` (stored; withheld: in a running exam, its result told
+    when the exam ends; or problem: what ``POST /answers`` would have refused it with). A bad item never loses the others, and each item is idempotent by its
+    client_answer_id: sending a batch again replays its stored results."""
+    results: list[AnswerBatchResult | None] = []
     submissions = []
     for raw in body.answers:
         try:
@@ -127,22 +141,31 @@ def create_answers(
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ())) or "item"
+            sent_id = raw.get("client_answer_id") if isinstance(raw, dict) else None
             results.append(
-                BatchItemProblem(
-                    status=422, code="invalid_request", detail=f"{where}: {first.get('msg')}"
+                AnswerBatchProblemPublic(
+                    outcome="problem",
+                    client_answer_id=sent_id if isinstance(sent_id, str) else None,
+                    status=422,
+                    code="invalid_request",
+                    detail=f"{where}: {first.get('msg')}",
                 )
             )
     answered = iter(
-        answer_questions(
-            db=db,
-            writer=answer_writer(request.app.state),
-            ctx=ctx,
-            learner=learner,
-            submissions=submissions,
+        zip(
+            submissions,
+            answer_questions(
+                db=db,
+                writer=answer_writer(request.app.state),
+                ctx=ctx,
+                learner=learner,
+                submissions=submissions,
+            ),
+            strict=True,
         )
     )
     return AnswerBatchPublic(
-        results=[result or _item_result(next(answered), lang) for result in results]
+        results=[result or _item_result(*next(answered), lang) for result in results]
     )
 
 
@@ -159,13 +182,16 @@ def _submission(body: AnswerCreate) -> Submission:
 
 
 def _item_result(
-    result: AnswerOutcome | Problem, lang: str
-) -> AnswerPublic | AnswerStoredPublic | BatchItemProblem:
+    submission: Submission, result: AnswerOutcome | Problem, lang: str
+) -> AnswerBatchResult:
     if isinstance(result, Problem):
-        return BatchItemProblem(
+        return AnswerBatchProblemPublic(
+            outcome="problem",
+            client_answer_id=submission.client_answer_id,
             status=result.status_code,
             code=result.code,
             detail=result.text.get(lang),
+            field=result.field if isinstance(result, InvalidAnswer) else None,
             summary_url=result.members.get("summary_url"),
         )
-    return present.answer(result, lang)
+    return present.batch_result(result, lang)

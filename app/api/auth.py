@@ -30,9 +30,17 @@ from app.schemas import (
 router = APIRouter(tags=["accounts"])
 PROBLEMS: dict[int | str, dict[str, object]] = {
     400: {"model": ProblemPublic, "description": "An invalid email or a weak password."},
-    401: {"model": ProblemPublic},
-    404: {"model": ProblemPublic, "description": "No such device token."},
-    429: {"model": ProblemPublic},
+}
+LOGIN_PROBLEMS: dict[int | str, dict[str, object]] = {
+    401: {"model": ProblemPublic, "description": "wrong_credentials: no such email and password."},
+    429: {
+        "model": ProblemPublic,
+        "description": "Too many failed logins for this account or address: wait Retry-After "
+        "seconds.",
+    },
+}
+NO_SUCH_TOKEN: dict[int | str, dict[str, object]] = {
+    404: {"model": ProblemPublic, "description": "No such device token of the learner."},
 }
 
 
@@ -72,7 +80,7 @@ def register_account(
     return RegistrationPublic(email=email)
 
 
-@router.post("/auth/token", response_model=TokenPublic, responses=PROBLEMS)
+@router.post("/auth/token", response_model=TokenPublic, responses=LOGIN_PROBLEMS)
 def create_token(
     body: TokenCreate, request: Request, db: DbDep, limiter: LimiterDep
 ) -> TokenPublic:
@@ -94,10 +102,10 @@ def create_learner(db: DbDep, request: Request, limiter: LimiterDep) -> LearnerC
     New learners are limited per client address and in all (429 with Retry-After)."""
     admit_new_learner(limiter, request.client.host if request.client else "unknown")
     learner, token = create_app_learner(db=db)
-    return LearnerCreatedPublic(learner_id=learner.id, token=token)
+    return LearnerCreatedPublic(learner_id=learner.id, access_token=token)
 
 
-@router.get("/me", response_model=LearnerPublic, responses=PROBLEMS)
+@router.get("/me", response_model=LearnerPublic)
 def read_me(learner: ApiLearner) -> LearnerPublic:
     """Who the token belongs to."""
     return LearnerPublic(
@@ -109,7 +117,7 @@ def read_me(learner: ApiLearner) -> LearnerPublic:
     )
 
 
-@router.get("/me/tokens", response_model=list[DeviceTokenPublic], responses=PROBLEMS)
+@router.get("/me/tokens", response_model=list[DeviceTokenPublic])
 def read_my_tokens(db: DbDep, learner: ApiLearner) -> list[DeviceTokenPublic]:
     """The learner's devices (tokens not revoked)."""
     return [
@@ -124,7 +132,9 @@ def read_my_tokens(db: DbDep, learner: ApiLearner) -> list[DeviceTokenPublic]:
     ]
 
 
-@router.delete("/me/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=PROBLEMS)
+@router.delete(
+    "/me/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, responses=NO_SUCH_TOKEN
+)
 def revoke_my_token(
     token_id: Annotated[int, Path(ge=1, le=2**62)], db: DbDep, learner: ApiLearner
 ) -> Response:
@@ -133,7 +143,7 @@ def revoke_my_token(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.delete("/me/token", status_code=status.HTTP_204_NO_CONTENT, responses=PROBLEMS)
+@router.delete("/me/token", status_code=status.HTTP_204_NO_CONTENT, responses=NO_SUCH_TOKEN)
 def revoke_this_token(db: DbDep, learner: ApiLearner) -> Response:
     """Sign out the device of this request."""
     assert learner.token_id is not None

@@ -12,7 +12,7 @@ database is only asked in the threadpool when the cache misses).
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
@@ -20,8 +20,8 @@ from app.api import present
 from app.api.responses import JSONBytesResponse
 from app.catalog.demo import load_demo_results
 from app.deps import (
-    BEARER_SECURITY,
     LANG_VALUES,
+    OPTIONAL_BEARER,
     ApiCall,
     ApiCallDep,
     ApiLang,
@@ -43,6 +43,7 @@ from app.schemas import (
     CardSummaryPublic,
     ProblemPublic,
     QuestionBatchPublic,
+    QuestionMode,
     QuestionPublic,
 )
 
@@ -66,7 +67,7 @@ Seed = Annotated[
     Query(ge=0, le=MAX_SEED, description="Variant seed; the same seed gives the same question."),
 ]
 Mode = Annotated[
-    Literal["choices", "typed"] | None,
+    QuestionMode | None,
     Query(
         description="typed: the same question (same token, parameters and key) without its "
         "choices, to answer with a value and a unit; a statement keeps its choices. Default: "
@@ -82,7 +83,26 @@ def list_cards(catalog: CatalogDep, lang: ApiLang) -> list[CardSummaryPublic]:
     return [present.card_summary(card, lang) for card in catalog.cards()]
 
 
-@router.get("/cards/{card_id}", response_model=CardPublic, responses=NOT_FOUND)
+CARD_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "headers": {
+            "ETag": {
+                "description": "The card's version as shown (its language included).",
+                "required": True,
+                "schema": {"type": "string"},
+            },
+            "Cache-Control": {"description": "no-cache", "schema": {"type": "string"}},
+        }
+    },
+    304: {
+        "description": "Not modified: If-None-Match named the current ETag (no body).",
+        "headers": {"ETag": {"required": True, "schema": {"type": "string"}}},
+    },
+    **NOT_FOUND,
+}
+
+
+@router.get("/cards/{card_id}", response_model=CardPublic, responses=CARD_RESPONSES)
 def read_card(
     card_id: CardId,
     request: Request,
@@ -110,7 +130,7 @@ def read_card(
     "/cards/{card_id}/points/{point}/question",
     response_model=QuestionPublic,
     responses=NOT_FOUND,
-    openapi_extra=BEARER_SECURITY,
+    openapi_extra=OPTIONAL_BEARER,
 )
 async def read_point_question(
     card_id: CardId, point: PointRef, call: ApiCallDep, seed: Seed = None, mode: Mode = None
@@ -125,7 +145,7 @@ async def read_point_question(
     "/cards/{card_id}/question",
     response_model=QuestionPublic,
     responses=NOT_FOUND,
-    openapi_extra=BEARER_SECURITY,
+    openapi_extra=OPTIONAL_BEARER,
 )
 async def read_card_question(
     card_id: CardId, call: ApiCallDep, seed: Seed = None, mode: Mode = None
@@ -200,7 +220,12 @@ HOT_ROUTES = (
 )
 
 
-@router.get("/cards/{card_id}/questions", response_model=QuestionBatchPublic, responses=NOT_FOUND)
+@router.get(
+    "/cards/{card_id}/questions",
+    response_model=QuestionBatchPublic,
+    responses=NOT_FOUND,
+    openapi_extra=OPTIONAL_BEARER,
+)
 def read_card_questions(
     card_id: CardId,
     catalog: CatalogDep,

@@ -23,6 +23,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
             "application/xml": {"schema": {"type": "string"}},
         },
     },
+    400: {"model": ProblemPublic, "description": "invalid_export: the card cannot be exported."},
     403: {"model": ProblemPublic, "description": "The token is not an instructor's."},
     404: {"model": ProblemPublic, "description": "Unknown card."},
 }

@@ -141,7 +141,10 @@ def list_cards(
 @router.post(
     "/cards/validate",
     response_model=ProblemsPublic,
-    responses={422: {"model": ProblemPublic, "description": "draft_too_large: over a limit."}},
+    responses={
+        422: {"model": ProblemPublic, "description": "draft_too_large: over a limit."},
+        429: {"model": ProblemPublic, "description": "Too many validations at once."},
+    },
 )
 def validate_card(document: Document, instructor: ApiInstructor) -> ProblemsPublic:
     """Every problem of a card document (errors block publishing, warnings do not), answered
@@ -175,7 +178,19 @@ def _validation(job: Any, lang: str) -> ValidationPublic:
     "/cards/validations",
     response_model=ValidationPublic,
     status_code=status.HTTP_202_ACCEPTED,
-    responses={422: {"model": ProblemPublic, "description": "draft_too_large: over a limit."}},
+    responses={
+        202: {
+            "headers": {
+                "Location": {
+                    "description": "The job's URL, to poll.",
+                    "required": True,
+                    "schema": {"type": "string"},
+                }
+            }
+        },
+        422: {"model": ProblemPublic, "description": "draft_too_large: over a limit."},
+        429: {"model": ProblemPublic, "description": "Too many validations at once."},
+    },
 )
 def start_validation(
     document: Document, response: Response, instructor: ApiInstructor, lang: ApiLang

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
@@ -29,13 +29,10 @@ from app.schemas import (
     QuestionPublic,
 )
 
-router = APIRouter(
-    tags=["me"],
-    responses={
-        400: {"model": ProblemPublic, "description": "An invalid cursor."},
-        401: {"model": ProblemPublic},
-    },
-)
+router = APIRouter(tags=["me"], responses={401: {"model": ProblemPublic}})
+BAD_CURSOR: dict[int | str, dict[str, Any]] = {
+    400: {"model": ProblemPublic, "description": "invalid_cursor: not a next_cursor."}
+}
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
 Cursor = Annotated[str | None, Query(max_length=20, description="next_cursor of the last page")]
 
@@ -72,7 +69,7 @@ def _page(
     )
 
 
-@router.get("/me/attempts", response_model=AttemptPagePublic)
+@router.get("/me/attempts", response_model=AttemptPagePublic, responses=BAD_CURSOR)
 def read_my_attempts(
     db: DbDep,
     ctx: ContextDep,
@@ -85,7 +82,7 @@ def read_my_attempts(
     return _page(db, ctx, learner, lang, limit, cursor, wrong_only=False)
 
 
-@router.get("/me/mistakes", response_model=AttemptPagePublic)
+@router.get("/me/mistakes", response_model=AttemptPagePublic, responses=BAD_CURSOR)
 def read_my_mistakes(
     db: DbDep,
     ctx: ContextDep,
@@ -120,7 +117,13 @@ def read_my_pitfalls(
 @router.get(
     "/me/attempts/{attempt_id}/again",
     response_model=QuestionPublic,
-    responses={404: {"model": ProblemPublic, "description": "No such answer of the learner."}},
+    responses={
+        404: {"model": ProblemPublic, "description": "No such answer of the learner."},
+        409: {
+            "model": ProblemPublic,
+            "description": "question_retired: the answer's template no longer exists.",
+        },
+    },
 )
 def read_practise_again(
     attempt_id: Annotated[int, Path(ge=1, description="The attempt_id of one of your answers.")],
@@ -184,7 +187,7 @@ def read_my_progress(
     )
 
 
-@router.get("/me/review/due", response_model=DuePagePublic)
+@router.get("/me/review/due", response_model=DuePagePublic, responses=BAD_CURSOR)
 def read_my_due_reviews(
     db: DbDep,
     ctx: ContextDep,

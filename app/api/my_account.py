@@ -22,6 +22,7 @@ router = APIRouter(tags=["accounts"])
 @router.post(
     "/auth/password-reset",
     status_code=status.HTTP_202_ACCEPTED,
+    response_class=Response,  # no body
     responses={
         202: {"description": "Accepted, whether or not the address has an account."},
         400: {"model": ProblemPublic, "description": "Not an email address."},
@@ -75,6 +76,13 @@ def confirm_password_reset(body: PasswordResetConfirm, db: DbDep) -> Response:
         200: {
             "description": "Everything stored about the learner (a download).",
             "content": {"application/json": {"schema": {"type": "object"}}},
+            "headers": {
+                "Content-Disposition": {
+                    "description": "attachment, with the file name to save it under.",
+                    "required": True,
+                    "schema": {"type": "string"},
+                }
+            },
         },
         401: {"model": ProblemPublic},
     },

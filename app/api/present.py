@@ -6,6 +6,7 @@ from typing import Any
 
 import pydantic_core
 
+from app.api.batch_schemas import AnswerBatchStoredPublic, AnswerBatchWithheldPublic
 from app.catalog.demo import DEMO_COMMANDS, DemoResults
 from app.domain.cards import Card, Pitfall
 from app.domain.generation import Variant
@@ -192,6 +193,16 @@ def _answer_fields(outcome: AnswerOutcome, lang: str) -> dict[str, Any]:
 def answer(outcome: AnswerOutcome, lang: str) -> AnswerPublic | AnswerStoredPublic:
     model = AnswerStoredPublic if outcome.withheld else AnswerPublic
     return model.model_validate(_answer_fields(outcome, lang))
+
+
+def batch_result(
+    outcome: AnswerOutcome, lang: str
+) -> AnswerBatchStoredPublic | AnswerBatchWithheldPublic:
+    """:func:`answer` as a batch item's result, tagged with its ``outcome``."""
+    fields = _answer_fields(outcome, lang)
+    if outcome.withheld:
+        return AnswerBatchWithheldPublic.model_validate({"outcome": "withheld", **fields})
+    return AnswerBatchStoredPublic.model_validate({"outcome": "stored", **fields})
 
 
 def answer_json(outcome: AnswerOutcome, lang: str) -> bytes:

@@ -11,7 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 class LearnerUpdate(BaseModel):
     """``PATCH /me``: what the app tells the server about the learner."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"time_zone": "Asia/Shanghai"}]}
+    )
 
     time_zone: str | None = Field(
         max_length=64,
