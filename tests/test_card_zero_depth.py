@@ -371,15 +371,16 @@ def test_card_version_8_rewrote_the_ratio_hubs(card):
             },
         ),
         "p2-zero3-per-rank": (
-            6,
+            7,
             {
                 "stopped-at-zero2",
                 "stopped-at-zero1",
                 "zero3-only-params",
-                "forgot-optimizer-states",
+                "gib-for-gb",
                 "confused-with-offload",
                 "ddp-no-sharding",
-                "optimizer-shard-only",
+                "gradients-not-counted",
+                "fp32-gradient-copy",
             },
         ),
         "p3-zero2-comm-bytes": (

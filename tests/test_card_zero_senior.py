@@ -108,7 +108,7 @@ def test_every_exam_point_gained_its_senior_questions(card):
 def test_megatron_bf16_params_with_fp32_main_grads_is_18_bytes(card):
     # 2 (bf16 param) + 4 (fp32 main_grad) + 4 + 4 + 4 (fp32 master, m, v) = 18 bytes;
     # 70B: 1260 GB on every data-parallel rank, whatever N_d
-    for n_d in (4, 16):
+    for n_d in (24, 64):
         _, choice = correct_choice(card, "p1-megatron-fp32-main-grads", psi=70 * B, n_d=n_d)
         assert choice.text.en == "1260 GB"
 
