@@ -296,6 +296,7 @@ class Flow:
         )
         assert isinstance(token, self.models.TokenPublic) and token.access_token
         self.account = self.authenticated(token.access_token)
+        self.password = password
         me = self.op("accounts", "get_me").sync(client=self.account)
         assert me.kind == "account" and me.email == email
         devices = self.op("accounts", "list_my_tokens").sync(client=self.account)
@@ -377,13 +378,21 @@ class Flow:
         assert refused.status_code == 422 and refused.parsed.code == "invalid_value"
 
     def export_and_delete(self) -> None:
+        delete_me = self.op("accounts", "delete_me")
+        # Without the password an account stays; an anonymous install has none to give.
+        refused = delete_me.sync_detailed(client=self.account, body=self.models.AccountDeletion())
+        assert refused.status_code == 401 and refused.parsed.code == "wrong_credentials"
+        confirmations = {
+            id(self.account): self.models.AccountDeletion(password=self.password),
+            id(self.learner): self.models.AccountDeletion(),
+        }
         for client in (self.account, self.learner):
             exported = self.op("accounts", "export_my_data").sync_detailed(client=client)
             assert exported.status_code == 200
             assert exported.headers["Content-Disposition"].startswith("attachment;")
             document = exported.parsed.to_dict()
             assert document  # what was stored about the learner
-            deleted = self.op("accounts", "delete_me").sync_detailed(client=client)
+            deleted = delete_me.sync_detailed(client=client, body=confirmations[id(client)])
             assert deleted.status_code == 204
             gone = self.op("accounts", "get_me").sync_detailed(client=client)
             assert gone.status_code == 401 and gone.headers["WWW-Authenticate"] == "Bearer"

@@ -39,6 +39,13 @@ LOGIN_PROBLEMS: dict[int | str, dict[str, object]] = {
         "seconds.",
     },
 }
+NEW_LEARNER_LIMITED: dict[int | str, dict[str, object]] = {
+    429: {
+        "model": ProblemPublic,
+        "description": "Too many new learners from this address, or from everyone together: "
+        "wait Retry-After seconds.",
+    },
+}
 NO_SUCH_TOKEN: dict[int | str, dict[str, object]] = {
     404: {"model": ProblemPublic, "description": "No such device token of the learner."},
 }
@@ -51,6 +58,7 @@ NO_SUCH_TOKEN: dict[int | str, dict[str, object]] = {
     responses={
         201: {"description": "The same answer whether or not the address had an account."},
         400: PROBLEMS[400],
+        **NEW_LEARNER_LIMITED,
     },
 )
 def register_account(
@@ -96,7 +104,12 @@ def create_token(
     return TokenPublic(access_token=token)
 
 
-@router.post("/learners", response_model=LearnerCreatedPublic, status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/learners",
+    response_model=LearnerCreatedPublic,
+    status_code=status.HTTP_201_CREATED,
+    responses=NEW_LEARNER_LIMITED,
+)
 def create_learner(db: DbDep, request: Request, limiter: LimiterDep) -> LearnerCreatedPublic:
     """An anonymous app install and its bearer token (shown once; keep it in secure storage).
     New learners are limited per client address and in all (429 with Retry-After)."""
