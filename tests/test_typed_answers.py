@@ -381,7 +381,12 @@ def without_units(page: str) -> str:
 
 def test_a_typed_web_session_takes_a_number_and_a_unit_and_diagnoses_the_pitfall(client, app, db):
     page = client.get(f"/cards/{CARD_ID}?lang=zh")
-    assert "输入答案" in page.text  # "Type the answer" among the modes
+    assert "输入答案" in page.text  # "Type the answer" among the modes, and on each exam point
+    typed_starts = re.findall(
+        r'<input type="hidden" name="point" value="([\w-]+)">\s*<input type="hidden" name="typed"',
+        page.text,
+    )
+    assert POINT in typed_starts and len(typed_starts) == len(set(typed_starts)) == 5
     response = client.post(
         "/sessions",
         data={"csrf_token": hidden_fields(page.text)["csrf_token"], "card_id": CARD_ID,

@@ -274,11 +274,11 @@ def _from_error(exc: CardError, template_id: str | None = None) -> CardProblem:
 
 
 def warnings(card: Card) -> list[CardProblem]:
-    """What does not block publishing: explanations without numbers, templates without
-    parameters."""
+    """What does not block publishing: a numeric template's explanations without numbers (a
+    statement's have none to show), numeric templates without parameters."""
     found = []
     for template in card.templates():
-        for pitfall in template.pitfalls:
+        for pitfall in template.pitfalls if template.kind == "numeric" else ():
             source = pitfall.explanation.en
             if not _PLACEHOLDER.search(source):
                 found.append(

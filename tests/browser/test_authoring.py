@@ -124,10 +124,12 @@ def test_the_card_page_shows_the_validation_progress_then_the_problems(page: Pag
         service.create_draft(db=db, actor=ref, document=document)
     page.goto(f"{live_server.url}/instructor/cards/{card_id}")
     progress = page.locator("[data-validation]")
-    expect(progress).to_be_visible()
-    expect(page.get_by_role("button", name="Publish")).to_be_disabled()
-    expect(progress).to_contain_text(f"of {templates} templates checked", timeout=60_000)
-    shot(page, "authoring-validation-progress")
+    finished = page.locator(".problems", has_text=f"{templates} templates validated in")
+    expect(progress.or_(finished)).to_be_visible()
+    if progress.count():  # a quick machine may have validated it before the page was read
+        expect(page.get_by_role("button", name="Publish")).to_be_disabled()
+        expect(progress).to_contain_text(f"of {templates} templates checked", timeout=60_000)
+        shot(page, "authoring-validation-progress")
     # The script reloads the page when the job is done: the problems, and publishing allowed.
     expect(page.locator(".problems")).to_contain_text(
         f"{templates} templates validated in", timeout=300_000
