@@ -190,11 +190,29 @@ def test_the_api_refuses_a_late_answer_with_the_summary_url(client, app, clock):
     assert client.get(problem["summary_url"]).context["finished"]
 
 
+def review_logs(app) -> int:
+    from sqlalchemy import func, select
+
+    from app.models import ReviewLog
+
+    with app.state.sessionmaker() as db:
+        return int(db.scalar(select(func.count()).select_from(ReviewLog)) or 0)
+
+
 def test_no_route_tells_an_exam_answers_result_before_the_exam_ends(client, app, clock):
     """The exam page's question token posted to the API by the same account (single, batch,
     typed) is stored and acknowledged without its result; the learner's attempts, mistakes and
     pitfalls and the web feedback page tell nothing either, until the exam ends."""
     headers = signed_in_on_the_web_and_the_app(client)
+
+    def answered_so_far():
+        cards = client.get(f"{API}/me/progress", headers=headers).json()["cards"]
+        attempts = sum(point["attempts"] for card in cards for point in card["points"])
+        due = client.get(f"{API}/me/review/due", headers=headers).json()["items"]
+        pitfalls = [p["pitfall_id"] for card in cards for p in card["pitfalls"]]
+        return attempts, sorted(d["template_id"] for d in due), pitfalls, review_logs(app)
+
+    before = answered_so_far()
     page = start(client, "exam", size=3, typed="1")
     row = session_row(app, page)
     summary_url = f"/sessions/{row.id}/summary"
@@ -235,6 +253,10 @@ def test_no_route_tells_an_exam_answers_result_before_the_exam_ends(client, app,
     running = client.get(summary_url)
     assert "Score" not in running.text and "This exam is still running" in running.text
     assert 'class="mistake"' not in client.get("/mistakes").text
+    # Nor progress, pitfall mastery or the review schedule: the answers are rated when it ends.
+    assert answered_so_far() == before
+    clock.advance(minutes=2)  # past a wrong answer's first learning step, still inside the exam
+    assert answered_so_far()[1:] == before[1:]
 
     # The last question, typed: its answer ends the exam, and everything shows.
     page = client.get(f"/sessions/{row.id}")
@@ -253,6 +275,11 @@ def test_no_route_tells_an_exam_answers_result_before_the_exam_ends(client, app,
     assert [a["correct"] for a in listed][1:] == [False, False]
     assert len(client.get(f"{API}/me/mistakes", headers=headers).json()["items"]) >= 2
     assert client.get(f"/answers/{first}").template.name == "feedback.html"
+    # Ended: its answers are rated, in order, once (the next read of progress settles it).
+    attempts, _due, _pitfalls, logs = answered_so_far()
+    assert (attempts, logs) == (before[0] + 3, before[3] + 3)
+    client.get(summary_url)
+    assert review_logs(app) == before[3] + 3
     replayed = client.post(f"{API}/answers", json={**wrong, "client_answer_id": "exam-1"},
                            headers=headers).json()  # fmt: skip
     assert replayed["correct"] is False and replayed["replayed"] is True

@@ -11,7 +11,7 @@ from app.auth.service import LearnerRef
 from app.deps import ApiLang, ApiLearner, ContextDep, DbDep
 from app.domain.messages import Message
 from app.practice.choosing import practise_again, review_question
-from app.practice.mistakes import MAX_PAGE, list_attempts, mistake_book
+from app.practice.mistakes import MAX_PAGE, list_attempts, mistake_book, results_told
 from app.practice.recent import recent_answers
 from app.problems import InvalidInput
 from app.review.habits import pitfall_mastery
@@ -154,8 +154,10 @@ def read_my_progress(
 ) -> ProgressPublic:
     """Per card, in the card's exam-point order: first answers, share right, reviews due, FSRS
     retention of the questions answered right (none yet: null); and mastery per pitfall."""
+    now = ctx.clock()
+    told = results_told(db=db, catalog=ctx.catalog, learner_id=learner.id, now=now)
     cards: dict[str, list[PointProgressPublic]] = {}
-    for item in progress(db=db, learner_id=learner.id, now=ctx.clock(), catalog=ctx.catalog):
+    for item in progress(db=db, learner_id=learner.id, now=now, catalog=ctx.catalog, told=told):
         cards.setdefault(item.card_id, []).append(
             PointProgressPublic(
                 point=item.point,
@@ -168,7 +170,7 @@ def read_my_progress(
             )
         )
     pitfalls: dict[str, list[PitfallMasteryPublic]] = {}
-    for row in pitfall_mastery(db=db, catalog=ctx.catalog, learner_id=learner.id):
+    for row in pitfall_mastery(db=db, catalog=ctx.catalog, learner_id=learner.id, told=told):
         pitfalls.setdefault(row.card_id, []).append(
             PitfallMasteryPublic(
                 pitfall_id=row.pitfall_id,
@@ -198,6 +200,7 @@ def read_my_due_reviews(
 ) -> DuePagePublic:
     """Review items due now, most overdue first, each with a fresh variant of its template (new
     numbers, and no key of your last 10 answers, where the template has more than one)."""
+    results_told(db=db, catalog=ctx.catalog, learner_id=learner.id, now=ctx.clock())
     items = due_items(
         db=db,
         learner_id=learner.id,

@@ -22,6 +22,7 @@ from app.auth.service import LearnerRef, set_time_zone
 from app.deps import ApiLearner, ContextDep, DbDep
 from app.domain.calendar import is_time_zone
 from app.domain.messages import Message
+from app.practice.mistakes import results_told
 from app.problems import Problem
 from app.review.habits import answer_activity, review_forecast, today
 from app.schemas import (
@@ -76,6 +77,7 @@ def update_me(
 def read_my_today(db: DbDep, ctx: ContextDep, learner: ApiLearner) -> TodayPublic:
     """What the Today page shows: reviews due now and the minutes they take, the session to
     resume, the streak, the days to the exam, and the one suggested next action."""
+    results_told(db=db, catalog=ctx.catalog, learner_id=learner.id, now=ctx.clock())
     facts = today(
         db=db, catalog=ctx.catalog, learner_id=learner.id, now=ctx.clock(), zone_name=_zone(learner)
     )

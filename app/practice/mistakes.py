@@ -23,7 +23,7 @@ from app.domain.texts import Text
 from app.domain.typed import TypedAnswer
 from app.models import Attempt
 from app.practice.questions import find_variant
-from app.practice.sessions import running_exams
+from app.practice.sessions import running_exams, settle_ended_exams
 from app.practice.storing import regrade, stored_question
 
 MAX_PAGE = 500
@@ -82,6 +82,16 @@ def _stored_text(attempt: Attempt, choice_id: str) -> Text:
             en = str(text.get("en") or choice_id)
             return Text(en, str(text.get("zh") or en))
     return Text.verbatim(choice_id)
+
+
+def results_told(
+    *, db: Session, catalog: Catalog, learner_id: str, now: datetime
+) -> ColumnElement[bool]:
+    """Before showing what the learner's answers made of their progress, reviews or pitfalls:
+    exams that ran out of time unseen are ended (their answers rated), and the attempts whose
+    result may be told are these (:func:`told`)."""
+    settle_ended_exams(db=db, catalog=catalog, learner_id=learner_id, now=now)
+    return told(db, learner_id, now)
 
 
 def told(db: Session, learner_id: str, now: datetime) -> ColumnElement[bool]:

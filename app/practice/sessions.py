@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import exists, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc, new_id, now_utc
@@ -33,7 +33,7 @@ from app.domain.practice import (
     same_points,
     session_end,
 )
-from app.models import Attempt, PracticeSession, ReviewItem
+from app.models import Attempt, PracticeSession, ReviewItem, ReviewLog
 from app.practice.questions import (
     Question,
     QuestionSigner,
@@ -43,6 +43,7 @@ from app.practice.questions import (
     regenerate,
 )
 from app.practice.recent import recent_answers
+from app.practice.storing import rate_stored
 from app.problems import Conflict, InvalidInput, NotFound
 
 EXAM_GRACE = timedelta(seconds=10)  # an answer sent as the clock ran out still counts
@@ -265,6 +266,23 @@ def load_session(*, db: Session, learner_id: str, session_id: str) -> SessionSta
     return SessionState(row=row, answered=answered)
 
 
+def settle_ended_exams(*, db: Session, catalog: Catalog, learner_id: str, now: datetime) -> None:
+    """Store the end of the learner's exams that are over (out of time, or every question
+    answered) but not yet ended, rating their answers: before anything shows what rating made of
+    them (the review queue, Today, progress)."""
+    open_exams = db.scalars(
+        select(PracticeSession.id).where(
+            PracticeSession.learner_id == learner_id,
+            PracticeSession.mode == "exam",
+            PracticeSession.finished_at.is_(None),
+        )
+    ).all()
+    db.commit()
+    for session_id in open_exams:
+        state = load_session(db=db, learner_id=learner_id, session_id=session_id)
+        settle_session(db=db, catalog=catalog, state=state, now=now)
+
+
 def running_exams(*, db: Session, learner_id: str, now: datetime) -> frozenset[str]:
     """The ids of the learner's sessions whose answers get no feedback yet
     (:meth:`SessionState.withholds_feedback`: exams that have not ended)."""
@@ -329,29 +347,47 @@ def check_can_answer(state: SessionState, now: datetime) -> None:
         raise SessionOver(row)
 
 
-def _store_end(db: Session, session_id: str, end: datetime) -> None:
-    """``finished_at`` set once: the first writer's end stays (every reader computes the same)."""
+def _store_end(db: Session, catalog: Catalog, session_id: str, end: datetime) -> None:
+    """``finished_at`` set once: the first writer's end stays (every reader computes the same).
+    The writer that ends an exam rates its answers, in the order given (stored unrated while
+    it ran: app.practice.storing)."""
     with write_transaction(db):
-        db.execute(
+        ended = db.execute(
             update(PracticeSession)
             .where(PracticeSession.id == session_id, PracticeSession.finished_at.is_(None))
             .values(finished_at=end)
-        )
+            .returning(PracticeSession.mode, PracticeSession.typed)
+        ).first()
+        if ended is None or ended.mode != "exam":
+            return
+        unrated = db.scalars(
+            select(Attempt)
+            .where(
+                Attempt.practice_session_id == session_id,
+                ~exists().where(ReviewLog.attempt_id == Attempt.id),
+            )
+            .order_by(Attempt.id)
+        ).all()
+        rate_stored(db.connection(), catalog, unrated, asked_typed=ended.typed)
 
 
-def finish_session(*, db: Session, state: SessionState, now: datetime | None = None) -> None:
+def finish_session(
+    *, db: Session, catalog: Catalog, state: SessionState, now: datetime | None = None
+) -> None:
     """The learner ends the session now (the rest counts as unanswered); a session already over
     keeps the end it had."""
     now = now or now_utc()
-    _store_end(db, state.row.id, state.ended_at(now) or now)
+    _store_end(db, catalog, state.row.id, state.ended_at(now) or now)
 
 
-def settle_session(*, db: Session, state: SessionState, now: datetime) -> SessionState:
+def settle_session(
+    *, db: Session, catalog: Catalog, state: SessionState, now: datetime
+) -> SessionState:
     """The session with its end stored once it is over (the first read after its end)."""
     end = state.ended_at(now)
     if end is None or state.row.finished_at is not None:
         return state
-    _store_end(db, state.row.id, end)
+    _store_end(db, catalog, state.row.id, end)
     db.refresh(state.row)
     db.commit()
     return state

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
 from app.auth.service import LearnerRef
@@ -178,14 +178,17 @@ def store_batch(db: Session, items: Sequence[Graded]) -> None:
     if new:
         firsts = rating.first_answers([_key(item) for item in new], [tuple(r) for r in answered])
         as_first = {id(item): answer for item, answer in zip(items, maybe_first, strict=True)}
+        # A running exam's answers are rated when it ends (app.practice.sessions): until then
+        # not even the review schedule may tell whether they were right.
+        rated = [index for index, item in enumerate(new) if not item.withheld]
         answers = [
-            as_first[id(item)] if first else _rating_answer(item, False)
-            for item, first in zip(new, firsts, strict=True)
+            as_first[id(new[i])] if firsts[i] else _rating_answer(new[i], False) for i in rated
         ]
         rows = [_attempt_row(item, first) for item, first in zip(new, firsts, strict=True)]
         with pipelined(connection):
             attempt_ids = _ATTEMPT_IDS.insert(connection, rows, drawn)
-            store_ratings(connection, rating.rate(answers, known_of(known_rows)), attempt_ids)
+            writes = rating.rate(answers, known_of(known_rows))
+            store_ratings(connection, writes, [attempt_ids[i] for i in rated])
         for item, attempt_id, row in zip(new, attempt_ids, rows, strict=True):
             item.outcome = AnswerOutcome(
                 _stored_of(attempt_id, row),
@@ -240,12 +243,47 @@ def _key(answer: StoredAttempt | Graded) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+def rate_stored(
+    connection: Connection, catalog: Catalog, attempts: Sequence[Attempt], asked_typed: bool
+) -> None:
+    """Rate answers stored without their rating (an exam's, once it ends), in the order given,
+    in the caller's write transaction: as :func:`store_batch` would have rated them then."""
+    answers = [
+        _answer_of(catalog, attempt, asked_typed and attempt.typed_value is not None)
+        for attempt in attempts
+    ]
+    if not answers:
+        return
+    known_rows = read_together(connection, known_reads(connection.dialect, rating.needs(answers)))
+    writes = rating.rate(answers, known_of(known_rows))
+    store_ratings(connection, writes, [attempt.id for attempt in attempts])
+
+
+def _answer_of(catalog: Catalog, attempt: Attempt, typed: bool) -> rating.Answer:
+    carriers = _carriers(catalog, attempt.card_id, attempt.first_answer, attempt.correct,
+                         attempt.pitfall_id)  # fmt: skip
+    return rating.Answer(
+        attempt.learner_id, attempt.card_id, attempt.point, attempt.template_id, attempt.correct,
+        attempt.pitfall_id, attempt.duration_ms, attempt.created_at, attempt.first_answer,
+        carriers, typed=typed,
+    )  # fmt: skip
+
+
+def _carriers(
+    catalog: Catalog, card_id: str, first_answer: bool, correct: bool, pitfall_id: str | None
+) -> dict[str, str]:
+    """The card's templates offering a first wrong answer's pitfall (template id -> point)."""
+    if not first_answer or correct or pitfall_id is None:
+        return {}
+    card = catalog.latest(card_id)
+    return dict(card.templates_offering(pitfall_id)) if card else {}
+
+
 def _rating_answer(item: Graded, first_answer: bool) -> rating.Answer:
     question, result = item.question, item.result
-    carriers: dict[str, str] = {}
-    if first_answer and not result.correct and result.pitfall_id is not None:
-        card = item.catalog.latest(question.card_id)
-        carriers = dict(card.templates_offering(result.pitfall_id)) if card else {}
+    carriers = _carriers(
+        item.catalog, question.card_id, first_answer, result.correct, result.pitfall_id
+    )
     return rating.Answer(
         item.learner.id, question.card_id, question.point, question.template_id,
         result.correct, result.pitfall_id, item.duration_ms, item.now, first_answer, carriers,

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc, exam_date_of
@@ -249,15 +249,20 @@ class PitfallMastery:
 
 
 def pitfall_mastery(
-    *, db: Session, catalog: Catalog, learner_id: str | None
+    *,
+    db: Session,
+    catalog: Catalog,
+    learner_id: str | None,
+    told: ColumnElement[bool] | None = None,
 ) -> list[PitfallMastery]:
     """Every pitfall of the offered cards the learner met, in the card's order (exam point, then
-    template, then the pitfall's place), with its state (app.domain.habits.pitfall_mastery)."""
+    template, then the pitfall's place), with its state (app.domain.habits.pitfall_mastery);
+    ``told``: which of the learner's attempts may be counted (not a running exam's)."""
     if learner_id is None:
         return []
     rows = db.execute(
         select(Attempt.card_id, Attempt.template_id, Attempt.pitfall_id)
-        .where(Attempt.learner_id == learner_id)
+        .where(Attempt.learner_id == learner_id if told is None else told)
         .order_by(Attempt.id)
     ).all()
     db.commit()

@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, case, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    bindparam,
+    case,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
@@ -207,10 +216,17 @@ class PointProgress:
 
 
 def progress(
-    *, db: Session, learner_id: str, now: datetime, catalog: Catalog | None = None
+    *,
+    db: Session,
+    learner_id: str,
+    now: datetime,
+    catalog: Catalog | None = None,
+    told: ColumnElement[bool] | None = None,
 ) -> list[PointProgress]:
     """Per card and exam point: first answers, right, reviews due, FSRS memory; in the card's
-    exam-point order (``catalog``), points no longer on a card last."""
+    exam-point order (``catalog``), points no longer on a card last. ``told``: which of the
+    learner's attempts may be counted (app.practice.mistakes.results_told: not a running
+    exam's)."""
     counts = db.execute(
         select(
             Attempt.card_id,
@@ -218,7 +234,10 @@ def progress(
             func.count(Attempt.id),
             func.sum(case((Attempt.correct.is_(True), 1), else_=0)),
         )
-        .where(Attempt.learner_id == learner_id, Attempt.first_answer.is_(True))
+        .where(
+            Attempt.learner_id == learner_id if told is None else told,
+            Attempt.first_answer.is_(True),
+        )
         .group_by(Attempt.card_id, Attempt.point)
     ).all()
     items = db.scalars(select(ReviewItem).where(ReviewItem.learner_id == learner_id)).all()

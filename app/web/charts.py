@@ -13,6 +13,7 @@ from typing import Any
 
 from babel.dates import format_date, format_skeleton
 from babel.numbers import format_percent
+from sqlalchemy import ColumnElement
 from sqlalchemy.orm import Session
 
 from app.deps import Context, Visitor
@@ -147,7 +148,12 @@ def percent_floor(value: float | None, lang: str) -> str:
 
 
 def progress_charts(
-    *, db: Session, ctx: Context, learner_id: str | None, visitor: Visitor
+    *,
+    db: Session,
+    ctx: Context,
+    learner_id: str | None,
+    visitor: Visitor,
+    told: ColumnElement[bool] | None = None,
 ) -> dict[str, Any]:
     """The review page's charts and mastery per pitfall, in the learner's days and language."""
     now = ctx.clock()
@@ -161,7 +167,7 @@ def progress_charts(
             answer_activity(db=db, learner_id=learner_id, now=now, zone_name=zone_name),
             visitor.lang,
         ),
-        "mastery": pitfall_mastery(db=db, catalog=ctx.catalog, learner_id=learner_id),
+        "mastery": pitfall_mastery(db=db, catalog=ctx.catalog, learner_id=learner_id, told=told),
         "percent": lambda value: percent_floor(value, visitor.lang),
         "fixed_after": FIXED_AFTER,
     }

@@ -188,7 +188,7 @@ def finish(
     """End a session now (the rest counts as unanswered) and show the summary."""
     check_csrf(visitor, csrf_token)
     state = session_state(db, visitor, session_id)
-    finish_session(db=db, state=state, now=ctx.clock())
+    finish_session(db=db, catalog=ctx.catalog, state=state, now=ctx.clock())
     return _see_other(link(summary_path(state.row.id), visitor.lang))
 
 

@@ -17,6 +17,7 @@ from app.practice.mistakes import (
     mistake_book,
     parse_pitfall_filter,
     pitfall_filters,
+    results_told,
 )
 from app.problems import InvalidInput
 from app.review.service import days_until, due_counts, due_items, progress
@@ -117,6 +118,9 @@ def _review_page(
     now = ctx.clock()
     learner_id = visitor.learner.id if visitor.learner else None
     zone_name = visitor.time_zone
+    told = (
+        results_told(db=db, catalog=catalog, learner_id=learner_id, now=now) if learner_id else None
+    )
     due_now, later = (
         due_counts(db=db, learner_id=learner_id, now=now, zone_name=zone_name)
         if learner_id
@@ -136,14 +140,14 @@ def _review_page(
         "catalog": catalog,
         "exam_date": exam,
         "days_left": days_until(exam, local_day(now, zone_name)),
-        "progress": progress(db=db, learner_id=learner_id, now=now, catalog=catalog)
+        "progress": progress(db=db, learner_id=learner_id, now=now, catalog=catalog, told=told)
         if learner_id
         else [],
         "csrf_token": visitor.csrf_token,
         "today": local_day(now, zone_name).isoformat(),
         "exam_day": day_text(exam, visitor.lang),
         "exam_error": exam_error,
-        **progress_charts(db=db, ctx=ctx, learner_id=learner_id, visitor=visitor),
+        **progress_charts(db=db, ctx=ctx, learner_id=learner_id, visitor=visitor, told=told),
     }
     return render_page(request, "review.html", context, lang=visitor.lang, status_code=status_code)
 

@@ -38,7 +38,7 @@ def summary_page(
     its key, practise again; an exam's past results (``late``: an answer came after the end)."""
     state = session_state(db, visitor, session_id)
     now = ctx.clock()
-    state = settle_session(db=db, state=state, now=now)
+    state = settle_session(db=db, catalog=ctx.catalog, state=state, now=now)
     card = get_card(ctx.catalog, state.row.card_id, offered=False)
     exams = []
     if state.is_exam:

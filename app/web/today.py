@@ -19,6 +19,7 @@ from app.domain.calendar import TIME_ZONE_MAX, local_day
 from app.domain.habits import DEFAULT_SECONDS_PER_QUESTION
 from app.domain.practice import DEFAULT_SIZE
 from app.models import Attempt
+from app.practice.mistakes import results_told
 from app.review.habits import next_review, today
 from app.web.forms import check_csrf, web_learner
 from app.web.templating import link, render_page
@@ -35,6 +36,8 @@ def day_text(day: date | None, lang: str) -> str:
 def today_page(request: Request, db: DbDep, ctx: ContextDep, visitor: VisitorDep) -> Response:
     """Today: the reviews due, the session to resume, the streak, the exam, one Start button."""
     learner_id = visitor.learner.id if visitor.learner else None
+    if learner_id is not None:
+        results_told(db=db, catalog=ctx.catalog, learner_id=learner_id, now=ctx.clock())
     facts = today(
         db=db,
         catalog=ctx.catalog,
