@@ -217,7 +217,7 @@ def test_black_holed_start_up_does_not_hang(tmp_path, cards, black_hole):
     with pytest.raises(StartupRefused, match="connection timeout expired|not retried yet"):
         with TestClient(app):
             pass
-    assert time.monotonic() - started < 6
+    assert time.monotonic() - started < 10  # one 2 s connect timeout, with room for a busy CI
 
 
 def test_black_holed_requests_time_out_into_503s(tmp_path, cards, black_hole):
