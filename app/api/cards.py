@@ -11,13 +11,12 @@ database is only asked in the threadpool when the cache misses).
 
 from __future__ import annotations
 
-import hashlib
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.api import present
-from app.api.responses import JSONBytesResponse
+from app.api.responses import JSONBytesResponse, conditional_responses, not_modified
 from app.catalog.demo import load_demo_results
 from app.deps import (
     LANG_VALUES,
@@ -84,20 +83,7 @@ def list_cards(catalog: CatalogDep, lang: ApiLang) -> list[CardSummaryPublic]:
 
 
 CARD_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {
-        "headers": {
-            "ETag": {
-                "description": "The card's version as shown (its language included).",
-                "required": True,
-                "schema": {"type": "string"},
-            },
-            "Cache-Control": {"description": "no-cache", "schema": {"type": "string"}},
-        }
-    },
-    304: {
-        "description": "Not modified: If-None-Match named the current ETag (no body).",
-        "headers": {"ETag": {"required": True, "schema": {"type": "string"}}},
-    },
+    **conditional_responses("The card's version (its language included)"),
     **NOT_FOUND,
 }
 
@@ -118,12 +104,7 @@ def read_card(
     card = get_card(catalog, card_id)
     demo = load_demo_results(cards_dir=settings.cards_dir, card=card)
     body = present.card_detail(card, demo, lang)
-    etag = '"' + hashlib.sha256(body.model_dump_json().encode()).hexdigest()[:32] + '"'
-    headers = {"ETag": etag, "Vary": "Accept-Language", "Cache-Control": "no-cache"}
-    if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
-        return Response(status_code=304, headers=headers)
-    response.headers.update(headers)
-    return body
+    return not_modified(request, response, body, vary="Accept-Language") or body
 
 
 @router.get(

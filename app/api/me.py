@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.api import present
+from app.api.responses import conditional_responses, not_modified
 from app.auth.service import LearnerRef
 from app.deps import ApiLang, ApiLearner, ContextDep, DbDep
 from app.domain.messages import Message
@@ -148,12 +149,22 @@ def read_practise_again(
     return present.question(item, lang, point.number if point else None)
 
 
-@router.get("/me/progress", response_model=ProgressPublic)
+@router.get(
+    "/me/progress",
+    response_model=ProgressPublic,
+    responses=conditional_responses("The learner's progress"),
+)
 def read_my_progress(
-    db: DbDep, ctx: ContextDep, learner: ApiLearner, lang: ApiLang
-) -> ProgressPublic:
+    request: Request,
+    response: Response,
+    db: DbDep,
+    ctx: ContextDep,
+    learner: ApiLearner,
+    lang: ApiLang,
+) -> Any:
     """Per card, in the card's exam-point order: first answers, share right, reviews due, FSRS
-    retention of the questions answered right (none yet: null); and mastery per pitfall."""
+    retention of the questions answered right (none yet: null); and mastery per pitfall. Sends
+    an ``ETag``: an app refreshing with ``If-None-Match`` gets a 304 while nothing changed."""
     now = ctx.clock()
     told = results_told(db=db, catalog=ctx.catalog, learner_id=learner.id, now=now)
     cards: dict[str, list[PointProgressPublic]] = {}
@@ -181,12 +192,14 @@ def read_my_progress(
                 chosen=row.fell,
             )
         )
-    return ProgressPublic(
+    body = ProgressPublic(
         cards=[
             CardProgressPublic(card_id=c, points=points, pitfalls=pitfalls.get(c, []))
             for c, points in cards.items()
         ]
     )
+    vary = "Authorization, Accept-Language"
+    return not_modified(request, response, body, vary=vary, private=True) or body
 
 
 @router.get("/me/review/due", response_model=DuePagePublic, responses=BAD_CURSOR)

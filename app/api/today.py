@@ -3,10 +3,11 @@ the activity calendar, from the same services as the web pages (app.review.habit
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request, Response
 
+from app.api.responses import conditional_responses, not_modified
 from app.api.today_schemas import (
     ActivityDayPublic,
     ActivityPublic,
@@ -73,16 +74,23 @@ def update_me(
     )
 
 
-@router.get("/me/today", response_model=TodayPublic)
-def read_my_today(db: DbDep, ctx: ContextDep, learner: ApiLearner) -> TodayPublic:
+@router.get(
+    "/me/today",
+    response_model=TodayPublic,
+    responses=conditional_responses("Today's summary"),
+)
+def read_my_today(
+    request: Request, response: Response, db: DbDep, ctx: ContextDep, learner: ApiLearner
+) -> Any:
     """What the Today page shows: reviews due now and the minutes they take, the session to
-    resume, the streak, the days to the exam, and the one suggested next action."""
+    resume, the streak, the days to the exam, and the one suggested next action. Sends an
+    ``ETag``: an app refreshing with ``If-None-Match`` gets a 304 while nothing changed."""
     results_told(db=db, catalog=ctx.catalog, learner_id=learner.id, now=ctx.clock())
     facts = today(
         db=db, catalog=ctx.catalog, learner_id=learner.id, now=ctx.clock(), zone_name=_zone(learner)
     )
     resume = facts.resume
-    return TodayPublic(
+    body = TodayPublic(
         date=facts.today,
         time_zone=facts.time_zone,
         due_now=facts.due_now,
@@ -113,6 +121,7 @@ def read_my_today(db: DbDep, ctx: ContextDep, learner: ApiLearner) -> TodayPubli
             session_id=facts.next.session_id,
         ),
     )
+    return not_modified(request, response, body, vary="Authorization", private=True) or body
 
 
 @router.get("/me/forecast", response_model=ForecastPublic)
