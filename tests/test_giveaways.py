@@ -291,54 +291,57 @@ def test_the_numeric_key_is_at_each_sorted_rank_equally_often(reports):
         assert all(abs(share - 1 / again.choices) < 0.02 for share in ranks(again)), again
 
 
-def _statement_card(answer, pitfalls, other_wording=None):
-    def t(text):
-        return {"en": text, "zh": text + "（中文）"}
+def _t(text):
+    return {"en": text, "zh": text + "（中文）"}
 
+
+def _mini_card(template):
+    """A one-point card around ``template`` (validation measures it as it would any card)."""
     return {
         "id": "mini",
         "version": 1,
         "params": ["psi"],
-        "title": t("Mini"),
-        "definition": t("d"),
-        "use_cases": t("u"),
-        "problems_solved": t("p"),
-        "formulas": [{"id": "ddp", "title": t("DDP"), "expr": "16*psi", "latex": "16\\Psi"}],
+        "title": _t("Mini"),
+        "definition": _t("d"),
+        "use_cases": _t("u"),
+        "problems_solved": _t("p"),
+        "formulas": [{"id": "ddp", "title": _t("DDP"), "expr": "16*psi", "latex": "16\\Psi"}],
         "points": [
             {
                 "number": 1,
                 "slug": "the-point",
-                "title": t("Point"),
-                "explanation": t("e"),
-                "templates": [
-                    {
-                        "id": "what-zero1-shards",
-                        "version": 1,
-                        "kind": "statement",
-                        "stem": t("What does ZeRO-1 shard?"),
-                        "answer": {"en": answer, "zh": answer},
-                        # a second wording of the key: a retry must not show it by its text
-                        "answer_phrasings": [
-                            {
-                                "en": other_wording or answer + ".",
-                                "zh": other_wording or answer + "。",
-                            }
-                        ],
-                        "solution": [t("ZeRO-1 partitions the optimizer states.")],
-                        "pitfalls": [
-                            {
-                                "id": f"p{i}",
-                                "title": t(f"p{i}"),
-                                "statement": {"en": text, "zh": text},
-                                "explanation": t("no"),
-                            }
-                            for i, text in enumerate(pitfalls)
-                        ],
-                    }
-                ],
+                "title": _t("Point"),
+                "explanation": _t("e"),
+                "templates": [template],
             }
         ],
     }
+
+
+def _statement_card(answer, pitfalls, other_wording=None):
+    return _mini_card(
+        {
+            "id": "what-zero1-shards",
+            "version": 1,
+            "kind": "statement",
+            "stem": _t("What does ZeRO-1 shard?"),
+            "answer": {"en": answer, "zh": answer},
+            # a second wording of the key: a retry must not show it by its text
+            "answer_phrasings": [
+                {"en": other_wording or answer + ".", "zh": other_wording or answer + "。"}
+            ],
+            "solution": [_t("ZeRO-1 partitions the optimizer states.")],
+            "pitfalls": [
+                {
+                    "id": f"p{i}",
+                    "title": _t(f"p{i}"),
+                    "statement": {"en": text, "zh": text},
+                    "explanation": _t("no"),
+                }
+                for i, text in enumerate(pitfalls)
+            ],
+        }
+    )
 
 
 def test_validation_refuses_a_template_an_enforced_family_sees_through():
@@ -455,49 +458,28 @@ def test_the_card_guesser_limit_is_a_switch(monkeypatch):
 
 
 def _numeric_card(answer, pitfalls):
-    def t(text):
-        return {"en": text, "zh": text + "（中文）"}
-
-    return {
-        "id": "mini",
-        "version": 1,
-        "params": ["psi"],
-        "title": t("Mini"),
-        "definition": t("d"),
-        "use_cases": t("u"),
-        "problems_solved": t("p"),
-        "formulas": [{"id": "ddp", "title": t("DDP"), "expr": "16*psi", "latex": "16\\Psi"}],
-        "points": [
-            {
-                "number": 1,
-                "slug": "the-point",
-                "title": t("Point"),
-                "explanation": t("e"),
-                "templates": [
-                    {
-                        "id": "some-memory",
-                        "version": 1,
-                        "kind": "numeric",
-                        "params": {"psi": {"values": [7e9, 13e9, 70e9], "format": "count"}},
-                        "stem": t("How much memory does a {psi}-parameter model need?"),
-                        "answer": answer,
-                        "unit": "GB",
-                        "precision": 3,
-                        "solution": [t("{answer}.")],
-                        "pitfalls": [
-                            {
-                                "id": f"p{i}",
-                                "title": t(f"p{i}"),
-                                "formula": formula,
-                                "explanation": t("no: {answer}"),
-                            }
-                            for i, formula in enumerate(pitfalls)
-                        ],
-                    }
-                ],
-            }
-        ],
-    }
+    return _mini_card(
+        {
+            "id": "some-memory",
+            "version": 1,
+            "kind": "numeric",
+            "params": {"psi": {"values": [7e9, 13e9, 70e9], "format": "count"}},
+            "stem": _t("How much memory does a {psi}-parameter model need?"),
+            "answer": answer,
+            "unit": "GB",
+            "precision": 3,
+            "solution": [_t("{answer}.")],
+            "pitfalls": [
+                {
+                    "id": f"p{i}",
+                    "title": _t(f"p{i}"),
+                    "formula": formula,
+                    "explanation": _t("no: {answer}"),
+                }
+                for i, formula in enumerate(pitfalls)
+            ],
+        }
+    )
 
 
 def test_validation_refuses_a_key_the_others_are_simple_multiples_of():
