@@ -151,7 +151,7 @@ def test_saving_a_broken_template_shows_each_problem_at_its_field_then_it_publis
         "stem_zh": template["stem"]["zh"],
         "answer": "kv * (",
         "unit": "GB",
-        "precision": "2",
+        "precision": "3",
         "choices": "4",
         "solution_en": template["solution"][0]["en"],
         "solution_zh": template["solution"][0]["zh"],
@@ -182,3 +182,22 @@ def test_saving_a_broken_template_shows_each_problem_at_its_field_then_it_publis
         assert learner.get("/cards/kv-cache").status_code == 200
         question = learner.get("/cards/kv-cache/points/kv-bytes/practice")
         assert question.status_code == 200 and "KV cache" in html.unescape(question.text)
+
+
+@pytest.mark.parametrize(
+    ("learners", "lang", "shown"),
+    [(1, "en", "(1 learner)"), (19, "en", "(19 learners)"), (19, "zh", "（19 名学员）")],
+)
+def test_a_count_of_learners_in_the_analytics_chart_takes_its_plural_form(learners, lang, shown):
+    from app.domain.analytics import Stats, TemplateAnalytics, facility_discrimination_svg
+    from app.web.analytics import learners_counter
+
+    stats = Stats(40, 20, 30, 0.75, -0.2, learners, None, 0)
+    svg = facility_discrimination_svg(
+        [TemplateAnalytics("t1", "p", stats, (), (), (1,))],
+        title="t",
+        x_label="x",
+        y_label="y",
+        learners_text=learners_counter(lang),
+    )
+    assert html.unescape(svg).count(shown.strip("()（）")) == 1, svg

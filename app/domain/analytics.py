@@ -50,7 +50,7 @@ Flags (thresholds in :class:`Thresholds`):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from html import escape
@@ -786,10 +786,12 @@ def facility_discrimination_svg(
     x_label: str,
     y_label: str,
     numbers: Mapping[str, int] | None = None,
-    learners_word: str = "learners",
+    learners_text: Callable[[int], str] | None = None,
 ) -> str:
     """One dot per template with a discrimination, labelled by its number in ``numbers``; red
-    when the template is flagged for its discrimination or facility."""
+    when the template is flagged for its discrimination or facility. ``learners_text`` writes a
+    count of learners (its plural form too)."""
+    learners_count = learners_text or (lambda n: f"{n} learner{'' if n == 1 else 's'}")
     dots = []
     for index, template in enumerate(templates, start=1):
         stats = template.stats
@@ -804,7 +806,7 @@ def facility_discrimination_svg(
                 tooltip=(
                     f"{number}. {template.template_id}: {x_label} {percent(stats.facility)}, "
                     f"{y_label} {stats.discrimination:+.2f} "
-                    f"({stats.discrimination_learners} {learners_word})"
+                    f"({learners_count(stats.discrimination_learners)})"
                 ),
                 color=FLAG_COLOR if set(template.flags) & _SCATTER_FLAGS else BAR_COLOR,
             )

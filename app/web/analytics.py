@@ -12,7 +12,7 @@ An instructor's classes and their members' progress are pages of :mod:`app.web.c
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Literal
@@ -34,7 +34,7 @@ from app.domain.analytics import (
     pitfall_bars_svg,
 )
 from app.domain.cards import Card
-from app.domain.messages import Message
+from app.domain.messages import Message, plural_message
 from app.domain.texts import Text
 from app.practice.answers import Context
 from app.practice.questions import get_card
@@ -168,7 +168,7 @@ def _page(
         x_label=Message("Facility").get(lang),
         y_label=Message("Discrimination").get(lang),
         numbers=numbers,
-        learners_word=Message("learners").get(lang),
+        learners_text=learners_counter(lang),
     )
     misconceptions = sorted(
         analytics.misconceptions, key=lambda m: (-(m.rate or 0.0), -m.shown, m.pitfall_id)
@@ -257,3 +257,8 @@ def analytics_csv(
         db=db, card=card, scope=scope, versions=versions, days=days, context=context
     )
     return csv_response(analytics)
+
+
+def learners_counter(lang: str) -> Callable[[int], str]:
+    """A count of learners in ``lang``, in its plural form."""
+    return lambda n: plural_message("%(num)s learner", "%(num)s learners", n, num=n).get(lang)
