@@ -184,6 +184,71 @@ def test_saving_a_broken_template_shows_each_problem_at_its_field_then_it_publis
         assert question.status_code == 200 and "KV cache" in html.unescape(question.text)
 
 
+# --- exports, significant figures, a broken template's preview, the audit log's pages ----------
+
+
+def me_ref(app, email="prof@example.com") -> LearnerRef:
+    with app.state.sessionmaker() as db:
+        learner_id = db.scalars(select(Learner.id).where(Learner.email == email)).one()
+    return LearnerRef(learner_id, "account", "instructor", email)
+
+
+def kv_draft(client, app, document=None):
+    """A kv-cache draft (``document``: the fixture card by default); the dashboard's page."""
+    page = client.get("/instructor")
+    client.post(
+        "/instructor/cards",
+        data={
+            "csrf_token": csrf(page.text),
+            "card_id": "kv-cache",
+            "title_en": "KV cache",
+            "title_zh": "KV 缓存",
+        },
+    )
+    with app.state.sessionmaker() as db:
+        service.save_draft(db=db, actor=me_ref(app), card_id="kv-cache", document=document or CARD)
+    return client.get("/instructor/cards/kv-cache")
+
+
+def test_significant_figures_are_labelled_and_fewer_than_three_are_refused_at_the_field(
+    client, app
+):
+    log_in(client, app)
+    kv_draft(client, app)
+    editor = client.get("/instructor/cards/kv-cache/templates/kv-total")
+    assert "Significant figures" in editor.text and "Decimals" not in editor.text
+    template = CARD["points"][0]["templates"][0]
+    form = {
+        "csrf_token": csrf(editor.text),
+        "point": CARD["points"][0]["slug"],
+        "id": "kv-total",
+        "kind": "numeric",
+        "params": "\n".join(
+            f"{k} = {', '.join(map(str, v['values']))}" for k, v in template["params"].items()
+        ),
+        "stem_en": template["stem"]["en"],
+        "stem_zh": template["stem"]["zh"],
+        "answer": template["answer"],
+        "unit": template["unit"],
+        "precision": "2",
+        "choices": str(template.get("choices", 4)),
+    }
+    refused = client.post("/instructor/cards/kv-cache/templates/kv-total", data=form)
+    assert refused.status_code == 400
+    at_field = re.search(
+        r'id="h-precision">.*?</p>(<p class="field-problem error"[^>]*>[^<]*</p>)',
+        refused.text,
+        re.S,
+    )
+    assert at_field and "significant figures must be 0" in html.unescape(at_field.group(1))
+    assert 'name="precision" type="number" min="0" max="12" value="2"' in refused.text
+    with app.state.sessionmaker() as db:
+        stored = service.get_draft(db=db, card_id="kv-cache").document
+    assert stored["points"][0]["templates"][0]["precision"] == template["precision"]
+    in_zh = client.get("/instructor/cards/kv-cache/templates/kv-total", params={"lang": "zh"})
+    assert "有效数字位数" in in_zh.text and "整数填 0" in in_zh.text
+
+
 @pytest.mark.parametrize(
     ("learners", "lang", "shown"),
     [(1, "en", "(1 learner)"), (19, "en", "(19 learners)"), (19, "zh", "（19 名学员）")],

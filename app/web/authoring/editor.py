@@ -15,15 +15,16 @@ from app.authoring import service
 from app.authoring.preview import preview
 from app.authoring.sandbox import check_draft_formula
 from app.deps import DbDep, InstructorVisitor
-from app.domain.authoring import put_template, remove_template
+from app.domain.authoring import Checked, put_template, remove_template
 from app.domain.cards import find_template_document
 from app.domain.formulas import FormulaError
+from app.domain.generation import MIN_FIGURES
 from app.domain.identity import MAX_SEED
 from app.domain.messages import Message
 from app.domain.texts import Text
 from app.problems import InvalidInput
 from app.web.authoring import back_to
-from app.web.authoring.template_form import params_text, template_from_form
+from app.web.authoring.template_form import form_problems, params_text, template_from_form
 from app.web.forms import BlankIsNone, check_csrf
 from app.web.templating import render_page
 
@@ -53,7 +54,7 @@ def edit_template(
             "stem": {"en": "", "zh": ""},
             "answer": "",
             "unit": "B",
-            "precision": 2,
+            "precision": MIN_FIGURES,
             "choices": 4,
             "solution": [{"en": "", "zh": ""}],
             "pitfalls": [],
@@ -151,6 +152,21 @@ async def save_template(
                 checked,
                 status_code=400,
                 message=problem.text,
+            )
+        refused = form_problems(template)
+        if refused:
+            checked = service.validate_template(draft.document, template_id)
+            return _editor(
+                request,
+                visitor,
+                draft.document,
+                card_id,
+                template,
+                form.get("point", ""),
+                template_id,
+                Checked(None, (*refused, *checked.problems)),
+                status_code=400,
+                message=refused[0].text,
             )
         if template_id == "new" and find_template_document(draft.document, template["id"]):
             checked = service.validate_template(draft.document, template_id)

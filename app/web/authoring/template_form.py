@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from app.domain.authoring import CardProblem
+from app.domain.generation import MIN_FIGURES
 from app.domain.messages import Message
 from app.problems import InvalidInput
 
 MAX_PITFALLS = 30
+MAX_FIGURES = 12
 
 
 def params_text(params: Mapping[str, Any]) -> str:
@@ -69,7 +72,7 @@ def template_from_form(
     if kind == "numeric":
         template["answer"] = form.get("answer", "").strip()
         template["unit"] = form.get("unit", "").strip() or "B"
-        template["precision"] = _int(form.get("precision"), 2)
+        template["precision"] = _int(form.get("precision"), MIN_FIGURES)
     else:
         template["answer"] = {"en": form.get("answer_en", ""), "zh": form.get("answer_zh", "")}
     for index in range(MAX_PITFALLS):
@@ -97,6 +100,24 @@ def template_from_form(
             }
         template["pitfalls"].append(pitfall)
     return template
+
+
+def form_problems(template: Mapping[str, Any]) -> list[CardProblem]:
+    """What the form refuses before the draft is saved, each at its field: significant figures
+    are 0 (whole numbers) or 3 to 12, never silently raised to 3."""
+    figures = template.get("precision")
+    if template.get("kind") != "numeric" or figures is None:
+        return []
+    if figures == 0 or MIN_FIGURES <= figures <= MAX_FIGURES:
+        return []
+    text = Message(
+        "significant figures must be 0 (whole numbers) or %(least)s to %(most)s, got %(value)s:"
+        " with fewer, values 5%% apart could read alike",
+        least=MIN_FIGURES,
+        most=MAX_FIGURES,
+        value=figures,
+    )
+    return [CardProblem("error", template.get("id") or "new", "precision", text)]
 
 
 def _int(value: str | None, default: int) -> int:
