@@ -249,6 +249,23 @@ def test_significant_figures_are_labelled_and_fewer_than_three_are_refused_at_th
     assert "有效数字位数" in in_zh.text and "整数填 0" in in_zh.text
 
 
+def test_the_preview_of_a_template_that_does_not_compile_shows_its_problems(client, app):
+    log_in(client, app)
+    broken = json.loads(json.dumps(CARD))
+    broken["points"][0]["templates"][0]["answer"] = "kv * ("
+    template_id = broken["points"][0]["templates"][0]["id"]
+    kv_draft(client, app, broken)
+    for lang in ("en", "zh"):
+        page = client.get(
+            "/instructor/cards/kv-cache/preview", params={"template_id": template_id, "lang": lang}
+        )
+        assert page.status_code in (200, 422), page.text[:300]
+        assert "<code>answer</code>" in page.text and 'class="problem-list"' in page.text
+        assert f"/instructor/cards/kv-cache/templates/{template_id}" in page.text
+    unknown = client.get("/instructor/cards/kv-cache/preview", params={"template_id": "nope"})
+    assert unknown.status_code == 404
+
+
 @pytest.mark.parametrize(
     ("learners", "lang", "shown"),
     [(1, "en", "(1 learner)"), (19, "en", "(19 learners)"), (19, "zh", "（19 名学员）")],

@@ -22,7 +22,7 @@ from app.domain.generation import MIN_FIGURES
 from app.domain.identity import MAX_SEED
 from app.domain.messages import Message
 from app.domain.texts import Text
-from app.problems import InvalidInput
+from app.problems import InvalidInput, Problem, UnprocessableInput
 from app.web.authoring import back_to
 from app.web.authoring.template_form import form_problems, params_text, template_from_form
 from app.web.forms import BlankIsNone, check_csrf
@@ -248,9 +248,32 @@ def preview_page(
         for key, value in request.query_params.items()
         if key.startswith("param.") and value
     }
-    variant = preview(
-        db=db, card_id=card_id[:100], template_id=template_id, seed=seed, params=chosen or None
-    )
+    try:
+        variant = preview(
+            db=db, card_id=card_id[:100], template_id=template_id, seed=seed, params=chosen or None
+        )
+    except Problem as problem:
+        if problem.code not in ("card_has_errors", "template_not_found"):
+            raise
+        # A draft template that does not compile: its problems, as its editor shows them.
+        draft = service.get_draft(db=db, card_id=card_id[:100])
+        if find_template_document(draft.document, template_id) is None:
+            raise
+        checked = service.validate_template(draft.document, template_id)
+        mine = [p for p in checked.problems if p.template_id == template_id]
+        context = {
+            "card_id": card_id,
+            "template_id": template_id,
+            "problems": mine or list(checked.problems),
+            "refusal": problem.text,
+        }
+        return render_page(
+            request,
+            "instructor_preview_problems.html",
+            context,
+            lang=visitor.lang,
+            status_code=UnprocessableInput.status_code,
+        )
     context = {"card_id": card_id, "variant": variant, "chosen": chosen}
     return render_page(request, "instructor_preview.html", context, lang=visitor.lang)
 
