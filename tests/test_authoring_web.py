@@ -266,6 +266,28 @@ def test_the_preview_of_a_template_that_does_not_compile_shows_its_problems(clie
     assert unknown.status_code == 404
 
 
+def test_the_audit_log_shows_twenty_entries_a_page_newest_first(client, app):
+    log_in(client, app)
+    kv_draft(client, app)
+    with app.state.sessionmaker() as db:
+        for _ in range(23):
+            service.save_draft(db=db, actor=me_ref(app), card_id="kv-cache", document=CARD)
+    # 25 entries: the creation and 24 saves.
+    pages = []
+    url = "/instructor/cards/kv-cache"
+    while url:
+        page = client.get(url)
+        audit = re.search(r'<ul class="audit">(.*?)</ul>', page.text, re.S).group(1)
+        pages.append(audit.count("<li>"))
+        older = re.search(r'<a rel="next" href="([^"]+)"', page.text)
+        url = html.unescape(older.group(1)) if older else None
+    assert pages == [20, 5]
+    assert "Older entries" in client.get("/instructor/cards/kv-cache").text
+    zh = client.get("/instructor/cards/kv-cache", params={"lang": "zh"}).text
+    assert "较早的记录" in zh
+    assert client.get("/instructor/cards/kv-cache?audit_page=0").status_code == 422
+
+
 @pytest.mark.parametrize(
     ("learners", "lang", "shown"),
     [(1, "en", "(1 learner)"), (19, "en", "(19 learners)"), (19, "zh", "（19 名学员）")],

@@ -72,11 +72,13 @@ def diff(*, db: Session, card_id: str, old: int, new: int) -> list[dict[str, Any
     return diff_documents(before, after)
 
 
-def audit_log(*, db: Session, card_id: str, limit: int = 100) -> list[AuditEntry]:
+def audit_log(*, db: Session, card_id: str, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
+    """The card's audit entries, newest first: ``limit`` of them after the ``offset`` newest."""
     rows = db.scalars(
         select(AuditEntry)
         .where(AuditEntry.card_id == card_id)
         .order_by(AuditEntry.at.desc(), AuditEntry.id.desc())
+        .offset(offset)
         .limit(limit)
     ).all()
     db.commit()

@@ -23,6 +23,8 @@ from app.web.templating import render_page
 
 router = APIRouter(include_in_schema=False, prefix="/instructor")
 _SLUG = re.compile(SLUG_PATTERN)
+# Audit entries on one page of the card's audit log (newest first).
+AUDIT_PAGE = 20
 # How long the card page waits for its draft's validation before showing its progress instead.
 PAGE_WAIT_S = 1.5
 
@@ -80,9 +82,15 @@ def create_card(
 
 @router.get("/cards/{card_id}")
 def card_overview(
-    request: Request, card_id: str, db: DbDep, ctx: ContextDep, visitor: InstructorVisitor
+    request: Request,
+    card_id: str,
+    db: DbDep,
+    ctx: ContextDep,
+    visitor: InstructorVisitor,
+    audit_page: Annotated[int, Query(ge=1, le=100_000)] = 1,
 ) -> Response:
-    """The draft (or latest version): points, templates, every problem, publish, versions."""
+    """The draft (or latest version): points, templates, every problem, publish, versions, and
+    the audit log, :data:`AUDIT_PAGE` entries a page (``audit_page`` 2: the next older ones)."""
     draft = service.get_draft(db=db, card_id=card_id[:100])
     job = service.start_validation(draft.document)
     # A small draft's problems come with the page; a large one's page shows the validation's
@@ -91,6 +99,9 @@ def card_overview(
     checked = Checked(None, job.problems) if job.problems is not None else None
     published = ctx.catalog.latest(card_id)
     versions = history.versions(db=db, card_id=card_id) if published else []
+    audit = history.audit_log(
+        db=db, card_id=card_id, limit=AUDIT_PAGE + 1, offset=(audit_page - 1) * AUDIT_PAGE
+    )
     context = {
         "card_id": card_id,
         "draft": draft,
@@ -101,7 +112,9 @@ def card_overview(
         "published": published,
         "offered": published is not None and card_id not in ctx.catalog.withdrawn,
         "versions": versions,
-        "audit": history.audit_log(db=db, card_id=card_id, limit=30),
+        "audit": audit[:AUDIT_PAGE],
+        "audit_page": audit_page,
+        "audit_older": len(audit) > AUDIT_PAGE,
         "csrf_token": visitor.csrf_token,
     }
     return render_page(request, "instructor_card.html", context, lang=visitor.lang)
