@@ -210,6 +210,39 @@ def kv_draft(client, app, document=None):
     return client.get("/instructor/cards/kv-cache")
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_card_page_downloads_the_exports_with_the_session_cookie(client, app, lang):
+    from app.authoring.exports import export_published
+
+    assert client.get("/instructor/cards/zero-memory-offload/export?format=apkg").status_code == 403
+    log_in(client, app)
+    page = client.get("/instructor/cards/zero-memory-offload", params={"lang": lang})
+    links = [html.unescape(h) for h in re.findall(r'href="([^"]*/export\?[^"]*)"', page.text)]
+    labels = {
+        "en": ["Anki package (English)", "Moodle XML (Chinese)"],
+        "zh": ["Anki 卡组（英文）", "Moodle XML（中文）"],
+    }[lang]
+    assert all(label in page.text for label in labels), labels
+    assert {re.search(r"format=(\w+)", h).group(1) for h in links} == {"apkg", "moodle"}
+    assert {re.search(r"language=(\w+)", h).group(1) for h in links} == {"en", "zh"}
+    for href in links:
+        response = client.get(href)
+        assert response.status_code == 200, href
+        fmt = re.search(r"format=(\w+)", href).group(1)
+        language = re.search(r"language=(\w+)", href).group(1)
+        same = export_published(
+            app.state.live_catalog.catalog, "zero-memory-offload", fmt, language
+        )
+        assert response.headers["content-disposition"] == (
+            f'attachment; filename="{same.filename}"'
+        )
+        if fmt == "moodle":  # the Anki package's timestamps differ from one export to the next
+            assert response.content == same.content
+    bad = client.get("/instructor/cards/zero-memory-offload/export?format=qti")
+    assert bad.status_code == 422
+    assert client.get("/instructor/cards/nope/export?format=apkg").status_code == 404
+
+
 def test_significant_figures_are_labelled_and_fewer_than_three_are_refused_at_the_field(
     client, app
 ):

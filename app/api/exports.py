@@ -6,11 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 
-from app.authoring.exports import ExportFormat, export_card
+from app.authoring.exports import ExportFormat, attachment_headers, export_published
 from app.deps import ApiInstructor, ApiLang, CatalogDep
-from app.domain.export_plan import DEFAULT_VARIANTS, MAX_VARIANTS, ExportError
-from app.practice.questions import get_card
-from app.problems import InvalidInput
+from app.domain.export_plan import DEFAULT_VARIANTS, MAX_VARIANTS
 from app.schemas import ProblemPublic
 
 router = APIRouter(tags=["instructor"])
@@ -49,16 +47,7 @@ def export_card_file(
     """The latest published version of a card (withdrawn or not), ``variants`` fixed variants of each template, in one
     language: the question, its choices, the key, every shown pitfall's explanation with the
     variant's numbers and the worked solution. Anki notes keep their guid across re-exports."""
-    card = get_card(catalog, card_id, offered=False)  # a withdrawn card exports too
-    try:
-        export = export_card(card, fmt, lang, variants)
-    except ExportError as exc:
-        raise InvalidInput(exc.text, code="invalid_export") from None
+    export = export_published(catalog, card_id, fmt, lang, variants)
     return Response(
-        content=export.content,
-        media_type=export.media_type,
-        headers={
-            "Content-Disposition": f'attachment; filename="{export.filename}"',
-            "Cache-Control": "no-store",
-        },
+        content=export.content, media_type=export.media_type, headers=attachment_headers(export)
     )

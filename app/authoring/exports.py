@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 from app.domain.cards import Card
+from app.domain.catalog import Catalog
 from app.domain.export_plan import (
     DEFAULT_VARIANTS,
     ExportChoice,
@@ -47,6 +48,7 @@ from app.domain.export_plan import (
 )
 from app.domain.languages import Lang
 from app.domain.messages import Message
+from app.problems import InvalidInput
 
 ExportFormat = Literal["apkg", "moodle"]
 FORMATS: tuple[ExportFormat, ...] = ("apkg", "moodle")
@@ -62,8 +64,10 @@ __all__ = [
     "ExportFile",
     "ExportFormat",
     "anki_fields",
+    "attachment_headers",
     "apkg_bytes",
     "export_card",
+    "export_published",
     "moodle_xml",
 ]
 
@@ -103,6 +107,29 @@ def export_card(
         filename=f"{card.id}-{lang}{SUFFIXES[chosen]}",
         media_type=MEDIA_TYPES[chosen],
     )
+
+
+def export_published(
+    catalog: Catalog, card_id: str, fmt: str, lang: Lang, variants: int = DEFAULT_VARIANTS
+) -> ExportFile:
+    """The export of a card's latest published version (withdrawn or not), for the API and the
+    dashboard alike: NotFound for an unknown card, InvalidInput for a card that cannot be
+    exported."""
+    from app.practice.questions import get_card
+
+    card = get_card(catalog, card_id[:100], offered=False)  # a withdrawn card exports too
+    try:
+        return export_card(card, fmt, lang, variants)
+    except ExportError as exc:
+        raise InvalidInput(exc.text, code="invalid_export") from None
+
+
+def attachment_headers(export: ExportFile) -> dict[str, str]:
+    """The response headers of an export sent as a download."""
+    return {
+        "Content-Disposition": f'attachment; filename="{export.filename}"',
+        "Cache-Control": "no-store",
+    }
 
 
 # --- HTML shared by both formats --------------------------------------------------------------
