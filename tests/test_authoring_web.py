@@ -338,3 +338,15 @@ def test_a_count_of_learners_in_the_analytics_chart_takes_its_plural_form(learne
         learners_text=learners_counter(lang),
     )
     assert html.unescape(svg).count(shown.strip("()（）")) == 1, svg
+
+
+def test_the_validation_progress_counts_templates_in_their_plural_form():
+    from types import SimpleNamespace
+
+    from app.web.authoring.cards import progress_text
+
+    one = progress_text(SimpleNamespace(total=1, done=0))
+    assert one.get("en") == "Validating the draft: 0 of 1 template checked…"
+    many = progress_text(SimpleNamespace(total=6, done=2))
+    assert many.get("en") == "Validating the draft: 2 of 6 templates checked…"
+    assert many.get("zh") == "正在校验草稿：已检查 2 / 6 个模板…"

@@ -39,7 +39,7 @@ from app.authoring.sandbox_worker import (
 )
 from app.domain.authoring import CardProblem, draft_size
 from app.domain.catalog import document_hash
-from app.domain.messages import Message
+from app.domain.messages import Message, plural_message
 from app.domain.texts import Text
 
 # CPU seconds one template's validation may use in the sandbox (the slowest ZeRO template takes
@@ -262,12 +262,15 @@ class Validations:
     def _stopped(self, done: int, total: int) -> CardProblem:
         return _error(
             None,
-            Message(
-                "validation stopped after %(seconds)s s with %(done)s of %(total)s "
+            plural_message(
+                "validation stopped after %(seconds)s s with %(done)s of %(num)s "
+                "template validated: the card is too slow to validate",
+                "validation stopped after %(seconds)s s with %(done)s of %(num)s "
                 "templates validated: the card is too slow to validate",
+                total,
                 seconds=f"{self.timeout_s:g}",
                 done=done,
-                total=total,
+                num=total,
             ),
         )
 

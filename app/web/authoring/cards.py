@@ -16,7 +16,7 @@ from app.deps import ContextDep, DbDep, InstructorVisitor
 from app.domain.authoring import Checked, add_point, new_card_document
 from app.domain.cards import SLUG_PATTERN
 from app.domain.languages import Lang
-from app.domain.messages import Message
+from app.domain.messages import Message, plural_message
 from app.domain.texts import Text
 from app.problems import InvalidInput, Problem
 from app.web.authoring import back_to
@@ -125,10 +125,12 @@ def card_overview(
 def progress_text(job: ValidationJob) -> Text:
     if job.total is None:
         return Message("Compiling the draft…")
-    return Message(
-        "Validating the draft: %(done)s of %(total)s templates checked…",
+    return plural_message(
+        "Validating the draft: %(done)s of %(num)s template checked…",
+        "Validating the draft: %(done)s of %(num)s templates checked…",
+        job.total,
         done=job.done,
-        total=job.total,
+        num=job.total,
     )
 
 
