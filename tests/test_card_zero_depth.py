@@ -110,6 +110,9 @@ def test_new_templates_kept_their_history_of_versions(card):
     # Card version 8 (the card-wide guesser): wider N_d so that DDP's and the doubly divided
     # figures are no simple multiples of the key.
     revised["p2-zero3-any-optimizer"] += 1
+    # Card version 8, statement templates: every choice with a semicolon and none with a formula
+    # in English, none an aside alone in Chinese (the form family).
+    revised["p3-accumulation-by-stage"] += 1
     for template_id in new:
         template = card.template(template_id)
         assert template is not None, template_id

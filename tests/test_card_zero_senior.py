@@ -196,7 +196,7 @@ def test_clipping_and_optimizer_keys_name_the_mechanism(card):
 
 def test_fsdp1_flattens_and_fsdp2_shards_each_parameter_by_rows(card):
     key = card.template("p3-fsdp1-flat-vs-fsdp2-per-parameter").answer_statement.en
-    assert "one padded flat buffer" in key and "splits each parameter by rows" in key
+    assert "one padded flat buffer" in key and "shards each tensor on its own, row-wise" in key
 
 
 # --- point 4: overlap, pipelines, hangs --------------------------------------------------------
