@@ -431,9 +431,9 @@ def test_validation_refuses_a_key_each_distractor_changed_one_slot_of():
     validate_card(parse_card(_statement_card("The optimizer states alone", fair)))
 
 
-def test_the_card_guesser_limit_is_a_switch(monkeypatch):
-    """The card-level limit (chance + 8 points) refuses a card once CARD_GUESSER_ENFORCED is on;
-    until then (the ZeRO card's guesser is still above it) it is measured and reported only."""
+def test_the_card_guesser_limit_refuses_a_card_of_ten_templates_or_more(monkeypatch):
+    """The card-level limit (chance + 8 points) is on (the ZeRO card passes it) for cards of
+    ten templates or more; smaller cards are judged per template; the switch turns it off."""
     from app.domain import giveaways
     from app.domain.cards import CardError, parse_card
     from app.domain.validation import check_card_guesser
@@ -445,16 +445,18 @@ def test_the_card_guesser_limit_is_a_switch(monkeypatch):
     card = parse_card(_statement_card("The optimizer states alone", wrong))
     # 4 choices: chance 25 %, limit 33 %. Best guessers at 50 % and 30 %: 40 % over the card.
     giving = [
-        TemplateGiveaways("a", 4, 10, {"en": one(0.5), "zh": one(0.5)}),
-        TemplateGiveaways("b", 4, 10, {"en": one(0.3), "zh": one(0.3)}),
+        TemplateGiveaways(f"a{n}", 4, 10, {"en": one(0.5), "zh": one(0.5)}) for n in range(5)
+    ] + [TemplateGiveaways(f"b{n}", 4, 10, {"en": one(0.3), "zh": one(0.3)}) for n in range(5)]
+    within = [
+        TemplateGiveaways(f"a{n}", 4, 10, {"en": one(0.33), "zh": one(0.3)}) for n in range(10)
     ]
-    within = [TemplateGiveaways("a", 4, 10, {"en": one(0.33), "zh": one(0.3)})]
-    assert not giveaways.CARD_GUESSER_ENFORCED
-    check_card_guesser(card, giving)  # report-only while the switch is off
-    monkeypatch.setattr(giveaways, "CARD_GUESSER_ENFORCED", True)
+    assert giveaways.CARD_GUESSER_ENFORCED and giveaways.CARD_GUESSER_MIN_TEMPLATES == 10
     with pytest.raises(CardError, match="40.0%"):
         check_card_guesser(card, giving)
     check_card_guesser(card, within)  # 31.5 % <= 33 %
+    check_card_guesser(card, giving[4:])  # nine templates: judged per template only
+    monkeypatch.setattr(giveaways, "CARD_GUESSER_ENFORCED", False)
+    check_card_guesser(card, giving)  # the switch
 
 
 def _numeric_card(answer, pitfalls):

@@ -67,14 +67,15 @@ def validate_card(card: Card) -> None:
 
 
 def check_card_guesser(card: Card, measured: Sequence[TemplateGiveaways]) -> None:
-    """Refuse a card on which a guesser using each template's and language's best
-    content-blind strategy (held out) beats a blind pick by more than
+    """Refuse a card of at least :data:`~app.domain.giveaways.CARD_GUESSER_MIN_TEMPLATES`
+    templates on which a guesser using each template's and language's best content-blind
+    strategy (held out) beats a blind pick by more than
     :data:`~app.domain.giveaways.CARD_MARGIN`."""
     from . import giveaways
     from .giveaways import card_best_guess, card_limit
 
-    if not giveaways.CARD_GUESSER_ENFORCED:
-        return  # measured and reported until the card's templates pass it
+    if not giveaways.CARD_GUESSER_ENFORCED or len(measured) < giveaways.CARD_GUESSER_MIN_TEMPLATES:
+        return
     score, chance = card_best_guess(measured)
     if score > card_limit(chance):
         raise CardError(
