@@ -136,54 +136,29 @@ async def save_template(
         found = (
             find_template_document(draft.document, template_id) if template_id != "new" else None
         )
+
+        def refused(
+            shown: dict[str, Any], status_code: int, message: Text, extra: tuple[Any, ...] = ()
+        ) -> Response:
+            """The editor again, unsaved, with the draft's problems (and ``extra`` first)."""
+            checked = service.validate_template(draft.document, template_id)
+            if extra:
+                checked = Checked(None, (*extra, *checked.problems))
+            return _editor(
+                request, visitor, draft.document, card_id, shown, form.get("point", ""),
+                template_id, checked, status_code=status_code, message=message,
+            )  # fmt: skip
+
         try:
             template = template_from_form(form, found[1] if found else None)
         except InvalidInput as problem:
-            checked = service.validate_template(draft.document, template_id)
-            base = found[1] if found else {}
-            return _editor(
-                request,
-                visitor,
-                draft.document,
-                card_id,
-                base,
-                form.get("point", ""),
-                template_id,
-                checked,
-                status_code=400,
-                message=problem.text,
-            )
-        refused = form_problems(template)
-        if refused:
-            checked = service.validate_template(draft.document, template_id)
-            return _editor(
-                request,
-                visitor,
-                draft.document,
-                card_id,
-                template,
-                form.get("point", ""),
-                template_id,
-                Checked(None, (*refused, *checked.problems)),
-                status_code=400,
-                message=refused[0].text,
-            )
+            return refused(found[1] if found else {}, 400, problem.text)
+        form_refusals = form_problems(template)
+        if form_refusals:
+            return refused(template, 400, form_refusals[0].text, tuple(form_refusals))
         if template_id == "new" and find_template_document(draft.document, template["id"]):
-            checked = service.validate_template(draft.document, template_id)
-            return _editor(
-                request,
-                visitor,
-                draft.document,
-                card_id,
-                template,
-                form.get("point", ""),
-                template_id,
-                checked,
-                status_code=409,
-                message=Message(
-                    "a template %(template)s exists already", template=repr(template["id"])
-                ),
-            )
+            taken = Message("a template %(template)s exists already", template=repr(template["id"]))
+            return refused(template, 409, taken)
         try:
             document = put_template(
                 draft.document,
