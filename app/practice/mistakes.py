@@ -90,14 +90,17 @@ def results_told(
     """Before showing what the learner's answers made of their progress, reviews or pitfalls:
     exams that ran out of time unseen are ended (their answers rated), and the attempts whose
     result may be told are these (:func:`told`)."""
-    settle_ended_exams(db=db, catalog=catalog, learner_id=learner_id, now=now)
-    return told(db, learner_id, now)
+    running = settle_ended_exams(db=db, catalog=catalog, learner_id=learner_id, now=now)
+    return _told_of(learner_id, running)
 
 
 def told(db: Session, learner_id: str, now: datetime) -> ColumnElement[bool]:
     """The learner's attempts whose result may be told: not those of an exam still running
     (app.practice.sessions.running_exams), listed once it ends."""
-    running = running_exams(db=db, learner_id=learner_id, now=now)
+    return _told_of(learner_id, running_exams(db=db, learner_id=learner_id, now=now))
+
+
+def _told_of(learner_id: str, running: frozenset[str]) -> ColumnElement[bool]:
     mine = Attempt.learner_id == learner_id
     if not running:
         return mine

@@ -266,10 +266,13 @@ def load_session(*, db: Session, learner_id: str, session_id: str) -> SessionSta
     return SessionState(row=row, answered=answered)
 
 
-def settle_ended_exams(*, db: Session, catalog: Catalog, learner_id: str, now: datetime) -> None:
+def settle_ended_exams(
+    *, db: Session, catalog: Catalog, learner_id: str, now: datetime
+) -> frozenset[str]:
     """Store the end of the learner's exams that are over (out of time, or every question
     answered) but not yet ended, rating their answers: before anything shows what rating made of
-    them (the review queue, Today, progress)."""
+    them (the review queue, Today, progress). The ids of those still running
+    (:func:`running_exams`, read in the same pass)."""
     open_exams = db.scalars(
         select(PracticeSession.id).where(
             PracticeSession.learner_id == learner_id,
@@ -278,9 +281,13 @@ def settle_ended_exams(*, db: Session, catalog: Catalog, learner_id: str, now: d
         )
     ).all()
     db.commit()
+    running = set()
     for session_id in open_exams:
         state = load_session(db=db, learner_id=learner_id, session_id=session_id)
-        settle_session(db=db, catalog=catalog, state=state, now=now)
+        state = settle_session(db=db, catalog=catalog, state=state, now=now)
+        if state.withholds_feedback(now):
+            running.add(session_id)
+    return frozenset(running)
 
 
 def running_exams(*, db: Session, learner_id: str, now: datetime) -> frozenset[str]:
