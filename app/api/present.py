@@ -238,4 +238,5 @@ def attempt(view: AttemptView, lang: str) -> AttemptPublic:
         answered_at=view.answered_at,
         typed_value=row.typed_value,
         typed_unit=row.typed_unit,
+        dismissed=row.dismissed,
     )
