@@ -281,6 +281,13 @@ def test_an_answer_after_finishing_is_refused(client, app, auth):
     late = send(client, auth, session["session_id"], served["question"]["token"], "a")
     assert_problem(late, 409, "session_over")
     assert get(client, auth, session["session_id"]).json()["answered"] == 0
+    no_question = client.get(
+        f"{SESSIONS}/{session['session_id']}/question", params={"lang": "zh"}, headers=auth
+    )
+    assert (
+        assert_problem(no_question, 409, "session_over")["detail"]
+        == "本次练习已结束：请查看练习小结。"
+    )
     # Finishing again keeps the end it had.
     again = client.post(f"{SESSIONS}/{session['session_id']}/finish", headers=auth).json()
     assert again["ended_at"] == get(client, auth, session["session_id"]).json()["ended_at"]
