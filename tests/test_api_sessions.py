@@ -332,6 +332,8 @@ def test_a_session_answers_only_its_own_questions(client, auth):
         {"mode": "card", "point": "optimizer-memory"},
         {"mode": "exam", "templates": ["t"]},
         {"mode": "point", "point": ""},
+        {"mode": "mistakes", "templates": []},
+        {"mode": "mistakes", "templates": ["x" * 101]},
     ],
 )
 def test_a_malformed_start_is_a_422_problem(client, auth, fields):

@@ -4,9 +4,9 @@ exam's past results."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from typing_extensions import TypeAliasType
 
 from app.domain.practice import MAX_SIZE
@@ -16,6 +16,7 @@ from app.schemas import PitfallPublic, QuestionPublic
 # (tests/test_api_sessions.py holds the two together).
 SessionMode = TypeAliasType("SessionMode", Literal["point", "card", "mistakes", "review", "exam"])
 
+TemplateId = Annotated[str, StringConstraints(min_length=1, max_length=100)]
 SESSION_EXAMPLE = {"card_id": "zero-memory-offload", "mode": "exam", "size": 10}
 
 
@@ -34,7 +35,7 @@ class SessionCreate(BaseModel):
         max_length=100,
         description="mode point only: the exam point's slug (default: the card's first).",
     )
-    templates: list[str] | None = Field(
+    templates: list[TemplateId] | None = Field(
         default=None,
         min_length=1,
         max_length=MAX_SIZE,
