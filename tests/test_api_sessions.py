@@ -356,3 +356,35 @@ def test_sessions_need_a_learner_token(client):
     response = client.post(SESSIONS, json={"card_id": CARD_ID, "mode": "card"})
     assert_problem(response, 401, response.json()["code"])
     assert response.headers["WWW-Authenticate"] == "Bearer"
+
+
+def test_on_postgres_an_exam_runs_to_its_summary(pg_url, tmp_path, cards):
+    import dataclasses
+
+    from conftest import FakeClock, make_settings
+    from fastapi.testclient import TestClient
+
+    from app.cli import migrate
+    from app.main import create_app
+
+    migrate(pg_url)
+    app = create_app(make_settings(tmp_path, pg_url), cards=cards)
+    clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
+    app.state.context = dataclasses.replace(app.state.context, clock=clock)
+    with TestClient(app) as client:
+        auth = new_learner(client)
+        exam = start(client, auth, "exam", size=2)
+        deadline = datetime.fromisoformat(exam["deadline_at"])
+        assert deadline == clock.now + timedelta(seconds=2 * 90)  # in UTC, with its offset
+        served = next_question(client, auth, exam["session_id"])
+        stored = answer_served(client, auth, served, session_variant(app, served).correct_choice_id)
+        assert stored["feedback"] is None
+        second = next_question(client, auth, exam["session_id"])
+        clock.now = deadline + EXAM_GRACE + timedelta(seconds=1)
+        late = send(client, auth, exam["session_id"], second["question"]["token"], "a")
+        assert_problem(late, 409, "exam_over")
+        for _ in range(2):  # the end is stored once, at the deadline
+            summary = get(client, auth, exam["session_id"], "/summary").json()
+            assert (summary["right"], summary["wrong"], summary["unanswered"]) == (1, 0, 1)
+            assert datetime.fromisoformat(summary["session"]["ended_at"]) == deadline
+    app.state.sessionmaker.kw["bind"].dispose()
