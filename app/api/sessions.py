@@ -211,7 +211,7 @@ def create_session_answer(
     """Answer the session's question (its token from GET …/question), as ``POST /answers``
     does: the first answer to a question counts, resending a client_answer_id replays it. In an
     exam that is still running the answer is stored without its result (``feedback`` null)."""
-    state = load_session(db=db, learner_id=learner.id, session_id=session_id[:64])
+    state = load_session(db=db, learner_id=learner.id, session_id=session_id)
     content = ctx.signer.verify(body.token, ctx.catalog)
     if content.position is None or content.position.session_id != state.row.id:
         raise UnprocessableInput(
@@ -243,7 +243,7 @@ def finish_my_session(
     """End the session now: the questions left count as unanswered (an exam's results are told
     from now on). A session over already keeps the end it had."""
     now = ctx.clock()
-    state = load_session(db=db, learner_id=learner.id, session_id=session_id[:64])
+    state = load_session(db=db, learner_id=learner.id, session_id=session_id)
     finish_session(db=db, catalog=ctx.catalog, state=state, now=now)
     state = read_session(
         db=db, catalog=ctx.catalog, learner_id=learner.id, session_id=session_id, now=now
