@@ -149,7 +149,8 @@ def read_my_session(
         409: {
             "model": ProblemPublic,
             "description": "session_over, exam_over: every question is answered, the session "
-            "was ended or the exam's time is up; its summary is what is left.",
+            "was ended or the exam's time is up; its summary is what is left. question_retired: "
+            "the next question's template was retired since the session started (finish it).",
         },
     },
 )
