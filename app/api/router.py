@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from app.api import answers, auth, cards, exports, instructor, me, my_account, sync, today
+from app.api import (
+    answers,
+    auth,
+    cards,
+    exports,
+    instructor,
+    me,
+    my_account,
+    sessions,
+    sync,
+    today,
+)
 from app.api.analytics import router as analytics_router
 from app.api.calculator import router as calculator_router
 
@@ -19,6 +30,7 @@ API_ROUTERS = (
     auth.router,
     me.router,
     sync.router,
+    sessions.router,
     today.router,
     calculator_router,
     instructor.router,
