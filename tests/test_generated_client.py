@@ -7,8 +7,8 @@ type). The generated clients raise on any status the spec does not document
 (``raise_on_unexpected_status``), so every answer the flow meets is a documented one.
 
 The flow is a sequence of steps on one :class:`Flow` (the server, the generated package, the
-learner's clients and what it has answered so far); a later step (practice sessions, claiming an
-install's history at sign-up) is a new method called from the test, in the app's order.
+learner's clients and what it has answered so far); each step is a method called from the test,
+in the app's order.
 """
 
 from __future__ import annotations
@@ -292,12 +292,22 @@ class Flow:
             client=self.anonymous, body=self.models.RegisterCreate(email=email, password=password)
         )
         assert isinstance(account, self.models.RegistrationPublic) and account.email == email
-        token = self.op("accounts", "create_token").sync(
-            client=self.anonymous,
-            body=self.models.TokenCreate(email=email, password=password, device_name="Pixel 9"),
-        )
+        create_token = self.op("accounts", "create_token")
+        body = self.models.TokenCreate(email=email, password=password, device_name="Pixel 9")
+        # Logging in with the install's token along claims its history, once.
+        token = create_token.sync(client=self.learner, body=body)
         assert isinstance(token, self.models.TokenPublic) and token.access_token
+        assert token.claimed_history is True
+        install = self.learner
+        gone = self.op("accounts", "get_me").sync_detailed(client=install)
+        assert gone.status_code == 401
+        retried = create_token.sync(client=install, body=body)  # a retry claims nothing twice
+        assert retried.claimed_history is False
+        self.op("accounts", "revoke_this_token").sync_detailed(
+            client=self.authenticated(retried.access_token)
+        )
         self.account = self.authenticated(token.access_token)
+        self.learner = self.account  # the rest of the flow is the account's, history and all
         self.password = password
         me = self.op("accounts", "get_me").sync(client=self.account)
         assert me.kind == "account" and me.email == email
@@ -487,11 +497,40 @@ class Flow:
         exams = self.op("sessions", "list_my_exams").sync(client=self.learner, card_id=CARD_ID)
         assert [(e.session_id, e.right, e.size) for e in exams] == [(exam.session_id, 1, 3)]
 
+    def delta_sync(self) -> None:
+        """An app that was offline refreshes in one call per page, then only what changed."""
+        list_changes = self.op("me", "list_my_changes")
+        attempts: dict[int, Any] = {}
+        cursor: Any = self.unset
+        while True:
+            page = list_changes.sync(client=self.account, cursor=cursor, limit=100)
+            assert isinstance(page, self.models.ChangesPublic) and not page.reset
+            attempts.update((a.attempt_id, a) for a in page.attempts)
+            cursor = page.next_cursor
+            if not page.more:
+                break
+        assert {a.client_answer_id: i for i, a in attempts.items()} == self.stored
+        wrong = next(a for a in attempts.values() if not a.correct)
+        dismissed = self.op("me", "dismiss_my_mistake").sync(
+            client=self.account,
+            body=self.models.DismissCreate(
+                card_id=wrong.card_id,
+                point=wrong.point,
+                template_id=wrong.template_id,
+                pitfall_id=wrong.pitfall.id if wrong.pitfall else None,
+            ),
+        )
+        assert isinstance(dismissed, self.models.DismissedPublic) and dismissed.dismissed >= 1
+        page = list_changes.sync(client=self.account, cursor=cursor)
+        assert len(page.attempts) == dismissed.dismissed and all(a.dismissed for a in page.attempts)
+        assert wrong.attempt_id in {a.attempt_id for a in page.attempts}
+
     def export_and_delete(self) -> None:
         delete_me = self.op("accounts", "delete_me")
         # Without the password an account stays; an anonymous install has none to give.
         refused = delete_me.sync_detailed(client=self.account, body=self.models.AccountDeletion())
         assert refused.status_code == 401 and refused.parsed.code == "wrong_credentials"
+        self.install()  # a second install, deleted without a password
         confirmations = {
             id(self.account): self.models.AccountDeletion(password=self.password),
             id(self.learner): self.models.AccountDeletion(),
@@ -515,9 +554,10 @@ def test_the_mobile_flow_through_the_generated_client(server: Server, generated:
     flow.questions()
     flow.answer_one()
     flow.answer_batch()
-    flow.register()  # the install's history stays the install's until accounts merge (later)
+    flow.register()  # logging in claims the install's history into the account
     flow.progress()
     flow.attempt_pages()
+    flow.delta_sync()
     flow.due_reviews()
     flow.typed_answers()
     flow.practice_sessions()  # a session in each mode, a timed exam to its summary
