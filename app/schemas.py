@@ -46,19 +46,6 @@ class AnswerConflictPublic(ProblemPublic):
     )
 
 
-class PointSummaryPublic(BaseModel):
-    slug: str = Field(description="The exam point's stable id.")
-    number: int = Field(description="Its position on the card (display only).")
-    title: str
-
-
-class CardSummaryPublic(BaseModel):
-    id: str
-    version: int
-    title: str
-    points: list[PointSummaryPublic]
-
-
 class FormulaPublic(BaseModel):
     id: str
     title: str

@@ -223,7 +223,7 @@ def test_the_card_page_downloads_the_exports_with_the_session_cookie(client, app
         "zh": ["Anki 卡组（英文）", "Moodle XML（中文）"],
     }[lang]
     assert all(label in page.text for label in labels), labels
-    assert {re.search(r"format=(\w+)", h).group(1) for h in links} == {"apkg", "moodle"}
+    assert {re.search(r"format=(\w+)", h).group(1) for h in links} == {"apkg", "moodle", "qti"}
     assert {re.search(r"language=(\w+)", h).group(1) for h in links} == {"en", "zh"}
     for href in links:
         response = client.get(href)
@@ -238,7 +238,7 @@ def test_the_card_page_downloads_the_exports_with_the_session_cookie(client, app
         )
         if fmt == "moodle":  # the Anki package's timestamps differ from one export to the next
             assert response.content == same.content
-    bad = client.get("/instructor/cards/zero-memory-offload/export?format=qti")
+    bad = client.get("/instructor/cards/zero-memory-offload/export?format=docx")
     assert bad.status_code == 422
     assert client.get("/instructor/cards/nope/export?format=apkg").status_code == 404
 

@@ -181,3 +181,44 @@ def test_sync_on_postgres(pg_url, tmp_path, cards):
         page = changes(client, headers, cursor)
         assert [a["client_answer_id"] for a in page["attempts"]][:1] == ["pg-late"]
         assert page["review_items"] and page["review_items"][0]["reviews"] >= 1
+
+
+def test_the_deck_lists_cards_in_learning_order_with_the_learners_progress(client, db):
+    from app.domain.catalog import learning_order
+
+    listed = client.get(f"{API}/cards").json()
+    ids = [c["id"] for c in listed]
+    # Each card after the prerequisites the deck has (the shipped cards declare them).
+    for position, card in enumerate(listed):
+        for before in card["prerequisites"]:
+            if before in ids:
+                assert ids.index(before) < position, (card["id"], before)
+    assert ids.index("zero-memory-offload") < ids.index("activation-memory")
+    assert all(c["progress"] is None for c in listed)
+
+    _, headers = install(client)
+    answer(client, headers, "offload", 3, "deck-1", right=False)
+    answer(client, headers, "optimizer-memory", 4, "deck-2", right=True)
+    firsts = db.scalars(select(Attempt.correct).where(Attempt.first_answer.is_(True))).all()
+    db.commit()
+    mine = {c["id"]: c["progress"] for c in client.get(f"{API}/cards", headers=headers).json()}
+    assert mine["zero-memory-offload"]["answered"] == len(firsts) == 2  # retries not counted
+    assert mine["zero-memory-offload"]["right"] == sum(firsts)
+    assert mine["zero-memory-offload"]["due"] == 0  # nothing is due the day it is answered
+    assert mine["activation-memory"] == {"answered": 0, "right": 0, "due": 0}
+    assert learning_order  # the one rule of the order (app.domain.catalog)
+
+
+def test_learning_order_puts_prerequisites_first_and_breaks_cycles_by_id():
+    from types import SimpleNamespace
+
+    from app.domain.catalog import learning_order
+
+    def card(card_id, *before):
+        return SimpleNamespace(id=card_id, prerequisites=before)
+
+    deck = [card("a-zero", "m-pipe"), card("b-act", "a-zero"), card("m-pipe"), card("z-solo")]
+    assert [c.id for c in learning_order(deck)] == ["m-pipe", "a-zero", "b-act", "z-solo"]
+    # a prerequisite not in the deck is ignored; a cycle starts at its smallest id
+    cycle = [card("y", "x"), card("x", "y"), card("w", "gone")]
+    assert [c.id for c in learning_order(cycle)] == ["w", "x", "y"]

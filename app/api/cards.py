@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.api import present
+from app.api.deck_schemas import CardSummaryPublic
 from app.api.responses import JSONBytesResponse, conditional_responses, not_modified
 from app.catalog.demo import load_demo_results
 from app.deps import (
@@ -25,6 +26,7 @@ from app.deps import (
     ApiCallDep,
     ApiLang,
     CatalogDep,
+    ContextDep,
     DbDep,
     OptionalApiLearner,
     SettingsDep,
@@ -35,11 +37,12 @@ from app.deps import (
 from app.domain.catalog import Catalog
 from app.domain.identity import MAX_SEED
 from app.practice.choosing import question_batch
+from app.practice.mistakes import results_told
 from app.practice.questions import get_card, new_question
+from app.review.service import CardProgress, deck_progress
 from app.routing import AllValues, HotRoute, Values, query_values, refuse
 from app.schemas import (
     CardPublic,
-    CardSummaryPublic,
     ProblemPublic,
     QuestionBatchPublic,
     QuestionMode,
@@ -74,12 +77,22 @@ Mode = Annotated[
     ),
 ]
 MAX_BATCH = 50
+NOTHING_YET = CardProgress(0, 0, 0)
 
 
-@router.get("/cards", response_model=list[CardSummaryPublic])
-def list_cards(catalog: CatalogDep, lang: ApiLang) -> list[CardSummaryPublic]:
-    """Every card (its latest version) with its exam points."""
-    return [present.card_summary(card, lang) for card in catalog.cards()]
+@router.get("/cards", response_model=list[CardSummaryPublic], openapi_extra=OPTIONAL_BEARER)
+def list_cards(
+    db: DbDep, ctx: ContextDep, lang: ApiLang, learner: OptionalApiLearner
+) -> list[CardSummaryPublic]:
+    """The deck: every card (its latest version) with its exam points, in learning order (a
+    card after its prerequisites); with a bearer token, the learner's progress on each."""
+    cards = ctx.catalog.cards()
+    if learner is None:
+        return [present.card_summary(card, lang) for card in cards]
+    now = ctx.clock()
+    told = results_told(db=db, catalog=ctx.catalog, learner_id=learner.id, now=now)
+    mine = deck_progress(db=db, learner_id=learner.id, now=now, catalog=ctx.catalog, told=told)
+    return [present.card_summary(card, lang, mine.get(card.id, NOTHING_YET)) for card in cards]
 
 
 CARD_RESPONSES: dict[int | str, dict[str, Any]] = {

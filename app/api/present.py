@@ -7,6 +7,11 @@ from typing import Any
 import pydantic_core
 
 from app.api.batch_schemas import AnswerBatchStoredPublic, AnswerBatchWithheldPublic
+from app.api.deck_schemas import (
+    CardProgressSummaryPublic,
+    CardSummaryPublic,
+    PointSummaryPublic,
+)
 from app.catalog.demo import DEMO_COMMANDS, DemoResults
 from app.domain.cards import Card, Pitfall
 from app.domain.generation import Variant
@@ -17,23 +22,22 @@ from app.practice.questions import Question
 from app.practice.sessions import summary_path
 from app.practice.storing import AnswerOutcome
 from app.rendering import latex_to_mathml, render_inline, render_paragraphs
+from app.review.service import CardProgress
 from app.schemas import (
     AnswerPublic,
     AnswerStoredPublic,
     AttemptPublic,
     CardPublic,
-    CardSummaryPublic,
     DemoCommandPublic,
     DemoPublic,
     FormulaPublic,
     PitfallPublic,
     PointPublic,
-    PointSummaryPublic,
     QuestionPublic,
 )
 
 
-def card_summary(card: Card, lang: str) -> CardSummaryPublic:
+def card_summary(card: Card, lang: str, progress: CardProgress | None = None) -> CardSummaryPublic:
     return CardSummaryPublic(
         id=card.id,
         version=card.version,
@@ -42,6 +46,12 @@ def card_summary(card: Card, lang: str) -> CardSummaryPublic:
             PointSummaryPublic(slug=p.slug, number=p.number, title=p.title.get(lang))
             for p in card.points
         ],
+        prerequisites=list(card.prerequisites),
+        progress=CardProgressSummaryPublic(
+            answered=progress.answered, right=progress.right, due=progress.due
+        )
+        if progress is not None
+        else None,
     )
 
 

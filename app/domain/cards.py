@@ -159,6 +159,8 @@ class _CardIn(_Strict):
     # The stream its templates' variants are drawn from (app.domain.generation.GENERATORS): 1 when
     # the file does not say, as every card written before generator 2 was.
     generator: Literal[1, 2] = 1
+    # The cards a learner meets before this one: the deck's learning order (app.domain.catalog).
+    prerequisites: Annotated[list[Slug], Field(max_length=20)] = Field(default_factory=list)
     title: _TextIn
     definition: _TextIn
     use_cases: _TextIn
@@ -319,6 +321,7 @@ class Card:
     points: tuple[ExamPoint, ...]
     params: tuple[str, ...] = ()
     attachments: tuple[str, ...] = ()
+    prerequisites: tuple[str, ...] = ()  # the cards to meet before this one
     source: Path | None = field(default=None)
     # The card file's data as loaded (plain JSON types): what the catalog stores per version.
     document: Mapping[str, object] = field(default_factory=dict, repr=False)
@@ -523,6 +526,7 @@ def parse_card(
         points=tuple(points),
         params=tuple(data.params),
         attachments=tuple(data.attachments),
+        prerequisites=tuple(p for p in data.prerequisites if p != data.id),
         source=source,
     )
 
@@ -530,11 +534,15 @@ def parse_card(
 # Template fields added after cards were first stored: spelled out only when used, so that a
 # stored document (and each template's content digest, app.domain.manifests) stays as it was.
 _LATER_FIELDS = ("derived", "constraints")
+_LATER_CARD_FIELDS = ("prerequisites",)
 
 
 def stored_document(data: _CardIn) -> dict[str, Any]:
     """The card as stored: every field spelled out (defaults included) but the later ones."""
     document: dict[str, Any] = data.model_dump(mode="json", exclude_defaults=False)
+    for name in _LATER_CARD_FIELDS:
+        if not document.get(name):
+            document.pop(name, None)
     for point in document["points"]:
         for template in point["templates"]:
             for name in _LATER_FIELDS:

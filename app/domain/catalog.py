@@ -35,6 +35,24 @@ OLD_VERSIONS_CACHED = 4
 VersionLoader = Callable[[str, int], Card | None]
 
 
+def learning_order(cards: Iterable[Card]) -> list[Card]:
+    """The deck in learning order: a card after the cards it lists as prerequisites (those in
+    the deck), otherwise in id order; a cycle of prerequisites is broken at its smallest id."""
+    by_id = {card.id: card for card in cards}
+    waiting = {
+        card_id: {p for p in card.prerequisites if p in by_id} for card_id, card in by_id.items()
+    }
+    order: list[Card] = []
+    while waiting:
+        ready = sorted(c for c, before in waiting.items() if not before) or [min(waiting)]
+        chosen = ready[0]
+        order.append(by_id[chosen])
+        del waiting[chosen]
+        for before in waiting.values():
+            before.discard(chosen)
+    return order
+
+
 class RetiredQuestion(LookupError):
     """A question whose card or template version the catalog does not hold."""
 
@@ -205,8 +223,11 @@ class Catalog:
         return None if card_id in self.withdrawn else self._latest.get(card_id)
 
     def cards(self) -> list[Card]:
-        """The latest version of every card offered to learners, in id order."""
-        return [self._latest[c] for c in sorted(self._latest) if c not in self.withdrawn]
+        """The latest version of every card offered to learners, in learning order
+        (:func:`learning_order`)."""
+        return learning_order(
+            [self._latest[c] for c in sorted(self._latest) if c not in self.withdrawn]
+        )
 
     def all_cards(self) -> list[Card]:
         """The latest version of every card, withdrawn ones included (the dashboard's list)."""

@@ -290,3 +290,30 @@ def _point_order(catalog: Catalog | None, row: PointProgress) -> tuple[str, int,
 
 def days_until(exam_date: date | None, today: date) -> int | None:
     return (exam_date - today).days if exam_date is not None else None
+
+
+@dataclass(frozen=True)
+class CardProgress:
+    """A learner's progress on one card of the deck: first answers, right, reviews due."""
+
+    answered: int
+    right: int
+    due: int
+
+
+def deck_progress(
+    *,
+    db: Session,
+    learner_id: str,
+    now: datetime,
+    catalog: Catalog,
+    told: ColumnElement[bool] | None = None,
+) -> dict[str, CardProgress]:
+    """Per card (its exam points' :func:`progress` added up), for the deck's card list."""
+    totals: dict[str, CardProgress] = {}
+    for row in progress(db=db, learner_id=learner_id, now=now, catalog=catalog, told=told):
+        was = totals.get(row.card_id, CardProgress(0, 0, 0))
+        totals[row.card_id] = CardProgress(
+            was.answered + row.attempts, was.right + row.right, was.due + row.due
+        )
+    return totals

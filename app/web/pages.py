@@ -6,20 +6,32 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.catalog.demo import DEMO_COMMANDS, chart_size, demo_chart, load_demo_results
-from app.deps import CatalogDep, SettingsDep, VisitorDep
+from app.deps import CatalogDep, ContextDep, DbDep, SettingsDep, VisitorDep
 from app.domain.messages import Message
 from app.domain.practice import DEFAULT_SIZE
+from app.practice.mistakes import results_told
 from app.practice.questions import get_card
 from app.problems import NotFound
+from app.review.service import deck_progress
 from app.web.templating import render_page
 
 router = APIRouter(include_in_schema=False)
 
 
 @router.get("/cards")
-def card_list(request: Request, catalog: CatalogDep, visitor: VisitorDep) -> Response:
-    """The cards (Today, ``/``, lists them too)."""
-    return render_page(request, "cards.html", {"cards": catalog.cards()}, lang=visitor.lang)
+def card_list(request: Request, db: DbDep, ctx: ContextDep, visitor: VisitorDep) -> Response:
+    """The deck in learning order, with the visitor's progress on each card (Today, ``/``,
+    lists the cards too)."""
+    progress = {}
+    if visitor.learner is not None:
+        now = ctx.clock()
+        learner_id = visitor.learner.id
+        told = results_told(db=db, catalog=ctx.catalog, learner_id=learner_id, now=now)
+        progress = deck_progress(
+            db=db, learner_id=learner_id, now=now, catalog=ctx.catalog, told=told
+        )
+    context = {"cards": ctx.catalog.cards(), "progress": progress}
+    return render_page(request, "cards.html", context, lang=visitor.lang)
 
 
 @router.get("/cards/{card_id}")
