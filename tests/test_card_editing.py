@@ -344,3 +344,54 @@ def test_the_api_draft_reports_an_exam_point_without_templates(client, prof):
         ("points.1.templates", "needs at least 1 items")
     ]
     assert client.post(f"{API}/instructor/cards/kv-cache/publish", headers=prof).status_code == 422
+
+
+# --- the template editor keeps what it does not show --------------------------------------------
+
+
+@pytest.mark.parametrize("template_id", ["p1-name-the-terms", "p1-optimizer-recipes"])
+def test_the_template_editor_round_trips_a_statement_template(client, app, template_id):
+    """Saved from the editor as shown, a ZeRO statement template is unchanged: the answer's other
+    wordings are a field of the form; conventions, sources and the pitfalls' other wordings,
+    which the form does not show, are kept."""
+    import yaml
+
+    zero = yaml.safe_load(
+        (Path(__file__).parents[1] / "cards" / "zero-memory-offload.yaml").read_text("utf-8")
+    )
+    point, template = next(
+        (p, t) for p in zero["points"] for t in p["templates"] if t["id"] == template_id
+    )
+    log_in(client, app)
+    editor = client.get(f"/instructor/cards/zero-memory-offload/templates/{template_id}")
+    assert 'name="answer_phrasings_zh"' in editor.text
+    form = {
+        "csrf_token": csrf(editor.text),
+        "point": point["slug"],
+        "id": template_id,
+        "kind": "statement",
+        "stem_en": template["stem"]["en"],
+        "stem_zh": template["stem"]["zh"],
+        "answer_en": template["answer"]["en"],
+        "answer_zh": template["answer"]["zh"],
+        "answer_phrasings_en": "\n".join(w["en"] for w in template["answer_phrasings"]),
+        "answer_phrasings_zh": "\n".join(w["zh"] for w in template["answer_phrasings"]),
+        "choices": str(template.get("choices", 4)),
+        "solution_en": "\n".join(s["en"] for s in template["solution"]),
+        "solution_zh": "\n".join(s["zh"] for s in template["solution"]),
+    }
+    for index, pitfall in enumerate(template["pitfalls"]):
+        for name in ("title", "statement", "explanation"):
+            for lang in ("en", "zh"):
+                form[f"pitfall{index}_{name}_{lang}"] = pitfall[name][lang]
+        form[f"pitfall{index}_id"] = pitfall["id"]
+    saved = client.post(f"/instructor/cards/zero-memory-offload/templates/{template_id}", data=form)
+    assert saved.status_code == 200
+    stored = next(
+        t
+        for p in draft(app, "zero-memory-offload")["points"]
+        for t in p["templates"]
+        if t["id"] == template_id
+    )
+    defaults = {"params": template.get("params", {}), "choices": template.get("choices", 4)}
+    assert stored == {**template, **defaults}

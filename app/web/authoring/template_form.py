@@ -13,6 +13,9 @@ from app.problems import InvalidInput
 
 MAX_PITFALLS = 30
 MAX_FIGURES = 12
+# Fields of a template, and of its pitfalls, that the editor does not show: kept as they were.
+_KEPT = ("conventions", "sources")
+_KEPT_IN_PITFALLS = ("convention", "phrasings")
 
 
 def params_text(params: Mapping[str, Any]) -> str:
@@ -69,12 +72,19 @@ def template_from_form(
     }
     if existing is not None and "version" in existing:
         template["version"] = existing["version"]
+    # What the form does not show is kept as the template had it.
+    for name in _KEPT:
+        if existing is not None and existing.get(name):
+            template[name] = existing[name]
     if kind == "numeric":
         template["answer"] = form.get("answer", "").strip()
         template["unit"] = form.get("unit", "").strip() or "B"
         template["precision"] = _int(form.get("precision"), MIN_FIGURES)
     else:
         template["answer"] = {"en": form.get("answer_en", ""), "zh": form.get("answer_zh", "")}
+        phrasings = _steps(form.get("answer_phrasings_en", ""), form.get("answer_phrasings_zh", ""))
+        if phrasings:
+            template["answer_phrasings"] = phrasings
     for index in range(MAX_PITFALLS):
         prefix = f"pitfall{index}_"
         pitfall_id = form.get(prefix + "id", "").strip()
@@ -91,6 +101,10 @@ def template_from_form(
                 "zh": form.get(prefix + "explanation_zh", ""),
             },
         }
+        kept = _existing_pitfall(existing, pitfall_id)
+        for name in _KEPT_IN_PITFALLS:
+            if kept.get(name) and (name != "phrasings" or kind == "statement"):
+                pitfall[name] = kept[name]
         if kind == "numeric":
             pitfall["formula"] = form.get(prefix + "formula", "").strip()
         else:
@@ -100,6 +114,13 @@ def template_from_form(
             }
         template["pitfalls"].append(pitfall)
     return template
+
+
+def _existing_pitfall(existing: Mapping[str, Any] | None, pitfall_id: str) -> Mapping[str, Any]:
+    for pitfall in (existing or {}).get("pitfalls") or []:
+        if isinstance(pitfall, Mapping) and pitfall.get("id") == pitfall_id:
+            return pitfall
+    return {}
 
 
 def form_problems(template: Mapping[str, Any]) -> list[CardProblem]:
