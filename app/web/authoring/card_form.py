@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Request
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
@@ -94,7 +95,6 @@ async def save_card(
     check_csrf(visitor, form.get("csrf_token"))
 
     def work() -> Response:
-        assert visitor.learner is not None
         draft = service.get_draft(db=db, card_id=card_id[:100])
         texts = {
             name: {
@@ -121,8 +121,7 @@ async def save_card(
                 problems.append(_at_row(compiled, rows))
         if problems:
             return _card_page(request, visitor, card_id, document, problems, status_code=422)
-        service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
-        return back_to(visitor, f"/instructor/cards/{card_id}")
+        return _saved(db, visitor, card_id, document)
 
     return await run_in_threadpool(work)
 
@@ -213,19 +212,33 @@ def _point_page(
     )
 
 
-def _point_texts(
-    title_en: str, title_zh: str, explanation_en: str, explanation_zh: str
-) -> tuple[dict[str, str], dict[str, str], list[CardProblem]]:
-    title = {"en": title_en.strip(), "zh": title_zh.strip()}
-    explanation = {"en": explanation_en.strip(), "zh": explanation_zh.strip()}
-    return (
-        title,
-        explanation,
-        text_problems("title", title) + text_problems("explanation", explanation),
-    )
+TextField = Annotated[str, Field(max_length=20_000)]
 
 
-TextField = Annotated[str, Form(max_length=20_000)]
+class PointTextsForm(BaseModel):
+    """An exam point's texts as the point form posts them (blank where left empty)."""
+
+    csrf_token: str | None = None
+    title_en: TextField = ""
+    title_zh: TextField = ""
+    explanation_en: TextField = ""
+    explanation_zh: TextField = ""
+
+    def texts(self) -> tuple[dict[str, str], dict[str, str], list[CardProblem]]:
+        """The title and the explanation, trimmed, and what the card format refuses in them."""
+        title = {"en": self.title_en.strip(), "zh": self.title_zh.strip()}
+        explanation = {"en": self.explanation_en.strip(), "zh": self.explanation_zh.strip()}
+        problems = text_problems("title", title) + text_problems("explanation", explanation)
+        return title, explanation, problems
+
+
+def _saved(
+    db: DbDep, visitor: InstructorVisitor, card_id: str, document: dict[str, Any]
+) -> Response:
+    """Write the draft as the API's ``PUT …/draft`` does, then see the card's page."""
+    assert visitor.learner is not None
+    service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
+    return back_to(visitor, f"/instructor/cards/{card_id}")
 
 
 @router.post("/cards/{card_id}/points")
@@ -234,19 +247,14 @@ def create_point(
     card_id: str,
     db: DbDep,
     visitor: InstructorVisitor,
-    csrf_token: Annotated[str | None, Form()] = None,
+    form: Annotated[PointTextsForm, Form()],
     slug: Annotated[str, Form(max_length=80)] = "",
-    title_en: TextField = "",
-    title_zh: TextField = "",
-    explanation_en: TextField = "",
-    explanation_zh: TextField = "",
 ) -> Response:
     """Add an exam point at the end of the card; a refusal shows the form again at its field."""
-    check_csrf(visitor, csrf_token)
-    assert visitor.learner is not None
+    check_csrf(visitor, form.csrf_token)
     draft = service.get_draft(db=db, card_id=card_id[:100])
     slug = slug.strip()
-    title, explanation, problems = _point_texts(title_en, title_zh, explanation_en, explanation_zh)
+    title, explanation, problems = form.texts()
     if not _SLUG.match(slug):
         text = Message("an exam point slug is lowercase words joined by '-'")
         problems.insert(0, CardProblem("error", None, "slug", text))
@@ -259,8 +267,7 @@ def create_point(
         taken = Message("the card has an exam point %(point)s already", point=repr(slug))
         problem = CardProblem("error", None, "slug", taken)
         return _point_page(request, visitor, card_id, shown, None, [problem], status_code=409)
-    service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
-    return back_to(visitor, f"/instructor/cards/{card_id}")
+    return _saved(db, visitor, card_id, document)
 
 
 def _find_point(document: Mapping[str, Any], slug: str) -> dict[str, Any]:
@@ -289,23 +296,17 @@ def save_point(
     slug: str,
     db: DbDep,
     visitor: InstructorVisitor,
-    csrf_token: Annotated[str | None, Form()] = None,
-    title_en: TextField = "",
-    title_zh: TextField = "",
-    explanation_en: TextField = "",
-    explanation_zh: TextField = "",
+    form: Annotated[PointTextsForm, Form()],
 ) -> Response:
-    check_csrf(visitor, csrf_token)
-    assert visitor.learner is not None
+    """Save the exam point's title and explanation; a refusal shows them at their fields."""
+    check_csrf(visitor, form.csrf_token)
     draft = service.get_draft(db=db, card_id=card_id[:100])
     point = _find_point(draft.document, slug)
-    title, explanation, problems = _point_texts(title_en, title_zh, explanation_en, explanation_zh)
+    title, explanation, problems = form.texts()
     if problems:
         shown = {**point, "title": title, "explanation": explanation}
         return _point_page(request, visitor, card_id, shown, slug, problems, status_code=422)
-    document = put_point(draft.document, slug, title, explanation)
-    service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
-    return back_to(visitor, f"/instructor/cards/{card_id}")
+    return _saved(db, visitor, card_id, put_point(draft.document, slug, title, explanation))
 
 
 @router.post("/cards/{card_id}/points/{slug}/move")
@@ -319,12 +320,11 @@ def move(
 ) -> Response:
     """Move the exam point one place up or down the card."""
     check_csrf(visitor, csrf_token)
-    assert visitor.learner is not None
     draft = service.get_draft(db=db, card_id=card_id[:100])
     _find_point(draft.document, slug)
-    document = move_point(draft.document, slug, -1 if direction == "up" else 1)
-    service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
-    return back_to(visitor, f"/instructor/cards/{card_id}")
+    return _saved(
+        db, visitor, card_id, move_point(draft.document, slug, -1 if direction == "up" else 1)
+    )
 
 
 @router.post("/cards/{card_id}/points/{slug}/delete")
@@ -338,7 +338,6 @@ def delete_point(
 ) -> Response:
     """Remove an exam point without templates; refused (409) while templates use it."""
     check_csrf(visitor, csrf_token)
-    assert visitor.learner is not None
     draft = service.get_draft(db=db, card_id=card_id[:100])
     point = _find_point(draft.document, slug)
     try:
@@ -350,8 +349,7 @@ def delete_point(
             templates=", ".join(refusal.templates),
         )
         return _point_page(request, visitor, card_id, point, slug, message=text, status_code=409)
-    service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
-    return back_to(visitor, f"/instructor/cards/{card_id}")
+    return _saved(db, visitor, card_id, document)
 
 
 # --- shared -------------------------------------------------------------------------------------
