@@ -165,8 +165,31 @@ def test_a_formula_row_needs_its_id_titles_and_latex(client, app):
     assert field_problems(refused.text, "fm0-id") == ["必填"]
     assert field_problems(refused.text, "fm0-tzh") == ["不能为空"]
     assert field_problems(refused.text, "fm0-latex") == ["必填"]
+    # What only compiling the formulas finds (a unit, an id used twice) is shown above the form.
+    for changes, words in (
+        ({"formula0_unit": "parsecs"}, "parsecs"),
+        (
+            {
+                "formula1_id": "kv",
+                "formula1_title_en": "Again",
+                "formula1_title_zh": "又一个",
+                "formula1_expr": "layers",
+                "formula1_latex": "L",
+            },
+            "declared twice",
+        ),
+    ):
+        refused = client.post(
+            "/instructor/cards/kv-cache/edit?lang=en", data=card_form(token, **changes)
+        )
+        assert refused.status_code == 422
+        top = re.search(
+            r'role="status">.*?</p>\s*(<p class="field-problem[^>]*>.*?</p>)', refused.text, re.S
+        )
+        assert top and words in html.unescape(top[1]), words
+    assert draft(app)["formulas"] == []
     bad_param = client.post(
-        "/instructor/cards/kv-cache/edit", data=card_form(token, params="layers, 2heads")
+        "/instructor/cards/kv-cache/edit?lang=zh", data=card_form(token, params="layers, 2heads")
     )
     assert bad_param.status_code == 422
     assert field_problems(bad_param.text, "h-card-params") == ["不是合法的名称：'2heads'"]
