@@ -418,3 +418,39 @@ def test_the_template_editor_round_trips_a_statement_template(client, app, templ
     )
     defaults = {"params": template.get("params", {}), "choices": template.get("choices", 4)}
     assert stored == {**template, **defaults}
+
+
+def test_the_forms_show_a_malformed_api_draft_without_failing(client, app):
+    """The API stores any JSON object as a draft: its forms still open (blank where a field is
+    not what the format says), and saving them writes a well-formed card part."""
+    prof = instructor_headers(client, app, email="api@example.com")
+    client.post(f"{API}/instructor/cards", json=CARD, headers=prof)
+    odd = {
+        **CARD,
+        "title": "not a text",
+        "params": "layers",
+        "formulas": ["kv", {"id": 3, "title": "x"}],
+        "points": [{**CARD["points"][0], "title": None, "explanation": ["x"]}],
+    }
+    put_draft(client, prof, odd)
+    log_in(client, app)
+    for path in ("/edit", "/points/kv-bytes", "/new-point", ""):
+        page = client.get(f"/instructor/cards/kv-cache{path}")
+        assert page.status_code == 200, (path, page.text[:300])
+    token = csrf(client.get("/instructor/cards/kv-cache/edit").text)
+    assert client.post("/instructor/cards/kv-cache/edit", data=card_form(token)).status_code == 200
+    document = draft(app)
+    assert document["title"] == CARD["title"] and document["formulas"] == [{**KV, "unit": "B"}]
+
+
+def test_moving_an_exam_point_past_either_end_keeps_it_there_and_numbers_stay_1_to_n():
+    from app.domain.authoring import move_point
+
+    points = [{"number": n, "slug": slug, "templates": []} for n, slug in enumerate("abc", start=1)]
+    document = {"points": points}
+    order = lambda doc: [(p["number"], p["slug"]) for p in doc["points"]]  # noqa: E731
+    assert order(move_point(document, "a", -1)) == [(1, "a"), (2, "b"), (3, "c")]
+    assert order(move_point(document, "c", 1)) == [(1, "a"), (2, "b"), (3, "c")]
+    assert order(move_point(document, "c", -1)) == [(1, "a"), (2, "c"), (3, "b")]
+    assert order(move_point(document, "a", 5)) == [(1, "b"), (2, "c"), (3, "a")]
+    assert order(document) == [(1, "a"), (2, "b"), (3, "c")]  # the document itself unchanged

@@ -69,12 +69,13 @@ def _card_page(
     *,
     status_code: int = 200,
 ) -> Response:
-    formulas = list(document.get("formulas") or [])
+    formulas = [f for f in document.get("formulas") or [] if isinstance(f, Mapping)]
+    params = document.get("params")
     context = {
         "card_id": card_id,
         "document": document,
         "texts": {name: _text(document.get(name)) for name in CARD_TEXTS},
-        "params_text": ", ".join(str(p) for p in document.get("params") or []),
+        "params_text": ", ".join(map(str, params)) if isinstance(params, list) else "",
         "formulas": [*formulas, {"id": "", "title": {}, "expr": "", "latex": "", "unit": "B"}],
         "problems": problems,
         "by_field": _by_field(problems),
