@@ -369,6 +369,7 @@ def test_an_instructor_authors_a_whole_card_in_the_dashboard(
             )
             for _slug, title, _ in POINTS:
                 expect(learner.locator(".start-points")).to_contain_text(title[shown_lang])
+            shot(learner, f"card-authoring-learner-card-{lang}-{shown_lang}")
             learner.goto(f"/cards/{card}/points/global-batch/practice?lang={shown_lang}")
             expect(learner.locator("h1.point-title")).to_contain_text(POINTS[0][1][shown_lang])
             expect(learner.locator("main")).to_contain_text(
@@ -376,7 +377,7 @@ def test_an_instructor_authors_a_whole_card_in_the_dashboard(
             )
             learner.goto(f"/cards/{card}/points/why-accumulate/practice?lang={shown_lang}")
             expect(learner.locator("main")).to_contain_text(STATEMENT_STEM[shown_lang])
-            shot(learner, f"card-authoring-learner-{lang}-{shown_lang}")
+            shot(learner, f"card-authoring-learner-question-{lang}-{shown_lang}")
     finally:
         learner_context.close()
 
