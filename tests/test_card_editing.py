@@ -11,6 +11,7 @@ import copy
 import html
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -454,3 +455,55 @@ def test_moving_an_exam_point_past_either_end_keeps_it_there_and_numbers_stay_1_
     assert order(move_point(document, "c", -1)) == [(1, "a"), (2, "c"), (3, "b")]
     assert order(move_point(document, "a", 5)) == [(1, "b"), (2, "c"), (3, "a")]
     assert order(document) == [(1, "a"), (2, "b"), (3, "c")]  # the document itself unchanged
+
+
+class _FormReader(HTMLParser):
+    """The named inputs and textareas of a page, as a browser would post them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fields: dict[str, str] = {}
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        named = dict(attrs)
+        if tag == "input" and named.get("name"):
+            self.fields[named["name"]] = named.get("value") or ""
+        elif tag == "textarea" and named.get("name"):
+            self._textarea = named["name"]
+            self.fields[self._textarea] = ""
+
+    def handle_data(self, data):
+        if self._textarea is not None:
+            self.fields[self._textarea] += data
+
+    def handle_endtag(self, tag):
+        if tag == "textarea":
+            self._textarea = None
+
+
+def posted(page: str) -> dict[str, str]:
+    reader = _FormReader()
+    reader.feed(page)
+    # A browser drops the newline right after <textarea>.
+    return {k: v.removeprefix("\n") for k, v in reader.fields.items()}
+
+
+def test_saving_the_zero_card_form_unchanged_changes_nothing(client, app):
+    """Every text, parameter and formula of the ZeRO card goes through the form and back as
+    the card file has it."""
+    import yaml
+
+    zero = yaml.safe_load(
+        (Path(__file__).parents[1] / "cards" / "zero-memory-offload.yaml").read_text("utf-8")
+    )
+    log_in(client, app)
+    before = draft(app, "zero-memory-offload")  # the published version: no draft yet
+    page = client.get("/instructor/cards/zero-memory-offload/edit")
+    saved = client.post("/instructor/cards/zero-memory-offload/edit", data=posted(page.text))
+    assert saved.status_code == 200 and saved.url.path == "/instructor/cards/zero-memory-offload"
+    document = draft(app, "zero-memory-offload")
+    for name in ("title", "definition", "use_cases", "problems_solved", "params"):
+        assert document[name] == zero[name], name
+    assert document["formulas"] == [{"unit": "B", **f} for f in zero["formulas"]]
+    assert document == {**before, "formulas": document["formulas"]}
