@@ -507,3 +507,21 @@ def test_saving_the_zero_card_form_unchanged_changes_nothing(client, app):
         assert document[name] == zero[name], name
     assert document["formulas"] == [{"unit": "B", **f} for f in zero["formulas"]]
     assert document == {**before, "formulas": document["formulas"]}
+
+
+def test_the_card_form_keeps_every_formula_row_however_many(client, app):
+    log_in(client, app)
+    create(client)
+    form = card_form(csrf(client.get("/instructor/cards/kv-cache/edit").text))
+    for row in range(1, 150):
+        form |= {
+            f"formula{row}_id": f"f{row}",
+            f"formula{row}_title_en": f"Formula {row}",
+            f"formula{row}_title_zh": f"公式 {row}",
+            f"formula{row}_expr": f"layers + {row}",
+            f"formula{row}_latex": f"L + {row}",
+        }
+    saved = client.post("/instructor/cards/kv-cache/edit", data=form)
+    assert saved.status_code == 200, re.findall(r"field-problem[^>]*>([^<]*)", saved.text)
+    ids = [f["id"] for f in draft(app)["formulas"]]
+    assert ids == ["kv", *(f"f{row}" for row in range(1, 150))]

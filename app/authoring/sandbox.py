@@ -356,11 +356,11 @@ def check_card_formulas(
     params: Sequence[str],
     formulas: Sequence[Mapping[str, object]],
     *,
-    timeout_s: float = DEFAULT_FORMULA_TIMEOUT_S,
+    timeout_s: float = DEFAULT_CARD_TIMEOUT_S,
 ) -> Any:
     """The first problem (a :class:`app.domain.authoring.CardProblem`, at its field and column)
-    of a card's parameters and named formulas, compiled in the process's pool; None when they
-    compile."""
+    of a card's parameters and named formulas, compiled in the process's pool (a card's worth
+    of formulas: the card's timeout); None when they compile."""
     kind, payload = default_sandbox().call(
         card_formulas_task,
         tuple(str(p) for p in params),

@@ -23,6 +23,7 @@ from app.authoring.sandbox import check_card_formulas
 from app.deps import DbDep, InstructorVisitor
 from app.domain.authoring import (
     CARD_TEXTS,
+    MAX_FORMULAS,
     CardProblem,
     PointInUse,
     add_point,
@@ -45,8 +46,8 @@ from app.web.templating import render_page
 
 router = APIRouter(include_in_schema=False, prefix="/instructor")
 _SLUG = re.compile(SLUG_PATTERN)
-# Formula rows the card form reads (the ZeRO card has 12 named formulas).
-MAX_FORMULA_ROWS = 100
+# A formula row's fields: formula<row>_<field>, rows numbered from 0 in the card's order.
+_ROW = re.compile(r"^formula(\d{1,5})_")
 _FORMULA_FIELDS = ("id", "title_en", "title_zh", "expr", "latex", "unit")
 
 
@@ -130,7 +131,8 @@ async def save_card(
 def _formula_rows(form: Mapping[str, str]) -> list[tuple[int, dict[str, Any]]]:
     """The form's formula rows that are not blank, each with its row number (from 0)."""
     rows = []
-    for index in range(MAX_FORMULA_ROWS):
+    indices = sorted({int(m[1]) for key in form if (m := _ROW.match(key))})
+    for index in indices[:MAX_FORMULAS]:
         values = {name: form.get(f"formula{index}_{name}", "").strip() for name in _FORMULA_FIELDS}
         if not any(values[name] for name in _FORMULA_FIELDS if name != "unit"):
             continue
