@@ -187,6 +187,7 @@ def write_numeric_template(page: Page, card: str) -> None:
         page.fill(f"#p{index}-ezh", explanation["zh"])
         save(page)  # the editor comes back with the pitfalls so far and an empty slot
         expect(page).to_have_url(re.compile(r"/templates/global-batch-size"))
+        expect(page.locator(f"#p{index + 1}-id")).to_have_value("")
 
 
 def write_statement_template(page: Page, card: str) -> None:
@@ -194,6 +195,7 @@ def write_statement_template(page: Page, card: str) -> None:
     page.fill("#f-id", "why-accumulate")
     page.select_option("#f-kind", "statement")
     save(page)  # the editor shows a statement's fields
+    expect(page.locator("#f-answer-en")).to_be_visible()
     page.fill("#f-stem-en", STATEMENT_STEM["en"])
     page.fill("#f-stem-zh", STATEMENT_STEM["zh"])
     page.fill("#f-answer-en", STATEMENT_ANSWER["en"])
@@ -215,6 +217,7 @@ def write_statement_template(page: Page, card: str) -> None:
         page.fill(f"#p{index}-een", explanation["en"])
         page.fill(f"#p{index}-ezh", explanation["zh"])
         save(page)
+        expect(page.locator(f"#p{index + 1}-id")).to_have_value("")
 
 
 def check_export(path: Path, fmt: str, lang: str) -> None:
