@@ -525,3 +525,21 @@ def test_the_card_form_keeps_every_formula_row_however_many(client, app):
     assert saved.status_code == 200, re.findall(r"field-problem[^>]*>([^<]*)", saved.text)
     ids = [f["id"] for f in draft(app)["formulas"]]
     assert ids == ["kv", *(f"f{row}" for row in range(1, 150))]
+
+
+@pytest.mark.parametrize("role", [None, "learner"])
+def test_the_card_and_point_forms_are_for_instructors_only(client, app, role):
+    if role:
+        log_in(client, app, role=role)
+    card = "/instructor/cards/zero-memory-offload"
+    for path in (f"{card}/edit", f"{card}/new-point", f"{card}/points/optimizer-memory"):
+        assert client.get(path).status_code == 403, path
+    token = csrf(client.get("/login").text)
+    for path in (
+        f"{card}/edit",
+        f"{card}/points",
+        f"{card}/points/optimizer-memory",
+        f"{card}/points/optimizer-memory/move",
+        f"{card}/points/optimizer-memory/delete",
+    ):
+        assert client.post(path, data={"csrf_token": token}).status_code == 403, path
