@@ -26,14 +26,16 @@
   }
   // The parameters a formula may use: the card's (data-names) and the template's, read from the
   // parameters field as typed ("name = v1, v2 | format" per line), saved or not.
-  var paramsField = document.getElementById("f-params") || document.getElementById("f-card-params");
+  var paramsField = document.getElementById("f-params");
+  var derivedField = document.getElementById("f-derived");
+  var cardParamsField = document.getElementById("f-card-params");
   var identifier = /^[A-Za-z_][A-Za-z0-9_]*$/;
   function names(input) {
     var found = (input.dataset.names || "").split(",").filter(Boolean);
     // A card formula: the card's parameters as typed, and the ids of the formulas above it.
     if (input.dataset.scope === "card") {
-      if (paramsField) {
-        paramsField.value.split(/[\s,]+/).forEach(function (name) {
+      if (cardParamsField) {
+        cardParamsField.value.split(/[\s,]+/).forEach(function (name) {
           if (identifier.test(name)) found.push(name);
         });
       }
@@ -43,12 +45,13 @@
       });
       return found.join(",");
     }
-    if (paramsField) {
-      paramsField.value.split("\n").forEach(function (line) {
+    [paramsField, derivedField].forEach(function (field) {
+      if (!field) return;
+      field.value.split("\n").forEach(function (line) {
         var name = line.split("=")[0].trim();
         if (line.indexOf("=") > 0 && identifier.test(name)) found.push(name);
       });
-    }
+    });
     return found.join(",");
   }
   function check(input) {
@@ -74,7 +77,9 @@
   function recheck() {
     formulas.forEach(function (input) { if (input.value) later(input); });
   }
-  if (paramsField) paramsField.addEventListener("input", recheck);
+  [paramsField, derivedField, cardParamsField].forEach(function (field) {
+    if (field) field.addEventListener("input", recheck);
+  });
   // A card formula renamed: the formulas below it are checked again.
   document.querySelectorAll("input[data-formula-name]").forEach(function (idField) {
     idField.addEventListener("input", recheck);

@@ -26,6 +26,7 @@ from .cards import (
     _TextIn,
     document_templates,
     parse_card,
+    stored_document,
 )
 from .generation import LATEST_GENERATOR
 from .manifests import TemplateEntry, VersionManifest, template_body_hash
@@ -318,7 +319,7 @@ def _content(template: Mapping[str, Any]) -> str:
 def canonical(document: Mapping[str, Any]) -> dict[str, Any]:
     """A document with every field spelled out as stored (defaults included), when it is valid."""
     try:
-        return _CardIn.model_validate(document).model_dump(mode="json")
+        return stored_document(_CardIn.model_validate(document))
     except ValidationError:
         copy: dict[str, Any] = json.loads(json.dumps(document))
         return copy
