@@ -228,6 +228,19 @@ def check_export(path: Path, fmt: str, lang: str) -> None:
         "zh": "一次优化器更新看到多少条序列",
     }
     assert path.stat().st_size > 0
+    if fmt == "qti":
+        with zipfile.ZipFile(path) as package:
+            assert package.testzip() is None and "imsmanifest.xml" in package.namelist()
+            items = [n for n in package.namelist() if n != "imsmanifest.xml"]
+            assert 2 <= len(items) <= 10
+            texts = [package.read(n).decode("utf-8") for n in items]
+            assert ET.fromstring(package.read("imsmanifest.xml")).tag.endswith("manifest")
+        for text in texts:
+            assert ET.fromstring(text).tag.endswith("qti-assessment-item")
+        assert any(stem_words[lang] in text for text in texts)
+        for template_id in ("global-batch-size", "why-accumulate"):
+            assert any(template_id in name for name in items), (template_id, items)
+        return
     if fmt == "moodle":
         root = ET.parse(path).getroot()
         assert root.tag == "quiz"
@@ -348,10 +361,14 @@ def test_an_instructor_authors_a_whole_card_in_the_dashboard(
     expect(page.locator("#export-title")).to_be_visible()
     shot(page, f"card-authoring-published-{lang}")
 
-    # Each export downloads from the card page, non-empty and well-formed.
+    # Each export downloads from the card page, non-empty and well-formed, in each language.
     links = page.locator(".export-links a")
-    expect(links).to_have_count(4)
-    for index in range(4):
+    hrefs = [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
+    offered = {
+        (re.search(r"format=(\w+)", h)[1], re.search(r"language=(\w+)", h)[1]) for h in hrefs
+    }
+    assert {(f, language) for f in ("apkg", "moodle") for language in ("en", "zh")} <= offered
+    for index in range(len(hrefs)):
         href = links.nth(index).get_attribute("href") or ""
         fmt = re.search(r"format=(\w+)", href)[1]
         language = re.search(r"language=(\w+)", href)[1]
