@@ -137,3 +137,27 @@ def test_the_card_page_shows_the_validation_progress_then_the_problems(page: Pag
     expect(page.locator("[data-validation]")).to_have_count(0)
     expect(page.get_by_role("button", name="Publish")).to_be_enabled()
     shot(page, "authoring-validation-done")
+
+
+def test_derived_parameters_and_constraints_in_the_editor(page: Page, live_server):
+    """A derived parameter typed in its field is a name the formulas may use at once; saved,
+    the template draws only the combinations its constraint allows."""
+    log_in_as_instructor(page, live_server)
+    card_id = "zz-derived-" + re.sub(r"[^a-z0-9]", "", new_email().split("@")[0])[:8]
+    with live_server.app.state.sessionmaker() as db:
+        actor = db.scalars(select(Learner).where(Learner.role == "instructor")).first()
+        ref = LearnerRef(actor.id, actor.kind, actor.role, actor.email)
+        service.create_draft(db=db, actor=ref, document={**CARD, "id": card_id})
+    page.goto(f"{live_server.url}/instructor/cards/{card_id}/templates/kv-total")
+    answer = page.locator("#f-answer")
+    error = page.locator("#e-answer")
+    answer.fill("kv * per_head / heads")
+    expect(error).to_contain_text("per_head")
+    page.fill("#f-derived", "per_head = head_dim * 2 | int")
+    expect(error).to_have_text("")
+    page.fill("#f-constraints", "heads/2 integer")
+    answer.fill("kv")
+    shot(page, "authoring-derived")
+    page.click("button:has-text('Save template')")
+    expect(page.locator("#f-derived")).to_have_value("per_head = head_dim * 2 | int")
+    expect(page.locator("#f-constraints")).to_have_value("heads/2 integer")
