@@ -1,5 +1,5 @@
-// The template editor: check each formula as it is typed and show the parser's reason at its
-// column. The form works without this script (problems are listed after saving).
+// The template editor and the card form: check each formula as it is typed and show the
+// parser's reason at its column. The forms work without this script (problems show on saving).
 (function () {
   var timers = new WeakMap();
   function show(input, result) {
@@ -28,13 +28,28 @@
   // parameters field as typed ("name = v1, v2 | format" per line), saved or not.
   var paramsField = document.getElementById("f-params");
   var derivedField = document.getElementById("f-derived");
+  var cardParamsField = document.getElementById("f-card-params");
+  var identifier = /^[A-Za-z_][A-Za-z0-9_]*$/;
   function names(input) {
     var found = (input.dataset.names || "").split(",").filter(Boolean);
+    // A card formula: the card's parameters as typed, and the ids of the formulas above it.
+    if (input.dataset.scope === "card") {
+      if (cardParamsField) {
+        cardParamsField.value.split(/[\s,]+/).forEach(function (name) {
+          if (identifier.test(name)) found.push(name);
+        });
+      }
+      document.querySelectorAll("input[data-formula-name]").forEach(function (idField) {
+        var name = idField.value.trim();
+        if (Number(idField.dataset.formulaName) < Number(input.dataset.row) && identifier.test(name)) found.push(name);
+      });
+      return found.join(",");
+    }
     [paramsField, derivedField].forEach(function (field) {
       if (!field) return;
       field.value.split("\n").forEach(function (line) {
         var name = line.split("=")[0].trim();
-        if (line.indexOf("=") > 0 && /^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) found.push(name);
+        if (line.indexOf("=") > 0 && identifier.test(name)) found.push(name);
       });
     });
     return found.join(",");
@@ -42,7 +57,8 @@
   function check(input) {
     if (!input.value.trim()) { show(input, { ok: true }); return; }
     var url = "/instructor/check-formula?card_id=" + encodeURIComponent(input.dataset.card) +
-      "&names=" + encodeURIComponent(names(input)) + "&text=" + encodeURIComponent(input.value);
+      "&names=" + encodeURIComponent(names(input)) + "&text=" + encodeURIComponent(input.value) +
+      (input.dataset.scope ? "&scope=" + encodeURIComponent(input.dataset.scope) : "");
     fetch(url, { credentials: "same-origin" })
       .then(function (r) { return r.json(); })
       .then(function (result) { show(input, result); })
@@ -58,10 +74,14 @@
     if (input.value) check(input);
   });
   // A parameter added or renamed: the formulas are checked again against the new names.
-  [paramsField, derivedField].forEach(function (field) {
-    if (!field) return;
-    field.addEventListener("input", function () {
-      formulas.forEach(function (input) { if (input.value) later(input); });
-    });
+  function recheck() {
+    formulas.forEach(function (input) { if (input.value) later(input); });
+  }
+  [paramsField, derivedField, cardParamsField].forEach(function (field) {
+    if (field) field.addEventListener("input", recheck);
+  });
+  // A card formula renamed: the formulas below it are checked again.
+  document.querySelectorAll("input[data-formula-name]").forEach(function (idField) {
+    idField.addEventListener("input", recheck);
   });
 })();

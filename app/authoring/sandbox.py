@@ -35,6 +35,7 @@ from typing import Any
 from app.authoring.sandbox_worker import (
     CardCheck,
     FormulaCheck,
+    card_formulas_task,
     check_card_task,
     check_formula_task,
     draft_formula_task,
@@ -349,3 +350,26 @@ def check_draft_formula(
         reason, column = payload
         return FormulaError(reason, text=shown, column=column)
     return FormulaError(_failure_reason(kind, payload, default_sandbox().cpu_limit_s), text=shown)
+
+
+def check_card_formulas(
+    params: Sequence[str],
+    formulas: Sequence[Mapping[str, object]],
+    *,
+    timeout_s: float = DEFAULT_CARD_TIMEOUT_S,
+) -> Any:
+    """The first problem (a :class:`app.domain.authoring.CardProblem`, at its field and column)
+    of a card's parameters and named formulas, compiled in the process's pool (a card's worth
+    of formulas: the card's timeout); None when they compile."""
+    kind, payload = default_sandbox().call(
+        card_formulas_task,
+        tuple(str(p) for p in params),
+        tuple(formulas),
+        timeout_s=timeout_s,
+    )
+    if kind == "ok":
+        return payload
+    from app.domain.authoring import CardProblem
+
+    reason = failure_text(kind, payload, default_sandbox().cpu_limit_s)
+    return CardProblem("error", None, None, reason, None)

@@ -255,6 +255,19 @@ def draft_formula_task(
     return FormulaCheck(text=text, names=formula.names)
 
 
+def card_formulas_task(card_params: tuple[str, ...], card_formulas: tuple[object, ...]) -> Any:
+    """The first problem of a card's own parameters and named formulas, as a draft's validation
+    reports it (field and column), or None when they compile."""
+    from app.domain.authoring import CardProblem
+    from app.domain.cards import CardError, card_definitions
+
+    try:
+        card_definitions({"params": list(card_params), "formulas": list(card_formulas)})
+    except CardError as exc:
+        return CardProblem("error", None, exc.field, exc.text, exc.position, exc.reason)
+    return None
+
+
 def preview_task(
     digest: str,
     document: object,

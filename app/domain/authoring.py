@@ -23,6 +23,7 @@ from .cards import (
     Card,
     CardError,
     _CardIn,
+    _TextIn,
     document_templates,
     parse_card,
     stored_document,
@@ -435,41 +436,156 @@ def remove_template(document: Mapping[str, Any], template_id: str) -> dict[str, 
     return out
 
 
-def add_point(document: Mapping[str, Any], slug: str, title: Mapping[str, str]) -> dict[str, Any]:
+# The card's own texts, each in every language (cards/README.md).
+CARD_TEXTS = ("title", "definition", "use_cases", "problems_solved")
+
+
+class PointInUse(ValueError):
+    """An exam point that templates still use: removing it would remove them too."""
+
+    def __init__(self, slug: str, templates: Sequence[str]) -> None:
+        super().__init__(slug)
+        self.slug = slug
+        self.templates = tuple(templates)
+
+
+def text_problems(field: str, text: object) -> list[CardProblem]:
+    """What the card format refuses in one text of every language at ``field`` (a language
+    missing or empty): the problems a draft's validation reports there."""
+    try:
+        _TextIn.model_validate(text)
+    except ValidationError as exc:
+        return [
+            CardProblem(
+                "error",
+                None,
+                ".".join([field, *(str(part) for part in error.get("loc", ()))]),
+                shape_message(error),
+            )
+            for error in exc.errors()
+        ]
+    return []
+
+
+def put_card_texts(
+    document: Mapping[str, Any], texts: Mapping[str, Mapping[str, str]]
+) -> dict[str, Any]:
+    """A copy of ``document`` with the card's texts (``CARD_TEXTS``) given in ``texts``."""
+    out: dict[str, Any] = json.loads(json.dumps(document))
+    for name, text in texts.items():
+        if name not in CARD_TEXTS:
+            raise KeyError(name)
+        out[name] = dict(text)
+    return out
+
+
+def put_card_formulas(
+    document: Mapping[str, Any], params: Sequence[str], formulas: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """A copy of ``document`` with the card's parameters and named formulas, in this order."""
+    out: dict[str, Any] = json.loads(json.dumps(document))
+    out["params"] = list(params)
+    out["formulas"] = json.loads(json.dumps(list(formulas)))
+    return out
+
+
+def _renumbered(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for number, point in enumerate(points, start=1):
+        point["number"] = number
+    return points
+
+
+def add_point(
+    document: Mapping[str, Any],
+    slug: str,
+    title: Mapping[str, str],
+    explanation: Mapping[str, str],
+) -> dict[str, Any]:
+    """A copy of ``document`` with a new last exam point (no template yet); ``KeyError`` when
+    the card has a point ``slug`` already."""
     out: dict[str, Any] = json.loads(json.dumps(document))
     points = out.setdefault("points", [])
+    if any(point.get("slug") == slug for point in points):
+        raise KeyError(slug)
     points.append(
         {
             "number": len(points) + 1,
             "slug": slug,
             "title": dict(title),
-            "explanation": dict(title),
+            "explanation": dict(explanation),
             "templates": [],
         }
     )
     return out
 
 
+def _point_index(points: Sequence[Mapping[str, Any]], slug: str) -> int:
+    for index, point in enumerate(points):
+        if point.get("slug") == slug:
+            return index
+    raise KeyError(slug)
+
+
+def put_point(
+    document: Mapping[str, Any],
+    slug: str,
+    title: Mapping[str, str],
+    explanation: Mapping[str, str],
+) -> dict[str, Any]:
+    """A copy of ``document`` with exam point ``slug``'s title and explanation replaced (its
+    slug, number and templates kept); ``KeyError`` when there is no such point."""
+    out: dict[str, Any] = json.loads(json.dumps(document))
+    points = out.get("points", [])
+    point = points[_point_index(points, slug)]
+    point["title"] = dict(title)
+    point["explanation"] = dict(explanation)
+    return out
+
+
+def remove_point(document: Mapping[str, Any], slug: str) -> dict[str, Any]:
+    """A copy of ``document`` without exam point ``slug``, the others renumbered 1..n.
+
+    Refused (:class:`PointInUse`) while templates are in it: removing a point never removes
+    templates with it (delete or move them first).
+    """
+    out: dict[str, Any] = json.loads(json.dumps(document))
+    points = out.get("points", [])
+    index = _point_index(points, slug)
+    templates = [str(t.get("id")) for t in points[index].get("templates", [])]
+    if templates:
+        raise PointInUse(slug, templates)
+    points.pop(index)
+    _renumbered(points)
+    return out
+
+
+def move_point(document: Mapping[str, Any], slug: str, step: int) -> dict[str, Any]:
+    """A copy of ``document`` with exam point ``slug`` moved ``step`` places (-1: up one; at
+    either end it stays), the points renumbered 1..n. Slugs, not numbers, identify points in
+    attempts and reviews, so renumbering loses nothing."""
+    out: dict[str, Any] = json.loads(json.dumps(document))
+    points = out.get("points", [])
+    index = _point_index(points, slug)
+    target = max(0, min(len(points) - 1, index + step))
+    points.insert(target, points.pop(index))
+    _renumbered(points)
+    return out
+
+
 def new_card_document(card_id: str, title: Mapping[str, str]) -> dict[str, Any]:
-    """A card to start from: its texts to be written, one exam point, no template yet; its
-    variants drawn from the latest generator (app.domain.generation.LATEST_GENERATOR)."""
+    """A card to start from: its title, the rest to be written (validation lists every empty
+    text, and a card needs an exam point: no placeholder a learner could read), its variants
+    drawn from the latest generator (app.domain.generation.LATEST_GENERATOR)."""
+    empty = {"en": "", "zh": ""}
     return {
         "id": card_id,
         "version": 1,
         "generator": LATEST_GENERATOR,
         "params": [],
         "title": dict(title),
-        "definition": dict(title),
-        "use_cases": dict(title),
-        "problems_solved": dict(title),
+        "definition": dict(empty),
+        "use_cases": dict(empty),
+        "problems_solved": dict(empty),
         "formulas": [],
-        "points": [
-            {
-                "number": 1,
-                "slug": "point-1",
-                "title": dict(title),
-                "explanation": dict(title),
-                "templates": [],
-            }
-        ],
+        "points": [],
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 from app.web import account, feedback, my_data, pages, password_reset, practice, review, today
 from app.web import sessions as session_pages
 from app.web.analytics import router as analytics_router
+from app.web.authoring import card_form as authoring_card_form
 from app.web.authoring import cards as authoring_cards
 from app.web.authoring import editor as authoring_editor
 from app.web.authoring import imports as authoring_imports
@@ -21,6 +22,7 @@ PAGE_ROUTERS = (
     review.router,
     account.router,
     authoring_cards.router,
+    authoring_card_form.router,
     authoring_editor.router,
     authoring_imports.router,
     calculator_router,

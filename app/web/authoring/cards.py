@@ -1,5 +1,5 @@
-"""The card list, a card's overview, and what an instructor does to a whole card: create it, add
-an exam point, publish its draft, withdraw or offer it, compare two versions."""
+"""The card list, a card's overview, and what an instructor does to a whole card: create it,
+publish its draft, withdraw or offer it, compare two versions."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from app.authoring import history, service
 from app.authoring.exports import ExportFormat, attachment_headers, export_published
 from app.authoring.validation import ValidationJob
 from app.deps import ContextDep, DbDep, InstructorVisitor
-from app.domain.authoring import Checked, add_point, new_card_document
+from app.domain.authoring import Checked, new_card_document
 from app.domain.cards import SLUG_PATTERN
 from app.domain.languages import Lang
 from app.domain.messages import Message, plural_message
@@ -146,28 +146,6 @@ def validation_progress(job_id: str, visitor: InstructorVisitor) -> JSONResponse
             "text": progress_text(job).get(visitor.lang),
         }
     )
-
-
-@router.post("/cards/{card_id}/points")
-def new_point(
-    card_id: str,
-    db: DbDep,
-    visitor: InstructorVisitor,
-    csrf_token: Annotated[str | None, Form()] = None,
-    slug: Annotated[str, Form(max_length=80)] = "",
-    title_en: Annotated[str, Form(max_length=300)] = "",
-    title_zh: Annotated[str, Form(max_length=300)] = "",
-) -> Response:
-    check_csrf(visitor, csrf_token)
-    if not _SLUG.match(slug):
-        raise InvalidInput(
-            Message("an exam point slug is lowercase words joined by '-'"), code="invalid_slug"
-        )
-    assert visitor.learner is not None
-    draft = service.get_draft(db=db, card_id=card_id[:100])
-    document = add_point(draft.document, slug, {"en": title_en or slug, "zh": title_zh or slug})
-    service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
-    return back_to(visitor, f"/instructor/cards/{card_id}")
 
 
 @router.post("/cards/{card_id}/publish")

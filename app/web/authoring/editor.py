@@ -4,7 +4,7 @@ learners see it, and the formula check the editor calls as one types."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Query, Request
 from pydantic import Field
@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from app.authoring import service
 from app.authoring.preview import preview
 from app.authoring.sandbox import check_draft_formula
+from app.authoring.sandbox import check_formula as check_in_sandbox
 from app.deps import DbDep, InstructorVisitor
 from app.domain.authoring import Checked, put_template, remove_template
 from app.domain.cards import find_template_document
@@ -272,12 +273,18 @@ def check_formula(
     card_id: Annotated[str, Query(max_length=100)],
     text: Annotated[str, Query(max_length=2000)] = "",
     names: Annotated[str, Query(max_length=1000)] = "",
+    scope: Annotated[Literal["template", "card"], Query()] = "template",
 ) -> Response:
-    """Parse one formula as the editor types it: ok, or the reason and the column."""
+    """Parse one formula as the editor types it: ok, or the reason and the column. A template's
+    formula may use ``names`` and the draft's card formulas; a card formula (``scope`` card)
+    only ``names``: the card's parameters and the formulas above it, as saving compiles it."""
     draft = service.get_draft(db=db, card_id=card_id)
     wanted = frozenset(n.strip() for n in names.split(",") if n.strip())
     # The card formulas are compiled in the sandbox with the formula, never here.
-    result = check_draft_formula(text, wanted, draft.document)
+    if scope == "card":
+        result = check_in_sandbox(text, wanted)
+    else:
+        result = check_draft_formula(text, wanted, draft.document)
     if isinstance(result, FormulaError):
         where = (
             None if result.column is None else Message("column %(column)s", column=result.column)

@@ -138,8 +138,9 @@ def parse_constraints(text: str) -> list[dict[str, Any]]:
     return constraints
 
 
-# What the editor shows and reads; a template's other fields (conventions, sources, other
-# wordings of statements, a pitfall's convention) are kept as they were.
+# What the editor shows and reads; a template's other fields (conventions, sources, the
+# pitfalls' other wordings, a pitfall's convention) are kept as they were, and so are a
+# statement's other wordings of the answer when the form does not send them.
 _FORM_FIELDS = frozenset(
     {"id", "kind", "params", "derived", "constraints", "stem", "choices", "solution", "pitfalls"}
     | {"answer", "unit", "precision", "version"}
@@ -169,6 +170,10 @@ def template_from_form(
         template["precision"] = _int(form.get("precision"), MIN_FIGURES)
     else:
         template["answer"] = {"en": form.get("answer_en", ""), "zh": form.get("answer_zh", "")}
+        if "answer_phrasings_en" in form or "answer_phrasings_zh" in form:
+            template["answer_phrasings"] = _steps(
+                form.get("answer_phrasings_en", ""), form.get("answer_phrasings_zh", "")
+            )
     for index in range(MAX_PITFALLS):
         prefix = f"pitfall{index}_"
         pitfall_id = form.get(prefix + "id", "").strip()
