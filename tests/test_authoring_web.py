@@ -350,3 +350,53 @@ def test_the_validation_progress_counts_templates_in_their_plural_form():
     many = progress_text(SimpleNamespace(total=6, done=2))
     assert many.get("en") == "Validating the draft: 2 of 6 templates checked…"
     assert many.get("zh") == "正在校验草稿：已检查 2 / 6 个模板…"
+
+
+def publish_draft(client, app, document):
+    with app.state.sessionmaker() as db:
+        service.save_draft(db=db, actor=me_ref(app), card_id="kv-cache", document=document)
+        return service.publish(
+            db=db, actor=me_ref(app), live=app.state.live_catalog, card_id="kv-cache"
+        )
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_version_diff_shows_each_change_before_and_after_and_whether_values_changed(
+    client, app, lang
+):
+    import copy
+
+    log_in(client, app)
+    kv_draft(client, app)
+    assert publish_draft(client, app, CARD) == 1
+    reworded = copy.deepcopy(CARD)
+    template = reworded["points"][0]["templates"][0]
+    template["stem"]["zh"] = template["stem"]["zh"].replace("有多少", "占多少")
+    reworded["points"][0]["title"]["en"] = "How big the KV cache is"
+    assert publish_draft(client, app, reworded) == 2
+    valued = copy.deepcopy(reworded)
+    valued["points"][0]["templates"][0]["pitfalls"][5]["formula"] = "kv*heads/2"
+    assert publish_draft(client, app, valued) == 3
+
+    minor = client.get("/instructor/cards/kv-cache/diff", params={"from": 1, "to": 2, "lang": lang})
+    assert minor.status_code == 200
+    text = html.unescape(minor.text)
+    assert {"en": "wording only (minor)", "zh": "仅改措辞（次版本）"}[lang] in text
+    assert "(v1 → v1.1)" in text
+    # The stem's field with both languages before and after; the exam point's title too.
+    assert "<code>stem</code>" in text and CARD["points"][0]["templates"][0]["stem"]["zh"] in text
+    assert template["stem"]["zh"] in text
+    assert CARD["points"][0]["title"]["en"] in text and "How big the KV cache is" in text
+    assert "<code>kv-bytes</code>" in text  # the exam point, named by its slug
+
+    major = html.unescape(
+        client.get(
+            "/instructor/cards/kv-cache/diff", params={"from": 2, "to": 3, "lang": lang}
+        ).text
+    )
+    assert {"en": "values changed (major)", "zh": "数值有变（主版本）"}[lang] in major
+    assert "(v1.1 → v2)" in major
+    assert "pitfalls[heads-twice].formula" in major
+    assert "<code>kv*heads</code>" in major and "<code>kv*heads/2</code>" in major
+    # The reason names the pitfall, the parameters and the values before and after.
+    assert "{layers=24, heads=16, head_dim=128, seq=2048, batch=4}" in major

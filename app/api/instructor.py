@@ -321,12 +321,20 @@ def list_versions(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> list
 def diff(
     card_id: CardId,
     db: DbDep,
+    ctx: ContextDep,
     instructor: ApiInstructor,
+    lang: ApiLang,
     from_version: Annotated[int, Query(alias="from", ge=1, le=10**9)],
     to_version: Annotated[int, Query(alias="to", ge=1, le=10**9)],
 ) -> dict[str, Any]:
-    """What changed between two versions, template by template."""
-    return {"changes": history.diff(db=db, card_id=card_id, old=from_version, new=to_version)}
+    """What changed between two versions: templates, exam points and the card's own fields,
+    each changed field before and after; a changed template's revision says whether only its
+    wording changed (minor: its questions and statistics go on) or its values (major), and
+    which values for which parameters."""
+    changes = history.diff(
+        db=db, catalog=ctx.catalog, card_id=card_id, old=from_version, new=to_version, lang=lang
+    )
+    return {"changes": changes}
 
 
 @router.get("/cards/{card_id}/audit", response_model=list[AuditPublic])

@@ -14,9 +14,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.catalog.service import stored_document, stored_manifests
-from app.domain.authoring import diff_documents
+from app.domain.cards import document_templates, version_label
+from app.domain.catalog import Catalog
+from app.domain.diffs import diff_documents
 from app.domain.messages import Message
 from app.domain.patches import json_patch
+from app.domain.versions import compare_cards
 from app.models import AuditEntry, CardVersion
 from app.problems import NotFound
 
@@ -64,12 +67,38 @@ def versions(*, db: Session, card_id: str) -> list[VersionInfo]:
     ]
 
 
-def diff(*, db: Session, card_id: str, old: int, new: int) -> list[dict[str, Any]]:
+def diff(
+    *, db: Session, catalog: Catalog, card_id: str, old: int, new: int, lang: str = "en"
+) -> list[dict[str, Any]]:
+    """What changed between two stored versions (:func:`app.domain.diffs.diff_documents`); each
+    changed template also says whether its values changed (``revision``: minor or major, and
+    why, in ``lang``: :func:`app.domain.versions.compare_cards`) and its versions as people read
+    them (``from_label``, ``to_label``: ``1`` → ``1.1``)."""
     before, after = stored_document(db, card_id, old), stored_document(db, card_id, new)
     db.commit()
     if before is None or after is None:
         raise NotFound(Message("no such version"), code="version_not_found")
-    return diff_documents(before, after)
+    changes = diff_documents(before, after)
+    older, newer = catalog.version(card_id, old), catalog.version(card_id, new)
+    compared = compare_cards(older, newer) if older is not None and newer is not None else {}
+    labels = {
+        side: {
+            t["id"]: version_label(int(t["version"]), int(t.get("revision") or 0))
+            for _, t in document_templates(document)
+            if "id" in t and "version" in t
+        }
+        for side, document in (("from", before), ("to", after))
+    }
+    for change in changes:
+        template_id = change["template_id"]
+        if template_id is None or change["change"] != "changed":
+            continue
+        change["from_label"] = labels["from"].get(template_id)
+        change["to_label"] = labels["to"].get(template_id)
+        comparison = compared.get(template_id)
+        if comparison is not None:
+            change["revision"] = comparison.to_json(lang)
+    return changes
 
 
 def audit_log(*, db: Session, card_id: str, limit: int = 100, offset: int = 0) -> list[AuditEntry]:

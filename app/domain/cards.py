@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
@@ -90,6 +90,9 @@ class _PitfallIn(_Strict):
 class _TemplateIn(_Strict):
     id: Slug
     version: Annotated[int, Field(ge=1)]
+    # A wording-only edit of version N (every key and pitfall value the same over the whole
+    # domain, app.domain.versions): N.1, N.2 ... Its questions are version N's; 0 is not stored.
+    revision: Annotated[int, Field(ge=0, le=1_000_000)] = 0
     kind: Literal["numeric", "statement"]
     params: dict[str, _ParamIn] = Field(default_factory=dict)
     stem: _TextIn
@@ -195,7 +198,7 @@ class Pitfall:
 @dataclass(frozen=True, eq=False)
 class Template:
     id: str
-    version: int
+    version: int  # what questions are generated and graded under (QuestionId.template_version)
     kind: Literal["numeric", "statement"]
     point: str  # the exam point's slug
     params: dict[str, Param]
@@ -211,6 +214,12 @@ class Template:
     conventions: Mapping[str, str] = field(default_factory=dict)  # app.domain.conventions
     sources: tuple[str, ...] = ()
     answer_phrasings: tuple[Text, ...] = ()  # other wordings of a statement answer
+    revision: int = 0  # wording-only edits of ``version`` (app.domain.versions)
+
+    @property
+    def version_label(self) -> str:
+        """``3`` or, after wording-only edits, ``3.2``."""
+        return version_label(self.version, self.revision)
 
     @property
     def phrased(self) -> bool:
@@ -277,6 +286,27 @@ class Card:
     def templates_offering(self, pitfall_id: str) -> Mapping[str, str]:
         """The templates that offer ``pitfall_id`` as a wrong choice: template id -> exam point."""
         return self._offering.get(pitfall_id, {})
+
+    def renumbered(self, document: Mapping[str, Any]) -> Card:
+        """This card with the card and template versions (and revisions) of ``document``, the
+        same card otherwise (what publishing decides after compiling: nothing compiles again)."""
+        numbers = {
+            str(t["id"]): (int(t["version"]), int(t.get("revision") or 0))
+            for _, t in document_templates(document)
+        }
+        points = tuple(
+            replace(
+                point,
+                templates=tuple(
+                    replace(t, version=numbers[t.id][0], revision=numbers[t.id][1])
+                    for t in point.templates
+                ),
+            )
+            for point in self.points
+        )
+        version = document.get("version")
+        assert isinstance(version, int)
+        return replace(self, version=version, points=points, document=document)
 
     @cached_property
     def _offering(self) -> dict[str, dict[str, str]]:
@@ -441,7 +471,7 @@ def parse_card(
             )
         )
     return Card(
-        document=data.model_dump(mode="json", exclude_defaults=False),
+        document=card_document(data),
         id=data.id,
         version=data.version,
         title=_text(data.title),
@@ -454,6 +484,16 @@ def parse_card(
         attachments=tuple(data.attachments),
         source=source,
     )
+
+
+def card_document(data: _CardIn) -> dict[str, Any]:
+    """A validated card as stored: every field spelled out, defaults included, except a
+    template's revision 0 (so documents written before revisions keep their digests)."""
+    document = data.model_dump(mode="json", exclude_defaults=False)
+    for _, template in document_templates(document):
+        if template.get("revision") == 0:
+            del template["revision"]
+    return document
 
 
 def _compile_formulas(
@@ -691,6 +731,7 @@ def _compile_template(
     return Template(
         id=raw.id,
         version=raw.version,
+        revision=raw.revision,
         kind=raw.kind,
         point=point,
         params=params,
@@ -800,6 +841,11 @@ def card_to_yaml(document: Mapping[str, object]) -> str:
         strip(dict(document)), allow_unicode=True, sort_keys=False, width=100
     )
     return text
+
+
+def version_label(version: int, revision: int = 0) -> str:
+    """A template version as people read it: ``3``, or ``3.2`` after two wording-only edits."""
+    return f"{version}.{revision}" if revision else str(version)
 
 
 def document_templates(
