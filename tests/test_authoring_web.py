@@ -400,3 +400,72 @@ def test_the_version_diff_shows_each_change_before_and_after_and_whether_values_
     assert "<code>kv*heads</code>" in major and "<code>kv*heads/2</code>" in major
     # The reason names the pitfall, the parameters and the values before and after.
     assert "{layers=24, heads=16, head_dim=128, seq=2048, batch=4}" in major
+
+
+def _text(value):
+    return {"en": value, "zh": value}
+
+
+def register_giveaway_card():
+    """A statement template whose key alone has no absolute word (the register family)."""
+    wrong = [
+        "Only the gradients",
+        "Only the fp16 weights",
+        "Always activations",
+        "Only the weights and the gradients",
+        "Always the activations and gradients",
+        "Every kind of model state, always",
+    ]
+    template = {
+        "id": "what-zero1-shards",
+        "version": 1,
+        "kind": "statement",
+        "stem": _text("What does ZeRO-1 shard?"),
+        "answer": _text("The optimizer states alone"),
+        "answer_phrasings": [_text("The optimizer states alone.")],
+        "solution": [_text("ZeRO-1 partitions the optimizer states.")],
+        "pitfalls": [
+            {
+                "id": f"p{i}",
+                "title": _text(f"p{i}"),
+                "statement": _text(t),
+                "explanation": _text("no"),
+            }
+            for i, t in enumerate(wrong)
+        ],
+    }
+    return {
+        "id": "kv-cache",
+        "version": 1,
+        "title": _text("Mini"),
+        "definition": _text("d"),
+        "use_cases": _text("u"),
+        "problems_solved": _text("p"),
+        "points": [
+            {
+                "number": 1,
+                "slug": "the-point",
+                "title": _text("Point"),
+                "explanation": _text("e"),
+                "templates": [template],
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_giveaway_problem_shows_its_family_and_sample_variants_on_the_card_page(
+    client, app, lang
+):
+    log_in(client, app)
+    kv_draft(client, app, register_giveaway_card())
+    page = client.get("/instructor/cards/kv-cache", params={"lang": lang})
+    text = html.unescape(page.text)
+    assert {"en": "Gives the key away by its register", "zh": "从语气上泄露了答案"}[lang] in text
+    assert "“without absolute words”" in text
+    examples = re.findall(r'<div class="cue-example"', text)
+    assert 2 <= len(examples) <= 3
+    # Each sample marks one key, the key's wording.
+    keys = re.findall(r'<li class="key"><strong>([a-d])\.</strong> ([^<]+) <span', text)
+    assert len(keys) == len(examples)
+    assert {k[1] for k in keys} <= {"The optimizer states alone", "The optimizer states alone."}

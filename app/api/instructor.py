@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from pydantic import BaseModel, Field
 
+from app.api.problem_schemas import CardProblemPublic
 from app.authoring import history, service
 from app.authoring.preview import preview as make_preview
 from app.deps import ApiInstructor, ApiLang, ContextDep, DbDep
@@ -31,14 +32,6 @@ CardId = Annotated[str, Path(max_length=100)]
 Document = Annotated[
     dict[str, Any], Body(description="A card document: the structure of cards/*.yaml, as JSON.")
 ]
-
-
-class CardProblemPublic(BaseModel):
-    severity: str = Field(description="error | warning")
-    template_id: str | None
-    field: str | None
-    message: str
-    position: int | None = Field(description="The column in the formula or text, where known.")
 
 
 class ProblemsPublic(BaseModel):

@@ -27,6 +27,7 @@ from .cards import (
     document_templates,
     parse_card,
 )
+from .cues import Cue
 from .generation import LATEST_GENERATOR
 from .manifests import TemplateEntry, VersionManifest, template_body_hash
 from .messages import Message
@@ -46,6 +47,7 @@ class CardProblem:
     # The problem alone, where the message also names card, template, field and column (which a
     # page shows beside it); the text otherwise.
     detail: Text | None = None
+    cue: Cue | None = None  # a give-away cue: its family and sample variants
 
     @property
     def reason(self) -> Text:
@@ -71,6 +73,7 @@ class CardProblem:
             "field": self.field,
             "message": self.text.get(lang),
             "position": self.position,
+            "giveaway": self.cue.to_json() if self.cue is not None else None,
         }
 
 
@@ -270,7 +273,13 @@ def shape_message(error: Mapping[str, Any]) -> Text:
 
 def _from_error(exc: CardError, template_id: str | None = None) -> CardProblem:
     return CardProblem(
-        "error", exc.template_id or template_id, exc.field, exc.text, exc.position, exc.reason
+        "error",
+        exc.template_id or template_id,
+        exc.field,
+        exc.text,
+        exc.position,
+        exc.reason,
+        exc.cue,
     )
 
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from .cues import Cue
 from .formulas import Formula, FormulaError, is_identifier, parse_formula, parse_number
 from .languages import LANGS
 from .messages import Message, plural_message
@@ -47,6 +48,7 @@ class CardError(ValueError):
         field: str | None = None,
         position: int | None = None,
         reason: Text | None = None,
+        cue: Cue | None = None,
     ) -> None:
         # ``text`` is the message in every language (the dashboard shows it in the page's),
         # ``str()`` the English one.
@@ -56,6 +58,7 @@ class CardError(ValueError):
         self.field = field
         self.position = position
         self.reason = reason
+        self.cue = cue  # a give-away cue: its family and sample variants
 
 
 # --- the file's shape -------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .cards import Card, CardError, Pitfall, Template
+from .cues import Cue
 from .formulas import FormulaError
 from .generation import (
     Candidate,
@@ -194,11 +195,14 @@ def _check_giveaways(
     evaluated: Sequence[tuple[Candidate, list[Candidate]]],
     memos: Sequence[Memo],
 ) -> TemplateGiveaways:
-    from .giveaways import ENFORCED_FAMILIES, LOAD_SAMPLES, template_giveaways
+    from .giveaways import ENFORCED_FAMILIES, LOAD_SAMPLES, examples, template_giveaways
 
     measured = template_giveaways(template, LOAD_SAMPLES, evaluated, memos)
     family, lang, strategy, share = measured.worst(ENFORCED_FAMILIES)
     if share > measured.limit:
+        # The evaluated combinations are the ones validation walked, in its order.
+        shown = [named_values(template, v) for v in parameter_combinations(template)]
+        samples = examples(template, shown, evaluated, strategy, lang, LOAD_SAMPLES, memos)
         raise CardError(
             Message(
                 "card %(card)s, template %(template)s: a content-blind guesser of the "
@@ -213,7 +217,9 @@ def _check_giveaways(
                 samples=measured.samples,
                 chance=f"{measured.chance:.0%}",
                 limit=f"{measured.limit:.0%}",
-            )
+            ),
+            template_id=template.id,
+            cue=Cue(family, strategy, lang, share, samples),
         )
     return measured
 
