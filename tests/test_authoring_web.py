@@ -469,3 +469,43 @@ def test_a_giveaway_problem_shows_its_family_and_sample_variants_on_the_card_pag
     keys = re.findall(r'<li class="key"><strong>([a-d])\.</strong> ([^<]+) <span', text)
     assert len(keys) == len(examples)
     assert {k[1] for k in keys} <= {"The optimizer states alone", "The optimizer states alone."}
+
+
+def test_the_preview_shows_each_pitfalls_side_of_the_key_and_the_editor_states_the_rule(
+    client, app
+):
+    """choices: 4 needs 3 distinct pitfalls below the key and 3 above at every combination:
+    the preview lays them out, and flags every combination of a draft that breaks it."""
+    import copy
+
+    log_in(client, app)
+    kv_draft(client, app)
+    editor = client.get("/instructor/cards/kv-cache/templates/kv-total").text
+    assert "N − 1 pitfalls of distinct values below the key and N − 1 above it" in editor
+    page = html.unescape(
+        client.get("/instructor/cards/kv-cache/preview", params={"template_id": "kv-total"}).text
+    )
+    assert "All 16 parameter combinations checked meet the rule." in page
+    assert "The first 12 of 16 combinations" in page
+    rows = re.findall(r"<tr(?: class=\"failing\")?>\s*<th scope=\"row\">(.*?)</tr>", page, re.S)
+    assert len(rows) == 12
+    # The first combination: only-keys is half the KV cache, below it; fp32-bytes twice, above.
+    first = " ".join(re.sub(r"<[^>]+>", " ", rows[0]).replace("\xa0", " ").split())
+    assert first.startswith("layers=24 heads=16 head_dim=128 seq=2048 batch=4")
+    kv = 2 * 2 * 24 * 16 * 128 * 2048 * 4
+    assert f"{kv / 2 / 1e9:.3g} GB ↓ below" in first  # only-keys (GB keeps one step of slack)
+    assert f"{2 * kv / 1e9:.3g} GB ↑ above" in first  # fp32-bytes
+    assert first.endswith("3 / 3")
+
+    # 'queries-too' made equal to 'only-keys' (kv/2): two pitfalls remain above, everywhere.
+    broken = copy.deepcopy(CARD)
+    broken["points"][0]["templates"][0]["pitfalls"][4]["formula"] = "kv/2"
+    kv_draft(client, app, broken)
+    page = html.unescape(
+        client.get("/instructor/cards/kv-cache/preview", params={"template_id": "kv-total"}).text
+    )
+    assert "16 parameter combinations of 16 break the rule." in page
+    assert page.count('<tr class="failing">') == 16
+    assert "3 / 2 · 2 of 3 above" in page
+    # The pitfall that merged with another on its side is named in each failing row.
+    assert page.count("↓ below · same as only-keys") == 16

@@ -285,8 +285,7 @@ def _check_sides(
     """Every rank of the answer must be reachable whatever order the pitfalls are walked in."""
     needed = template.choices - 1
     for direction in (-1, 1):
-        group = [p for p in pitfalls if side(answer, p) == direction]
-        worst = _smallest_maximal_distinct_set(group)
+        worst = distinct_on_side(answer, pitfalls, direction)
         if worst >= needed:
             continue
         if template.kind == "numeric":
@@ -314,6 +313,13 @@ def _check_sides(
             extreme=extreme,
         )
         raise CardError(reason)
+
+
+def distinct_on_side(answer: Candidate, pitfalls: Sequence[Candidate], direction: int) -> int:
+    """How many mutually distinct pitfalls surely remain on one side of the answer (-1: below,
+    1: above) whatever order generation walks them in: the smallest maximal set of pitfalls on
+    that side that do not clash with one another."""
+    return _smallest_maximal_distinct_set([p for p in pitfalls if side(answer, p) == direction])
 
 
 def _check_statement_lengths(card: Card, template: Template) -> None:
