@@ -301,6 +301,9 @@ def test_a_wording_edit_is_a_minor_revision_that_keeps_attempts_and_tokens(clien
 
     # Another rewording is 1.2; a value edit is version 2, counted on its own.
     reworded["points"][0]["templates"][0]["stem"]["zh"] += " "
+    client.put(f"{API}/instructor/cards/kv-cache/draft", json=reworded, headers=prof)
+    before = client.get(f"{API}/instructor/cards/kv-cache/draft/diff", headers=prof).json()
+    assert before["from"] == 2 and before["changes"][0]["revision"]["kind"] == "minor"
     assert publish(client, prof, reworded) == 3
     latest = app.state.live_catalog.catalog.latest("kv-cache").template("kv-total")
     assert latest.version_label == "1.2"

@@ -509,3 +509,35 @@ def test_the_preview_shows_each_pitfalls_side_of_the_key_and_the_editor_states_t
     assert "3 / 2 · 2 of 3 above" in page
     # The pitfall that merged with another on its side is named in each failing row.
     assert page.count("↓ below · same as only-keys") == 16
+
+
+def test_the_draft_diff_says_before_publishing_whether_a_template_keeps_its_version(client, app):
+    import copy
+
+    log_in(client, app)
+    kv_draft(client, app)
+    assert publish_draft(client, app, CARD) == 1
+    reworded = copy.deepcopy(CARD)
+    reworded["points"][0]["templates"][0]["stem"]["en"] += " "
+    with app.state.sessionmaker() as db:
+        service.save_draft(db=db, actor=me_ref(app), card_id="kv-cache", document=reworded)
+    card_page = client.get("/instructor/cards/kv-cache").text
+    assert "/instructor/cards/kv-cache/draft/diff" in card_page
+    page = html.unescape(client.get("/instructor/cards/kv-cache/draft/diff").text)
+    assert "Version 1 → Draft" in page and "(v1 → Draft)" in page
+    assert "wording only (minor)" in page
+    with app.state.sessionmaker() as db:
+        service.save_draft(
+            db=db, actor=me_ref(app), card_id="kv-cache", document=value_edit_of(reworded)
+        )
+    page = html.unescape(client.get("/instructor/cards/kv-cache/draft/diff").text)
+    assert "values changed (major)" in page and "pitfall 'heads-twice'" in page
+    assert client.get("/instructor/cards/zero-memory-offload/draft/diff").status_code == 404
+
+
+def value_edit_of(document):
+    import copy
+
+    edited = copy.deepcopy(document)
+    edited["points"][0]["templates"][0]["pitfalls"][5]["formula"] = "kv*heads/2"
+    return edited

@@ -330,6 +330,16 @@ def diff(
     return {"changes": changes}
 
 
+@router.get("/cards/{card_id}/draft/diff")
+def draft_diff(
+    card_id: CardId, db: DbDep, instructor: ApiInstructor, lang: ApiLang
+) -> dict[str, Any]:
+    """What the draft changes since the latest version (``from``), as the version diff says it;
+    a changed template's revision says whether publishing keeps its version (minor)."""
+    old, changes = history.draft_diff(db=db, card_id=card_id, lang=lang)
+    return {"from": old, "changes": changes}
+
+
 @router.get("/cards/{card_id}/audit", response_model=list[AuditPublic])
 def read_audit(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> list[AuditPublic]:
     return [

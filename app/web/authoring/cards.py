@@ -231,6 +231,17 @@ def diff_page(
     return render_page(request, "instructor_diff.html", context, lang=visitor.lang)
 
 
+@router.get("/cards/{card_id}/draft/diff")
+def draft_diff_page(
+    request: Request, card_id: str, db: DbDep, visitor: InstructorVisitor
+) -> Response:
+    """What the draft changes since the latest version, before and after, and for each changed
+    template whether publishing keeps its version (wording only) or starts a new one."""
+    old, changes = history.draft_diff(db=db, card_id=card_id[:100], lang=visitor.lang)
+    context = {"card_id": card_id, "changes": changes, "old": old, "new": None}
+    return render_page(request, "instructor_diff.html", context, lang=visitor.lang)
+
+
 @router.get("/cards/{card_id}/export")
 def export_file(
     card_id: str,
