@@ -41,8 +41,11 @@ Flags (thresholds in :class:`Thresholds`):
 
 * ``unpicked_pitfall``: a template's pitfall shown at least ``min_showings`` times, never picked
   (not raised for a template where nobody was ever wrong: ``everyone_right`` says it);
-* ``negative_discrimination``: a template whose discrimination is below zero (it exists only with
-  ``min_learners`` learners that have a rest score);
+* ``negative_discrimination``: a template whose discrimination is below zero with confidence:
+  its 95 % confidence interval (Fisher's z: ``tanh(atanh(r) ± 1.96 / sqrt(n - 3))`` over the
+  ``n`` learners of the correlation, :func:`discrimination_interval`) lies wholly below zero (a
+  discrimination exists only with ``min_learners`` learners that have a rest score; on 19
+  learners r = -0.3 is noise, its interval -0.67 to +0.18);
 * ``everyone_right``: a template with at least ``min_attempts`` attempts by at least
   ``min_learners`` learners, all right.
 """
@@ -110,6 +113,9 @@ class Stats:
     discrimination_learners: int  # learners with an item and a rest score
     median_ms: float | None
     timed: int  # attempts with a duration
+    # The discrimination's 95 % confidence interval (:func:`discrimination_interval`).
+    discrimination_low: float | None = None
+    discrimination_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +210,21 @@ def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     return max(-1.0, min(1.0, math.fsum(map(mul, dx, dy)) / math.sqrt(sxx * syy)))
 
 
+# The normal quantile of a two-sided 95 % confidence interval.
+CONFIDENCE_Z = 1.959963984540054
+
+
+def discrimination_interval(r: float | None, n: int) -> tuple[float, float] | None:
+    """The 95 % confidence interval of a correlation ``r`` over ``n`` learners, by Fisher's z
+    transformation (``atanh(r)`` is about normal with standard error ``1 / sqrt(n - 3)``); None
+    without a correlation or with fewer than 4 learners."""
+    if r is None or n < 4:
+        return None
+    z = math.atanh(max(-0.999999, min(0.999999, r)))
+    half = CONFIDENCE_Z / math.sqrt(n - 3)
+    return math.tanh(z - half), math.tanh(z + half)
+
+
 def _ratio(num: int, den: int) -> float | None:
     return num / den if den else None
 
@@ -259,6 +280,7 @@ class _Group:
             self.picked[pitfall_id] = self.picked.get(pitfall_id, 0) + count
 
     def stats(self, correlation: tuple[float | None, int] = (None, 0)) -> Stats:
+        interval = discrimination_interval(*correlation)
         return Stats(
             attempts=self.n,
             learners=len(self.learners),
@@ -268,6 +290,8 @@ class _Group:
             discrimination_learners=correlation[1],
             median_ms=float(median(self.durations)) if self.durations else None,
             timed=len(self.durations),
+            discrimination_low=interval[0] if interval else None,
+            discrimination_high=interval[1] if interval else None,
         )
 
     def pitfalls(self, order: Sequence[str]) -> tuple[PitfallStats, ...]:
@@ -477,7 +501,7 @@ def analyse(
                     )
                 )
         template_flags: list[FlagKind] = []
-        if stats.discrimination is not None and stats.discrimination < 0:
+        if stats.discrimination_high is not None and stats.discrimination_high < 0:
             flags.append(Flag("negative_discrimination", template_id, None, stats.discrimination))
             template_flags.append("negative_discrimination")
         if (
