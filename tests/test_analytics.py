@@ -720,3 +720,35 @@ def test_a_negative_discrimination_is_flagged_only_when_its_confidence_interval_
     assert "negative_discrimination" not in {
         f.kind for f in analyse(rows, card_id="c").flags if f.template_id == "t2"
     }
+
+
+def test_scatter_labels_of_dots_at_the_same_place_do_not_cover_each_other():
+    from app.domain.analytics import Dot, scatter_svg
+
+    # Seven templates with the same facility and discrimination, two beside them, one at the
+    # right edge: every label is drawn, none on another label or on another template's dot.
+    dots = [Dot(str(n), 0.5, 0.2) for n in range(1, 8)]
+    dots += [Dot("8", 0.52, 0.22), Dot("9", 0.48, 0.2), Dot("10", 1.0, -0.5)]
+    svg = scatter_svg(dots, title="t", x_label="x", y_label="y")
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    circles = [(float(c.get("cx")), float(c.get("cy"))) for c in root.iter(f"{ns}circle")]
+    labels = []
+    for text in root.iter(f"{ns}text"):
+        if text.get("font-size") != "11":
+            continue
+        x, y, width = float(text.get("x")), float(text.get("y")), 6.1 * len(text.text)
+        start = {"end": x - width, "middle": x - width / 2}.get(text.get("text-anchor"), x)
+        labels.append((text.text, (start, y - 9, start + width, y + 1)))
+    assert sorted(label for label, _ in labels) == sorted(d.label for d in dots)
+
+    def overlap(a, b):
+        return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+    for i, (label, box) in enumerate(labels):
+        for other, other_box in labels[i + 1 :]:
+            assert not overlap(box, other_box), (label, other)
+        own = int(label) - 1
+        for j, (cx, cy) in enumerate(circles):
+            if j != own:
+                assert not overlap(box, (cx - 6, cy - 6, cx + 6, cy + 6)), (label, j + 1)
