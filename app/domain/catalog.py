@@ -105,37 +105,7 @@ def check_versions(
                     older[old.version] = found if isinstance(found, Card) else None
                     if older[old.version] is None and load is not None:
                         older[old.version] = load(old.version)
-                old_card = older[old.version]
-                old_template = old_card.template(template_id) if old_card is not None else None
-                new_template = new.template(template_id)
-                assert new_template is not None
-                if old_template is None:
-                    raise CardError(
-                        Message(
-                            "card %(card)s, template %(template)s: revision %(revision)s of "
-                            "version %(version)s cannot be compared with the stored card "
-                            "version %(old)s: raise the template's 'version'",
-                            card=repr(new.id),
-                            template=repr(template_id),
-                            revision=template.revision,
-                            version=template.version,
-                            old=old.version,
-                        )
-                    )
-                comparison = compare_templates(old_template, new_template)
-                if not comparison.minor:
-                    raise CardError(
-                        Message(
-                            "card %(card)s, template %(template)s: version %(label)s changes "
-                            "values of version %(old)s (%(reason)s): raise the template's "
-                            "'version'",
-                            card=repr(new.id),
-                            template=repr(template_id),
-                            label=new_template.version_label,
-                            old=old_template.version_label,
-                            reason=comparison.reasons[0],
-                        )
-                    )
+                _check_revision(new, template_id, older[old.version], old.version)
             elif previous.content != template.content:
                 raise CardError(
                     Message(
@@ -157,6 +127,42 @@ def check_versions(
                         point=repr(template.point),
                     )
                 )
+
+
+def _check_revision(new: Card, template_id: str, old_card: Card | None, old_version: int) -> None:
+    """Refuse a revision of a template version that asks other values than the form of that
+    version in ``old_card`` (the stored card version ``old_version``, compiled; None when it
+    could not be)."""
+    old_template = old_card.template(template_id) if old_card is not None else None
+    new_template = new.template(template_id)
+    assert new_template is not None
+    if old_template is None:
+        raise CardError(
+            Message(
+                "card %(card)s, template %(template)s: revision %(revision)s of "
+                "version %(version)s cannot be compared with the stored card "
+                "version %(old)s: raise the template's 'version'",
+                card=repr(new.id),
+                template=repr(template_id),
+                revision=new_template.revision,
+                version=new_template.version,
+                old=old_version,
+            )
+        )
+    comparison = compare_templates(old_template, new_template)
+    if not comparison.minor:
+        raise CardError(
+            Message(
+                "card %(card)s, template %(template)s: version %(label)s changes "
+                "values of version %(old)s (%(reason)s): raise the template's "
+                "'version'",
+                card=repr(new.id),
+                template=repr(template_id),
+                label=new_template.version_label,
+                old=old_template.version_label,
+                reason=comparison.reasons[0],
+            )
+        )
 
 
 @dataclass(frozen=True)
