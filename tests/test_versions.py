@@ -114,3 +114,50 @@ def test_documents_without_revisions_keep_their_digests_and_manifests():
     revised = manifest_of(parse_card(edited(reword, revision=3)).document)
     again = VersionManifest.from_json("kv-cache", 2, revised.to_json())
     assert again.templates["kv-total"].revision == 3 and again == revised
+
+
+def test_card_files_revised_in_words_start_up_and_keep_their_questions(tmp_path, db_url):
+    """A server restarted on a card file whose template says ``revision: 1`` (a wording edit)
+    stores it beside version 1: the same seed asks the same numbers under version 1, a token
+    handed out before grades; a file that calls a value change a revision does not start."""
+    from fastapi.testclient import TestClient
+
+    from app.domain.cards import card_to_yaml
+    from app.main import create_app
+    from app.observability.health import StartupRefused
+    from tests.conftest import make_settings
+
+    def server(document, name):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "kv-cache.yaml").write_text(card_to_yaml(document), encoding="utf-8")
+        return TestClient(create_app(make_settings(tmp_path, db_url, cards_dir=folder)))
+
+    url = "/api/v1/cards/kv-cache/points/kv-bytes/question"
+    with server(CARD, "v1") as client:
+        before = client.get(url, params={"seed": 3}).json()
+    assert before["template_version"] == 1
+    with server(edited(reword, revision=1), "v2") as client:
+        after = client.get(url, params={"seed": 3}).json()
+        assert after["template_version"] == 1 and "What size is" in after["stem"]
+        assert after["choices"] == before["choices"]
+        learner = client.post("/api/v1/learners").json()["access_token"]
+        params = {k: int(v) for k, v in before["params"].items()}
+        scale = {"MB": 1e6, "GB": 1e9, "TB": 1e12}
+        key = next(
+            c["id"]
+            for c in before["choices"]
+            if abs(c["value"] * scale[c["unit"]] / kv(**params) - 1) < 0.03
+        )
+        graded = client.post(
+            "/api/v1/answers",
+            json={"token": before["token"], "choice_id": key, "client_answer_id": "r1"},
+            headers={"Authorization": f"Bearer {learner}"},
+        )
+        assert graded.status_code == 200 and graded.json()["correct"] is True
+    wrong = edited(halve_heads_twice, version=3, revision=2)
+    with pytest.raises(
+        StartupRefused, match="version 1.2 changes values of version 1.*heads-twice"
+    ):
+        with server(wrong, "v3"):
+            pass
