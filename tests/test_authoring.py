@@ -129,6 +129,19 @@ def test_an_instructor_authors_fixes_publishes_and_a_learner_practises(client, a
     ).json()
     assert sum(c["correct"] for c in preview["choices"]) == 1
     assert all(c["explanation"] for c in preview["choices"] if not c["correct"])
+    # The rule behind choices: 4, laid out: 3 distinct pitfalls below the key and 3 above.
+    sides = preview["sides"]
+    assert (sides["needed"], sides["combinations"], sides["failing"]) == (3, 16, 0)
+    first = sides["rows"][0]
+    assert first["params"]["layers"] == "24" and (first["below"], first["above"]) == (3, 3)
+    assert {c["pitfall_id"]: c["side"] for c in first["pitfalls"]} == {
+        "only-keys": -1,  # kv / 2
+        "one-sequence": -1,  # kv / batch
+        "one-layer": -1,  # kv / layers
+        "fp32-bytes": 1,  # 2 kv
+        "queries-too": 1,  # 3 kv / 2
+        "heads-twice": 1,  # kv * heads
+    }
     published = client.post(f"{API}/instructor/cards/kv-cache/publish", headers=prof)
     assert published.status_code == 200 and published.json() == {"version": 1}
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from pydantic import BaseModel, Field
 
+from app.api.preview_schemas import PreviewChoicePublic, PreviewPublic, sides_public
 from app.api.problem_schemas import CardProblemPublic
 from app.authoring import history, service
 from app.authoring.preview import preview as make_preview
@@ -89,26 +90,6 @@ class AuditPublic(BaseModel):
     action: str
     template_id: str | None
     version: int | None
-
-
-class PreviewChoicePublic(BaseModel):
-    id: str
-    text: str
-    correct: bool
-    pitfall_id: str | None
-    pitfall_title: str | None
-    explanation: str | None
-
-
-class PreviewPublic(BaseModel):
-    template_id: str
-    template_version: int
-    seed: int
-    params: dict[str, str]
-    stem: str
-    choices: list[PreviewChoicePublic]
-    correct_choice_id: str
-    solution: list[str]
 
 
 def _problems(checked: Any) -> list[CardProblemPublic]:
@@ -366,6 +347,7 @@ def preview(
     """A variant of the draft (or latest version) with its key and every pitfall's explanation."""
     variant = make_preview(db=db, card_id=card_id, template_id=template_id, seed=seed)
     return PreviewPublic(
+        sides=sides_public(variant.sides, lang),
         template_id=variant.template_id,
         template_version=variant.template_version,
         seed=variant.seed,
