@@ -83,6 +83,9 @@ class Learner(Base):
     # An IANA time zone name (app.domain.calendar); None: not known, the browser's or UTC.
     time_zone: Mapped[str | None] = mapped_column(String(TIME_ZONE_MAX))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    # The number of the learner's latest change to their attempts or review state; each changed
+    # row carries the number of its change (app.practice.changes: delta sync).
+    change_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class LearnerToken(Base):
@@ -172,6 +175,8 @@ class Attempt(Base):
         ),
         # How often has the learner fallen for this pitfall? (asked on every wrong answer)
         Index("ix_attempts_learner_pitfall", "learner_id", "card_id", "pitfall_id"),
+        # What changed since a delta sync's cursor (app.practice.changes)
+        Index("ix_attempts_learner_change", "learner_id", "change_seq", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -209,6 +214,7 @@ class Attempt(Base):
     # Hidden from the mistake book by "I understand this now" (still counted in statistics).
     dismissed: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    change_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class ReviewItem(Base):
@@ -218,6 +224,7 @@ class ReviewItem(Base):
     __table_args__ = (
         UniqueConstraint("learner_id", "card_id", "template_id"),
         Index("ix_review_items_learner_id_due_at", "learner_id", "due_at"),
+        Index("ix_review_items_learner_change", "learner_id", "change_seq", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -230,6 +237,7 @@ class ReviewItem(Base):
     reviews: Mapped[int] = mapped_column(Integer, default=0)
     lapses: Mapped[int] = mapped_column(Integer, default=0)
     last_review_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    change_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     @classmethod
     def due_by(cls, now: datetime | BindParameter[datetime]) -> ColumnElement[bool]:

@@ -37,8 +37,7 @@ class ProblemPublic(BaseModel):
 
 
 class AnswerConflictPublic(ProblemPublic):
-    """A 409 to an answer; a session that ended first (exam_over, session_over) says where its
-    results are."""
+    """A 409 to an answer; a session that ended first (exam_over, session_over) says where."""
 
     summary_url: str | None = Field(
         default=None,
@@ -268,6 +267,7 @@ class TokenCreate(BaseModel):
 class TokenPublic(BaseModel):
     access_token: str
     token_type: Literal["bearer"] = "bearer"
+    claimed_history: bool = Field(False, description="An install's history claimed by this call.")
 
 
 class DeviceTokenPublic(BaseModel):
@@ -305,6 +305,9 @@ class AttemptPublic(BaseModel):
     answered_at: datetime
     typed_value: str | None = Field(default=None, description="A typed answer's number.")
     typed_unit: str | None = Field(default=None, description="A typed answer's unit.")
+    dismissed: bool = Field(
+        default=False, description='Hidden from the mistake book ("I understand this now").'
+    )
 
 
 class AttemptPagePublic(BaseModel):

@@ -27,14 +27,16 @@
   // The parameters a formula may use: the card's (data-names) and the template's, read from the
   // parameters field as typed ("name = v1, v2 | format" per line), saved or not.
   var paramsField = document.getElementById("f-params");
+  var derivedField = document.getElementById("f-derived");
   function names(input) {
     var found = (input.dataset.names || "").split(",").filter(Boolean);
-    if (paramsField) {
-      paramsField.value.split("\n").forEach(function (line) {
+    [paramsField, derivedField].forEach(function (field) {
+      if (!field) return;
+      field.value.split("\n").forEach(function (line) {
         var name = line.split("=")[0].trim();
         if (line.indexOf("=") > 0 && /^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) found.push(name);
       });
-    }
+    });
     return found.join(",");
   }
   function check(input) {
@@ -56,9 +58,10 @@
     if (input.value) check(input);
   });
   // A parameter added or renamed: the formulas are checked again against the new names.
-  if (paramsField) {
-    paramsField.addEventListener("input", function () {
+  [paramsField, derivedField].forEach(function (field) {
+    if (!field) return;
+    field.addEventListener("input", function () {
       formulas.forEach(function (input) { if (input.value) later(input); });
     });
-  }
+  });
 })();

@@ -60,6 +60,13 @@ def test_shared_enums_are_components(spec):
     assert spec["components"]["schemas"]["Lang"]["enum"] == ["en", "zh"]
     assert spec["components"]["schemas"]["QuestionMode"]["enum"] == ["choices", "typed"]
     assert spec["components"]["schemas"]["AnalyticsScope"]["enum"] == ["first_answers", "earliest"]
+    assert spec["components"]["schemas"]["SessionMode"]["enum"] == [
+        "point",
+        "card",
+        "mistakes",
+        "review",
+        "exam",
+    ]
     text = json.dumps({**spec, "components": {}})
     assert '"enum": ["en", "zh"]' not in text and '"enum": ["choices", "typed"]' not in text
     (lang,) = [p for p in spec["paths"][f"{API}/cards"]["get"]["parameters"] if p["name"] == "lang"]
@@ -88,6 +95,8 @@ def test_each_route_asks_for_the_token_it_takes(spec):
     for path, method, op in operations(spec):
         security = op.get("security")
         if path in QUESTION_ROUTES:  # answered without a token, bound to it with one
+            assert security == [{}, {"LearnerToken": []}], path
+        elif path == f"{API}/auth/token":  # an install's token along claims its history
             assert security == [{}, {"LearnerToken": []}], path
         elif path.startswith(f"{API}/instructor/"):
             assert security == [{"InstructorToken": []}], path
@@ -126,6 +135,10 @@ def test_no_status_a_route_cannot_send_is_documented(spec):
     assert not statuses("/answers/batch", "post") & {"403", "409"}  # an item's, not the batch's
     assert not statuses("/me/progress") & {"400", "404"}
     assert statuses("/auth/token", "post") >= {"200", "401", "413", "422", "429", "503"}
+    # A session's answer names its session: another learner's is a 404, never a 403.
+    assert statuses("/me/sessions", "post") >= {"201", "404", "409", "422"}
+    assert "403" not in statuses("/me/sessions/{session_id}/answers", "post")
+    assert "409" not in statuses("/me/sessions/{session_id}") | statuses("/me/exams")
 
 
 def test_request_bodies_show_examples(spec):
@@ -190,7 +203,18 @@ def test_what_the_server_sends_is_what_the_document_says(spec, client):
             ),
         ),
     ]
-    assert [c[2].status_code for c in cases] == [200, 304, 401, 413, 400, 401]
+    cases.append(
+        (
+            "POST",
+            "/me/sessions",
+            client.post(
+                f"{API}/me/sessions",
+                json={"card_id": "zero-memory-offload", "mode": "exam"},
+                headers={"Authorization": f"Bearer {token}"},
+            ),
+        )
+    )
+    assert [c[2].status_code for c in cases] == [200, 304, 401, 413, 400, 401, 201]
     for method, path, response in cases:
         documented = spec["paths"][f"{API}{path}"][method.lower()]["responses"]
         described = documented[str(response.status_code)]

@@ -291,7 +291,7 @@ def test_bad_format_and_variant_counts_are_refused(card):
     from app.domain.export_plan import ExportError
 
     with pytest.raises(ExportError, match="unknown export format"):
-        export_card(card, "qti", "en", 2)
+        export_card(card, "docx", "en", 2)
     for variants in (0, 21):
         with pytest.raises(ExportError, match="1 to 20") as refused:
             export_card(card, "moodle", "en", variants)
@@ -322,7 +322,7 @@ def test_export_route_is_for_instructors_only(app, client, card, tmp_path):
     assert refused.headers["content-type"].startswith("application/problem+json")
     # a learner learns nothing about cards or parameters either
     assert (
-        client.get(f"{API}/instructor/cards/nope/export?format=qti", headers=learner).status_code
+        client.get(f"{API}/instructor/cards/nope/export?format=docx", headers=learner).status_code
         == 403
     )
 
@@ -345,7 +345,7 @@ def test_export_route_is_for_instructors_only(app, client, card, tmp_path):
     default = client.get(url, params={"format": "moodle"}, headers=teacher)
     assert len(moodle_questions(default.content)[1]) == expected_count(card, 5)
 
-    for params in ({"format": "qti"}, {}, {"format": "apkg", "variants": 0}):
+    for params in ({"format": "docx"}, {}, {"format": "apkg", "variants": 0}):
         bad = client.get(url, params=params, headers=teacher)
         assert bad.status_code == 422, params
         assert bad.json()["code"] == "invalid_request"
@@ -372,7 +372,7 @@ def test_cli_writes_the_files_and_refuses_bad_input_in_one_line(card, tmp_path, 
     capsys.readouterr()
 
     bad = [
-        (["--format", "qti", "--out", str(out)], "unknown export format 'qti'"),
+        (["--format", "docx", "--out", str(out)], "unknown export format 'docx'"),
         (["--format", "apkg", "--out", str(out), "--lang", "fr"], "unknown language 'fr'"),
         (["--format", "apkg", "--out", str(out), "--variants", "x"], "whole number"),
         (["--format", "apkg", "--out", str(out), "--variants", "0"], "1 to 20"),

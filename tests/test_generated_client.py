@@ -7,8 +7,8 @@ type). The generated clients raise on any status the spec does not document
 (``raise_on_unexpected_status``), so every answer the flow meets is a documented one.
 
 The flow is a sequence of steps on one :class:`Flow` (the server, the generated package, the
-learner's clients and what it has answered so far); a later step (practice sessions, claiming an
-install's history at sign-up) is a new method called from the test, in the app's order.
+learner's clients and what it has answered so far); each step is a method called from the test,
+in the app's order.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from conftest import CARD_ID, ROOT, FakeClock, make_settings
 from live_servers import free_port
 
 from app.cli import migrate
+from app.models import PracticeSession
+from app.practice.sessions import question_id_at
 
 PACKAGE = "infracards_client"
 GENERATOR = "openapi-python-client"
@@ -290,12 +292,22 @@ class Flow:
             client=self.anonymous, body=self.models.RegisterCreate(email=email, password=password)
         )
         assert isinstance(account, self.models.RegistrationPublic) and account.email == email
-        token = self.op("accounts", "create_token").sync(
-            client=self.anonymous,
-            body=self.models.TokenCreate(email=email, password=password, device_name="Pixel 9"),
-        )
+        create_token = self.op("accounts", "create_token")
+        body = self.models.TokenCreate(email=email, password=password, device_name="Pixel 9")
+        # Logging in with the install's token along claims its history, once.
+        token = create_token.sync(client=self.learner, body=body)
         assert isinstance(token, self.models.TokenPublic) and token.access_token
+        assert token.claimed_history is True
+        install = self.learner
+        gone = self.op("accounts", "get_me").sync_detailed(client=install)
+        assert gone.status_code == 401
+        retried = create_token.sync(client=install, body=body)  # a retry claims nothing twice
+        assert retried.claimed_history is False
+        self.op("accounts", "revoke_this_token").sync_detailed(
+            client=self.authenticated(retried.access_token)
+        )
         self.account = self.authenticated(token.access_token)
+        self.learner = self.account  # the rest of the flow is the account's, history and all
         self.password = password
         me = self.op("accounts", "get_me").sync(client=self.account)
         assert me.kind == "account" and me.email == email
@@ -377,11 +389,148 @@ class Flow:
         refused = typed(typed_question(), value.replace(".", ","), unit, "typed-3")
         assert refused.status_code == 422 and refused.parsed.code == "invalid_value"
 
+    # --- practice sessions ------------------------------------------------------------------
+
+    def keys(self, served: Any) -> tuple[str, str]:
+        """The right choice and a wrong one (a pitfall) of a session's question, from the card
+        (an exam's question shows no seed: its variant is the session's plan's)."""
+        app = self.server.app
+        with app.state.sessionmaker() as db:
+            row = db.get(PracticeSession, served.session_id)
+            identity = question_id_at(row, served.position, app.state.context.seed_secret)
+        variant = app.state.catalog.variant(identity)
+        wrong = next(c.id for c in variant.choices if c.pitfall is not None)
+        return variant.correct_choice_id, wrong
+
+    def session_answer(self, served: Any, **answer: Any) -> Any:
+        body = self.models.AnswerCreate(
+            token=served.question.token, client_answer_id=str(uuid.uuid4()), **answer
+        )
+        return self.op("sessions", "create_session_answer").sync_detailed(
+            served.session_id, client=self.learner, body=body
+        )
+
+    def practice_session(self, mode: Any, size: int, **scope: Any) -> None:
+        """A session in ``mode`` answered to its end (right, wrong, right, ... by the card's
+        keys; a typed question with a number), then its summary, counted by hand."""
+        models = self.models
+        session = self.op("sessions", "create_session").sync_detailed(
+            client=self.learner,
+            body=models.SessionCreate(card_id=CARD_ID, mode=mode, size=size, **scope),
+        )
+        assert session.status_code == 201 and session.headers["Location"]
+        assert isinstance(session.parsed, models.SessionPublic)
+        session_id = session.parsed.session_id
+        assert session.parsed.mode == mode and session.parsed.size == size
+        get_question = self.op("sessions", "get_session_question")
+        right = wrong = 0
+        while True:
+            served = get_question.sync_detailed(session_id, client=self.learner)
+            if served.status_code == 409:
+                assert served.parsed.code == "session_over"
+                break
+            assert isinstance(served.parsed, models.SessionQuestionPublic)
+            question = served.parsed.question
+            assert question.card_id == CARD_ID and served.parsed.position == right + wrong
+            if question.mode == models.QuestionMode.TYPED:
+                unit = question.typed_units[0]
+                answered = self.session_answer(served.parsed, value="1", unit=unit)
+                expected = False  # no ZeRO memory figure of this exam point is 1 GB
+            else:
+                key, pitfall = self.keys(served.parsed)
+                choice = pitfall if (right + wrong) % 2 else key
+                answered = self.session_answer(served.parsed, choice_id=choice)
+                expected = choice == key
+            assert isinstance(answered.parsed, models.AnswerPublic)
+            assert answered.parsed.correct == expected
+            right, wrong = right + expected, wrong + (not expected)
+        summary = self.op("sessions", "get_session_summary").sync(session_id, client=self.learner)
+        assert isinstance(summary, models.SessionSummaryPublic)
+        assert (summary.right, summary.wrong, summary.unanswered) == (right, wrong, 0)
+        assert summary.session.over and len(summary.questions) == right + wrong
+        assert sum(p.right for p in summary.points) == right
+
+    def practice_sessions(self) -> None:
+        modes = self.models.SessionMode
+        self.practice_session(modes.POINT, 2, point=TYPED_POINT)
+        self.practice_session(modes.CARD, 3)
+        self.practice_session(modes.POINT, 2, point=TYPED_POINT, typed=True)
+        self.practice_session(modes.MISTAKES, 2)
+        self.practice_session(modes.REVIEW, 2)
+        self.timed_exam()
+
+    def timed_exam(self) -> None:
+        """An exam of 3: a right answer and a wrong one stored without their result, the clock
+        runs out, a late answer is refused, then the summary and the past exams."""
+        models = self.models
+        exam = self.op("sessions", "create_session").sync(
+            client=self.learner,
+            body=models.SessionCreate(card_id=CARD_ID, mode=models.SessionMode.EXAM, size=3),
+        )
+        assert isinstance(exam, models.SessionPublic)
+        assert exam.results_withheld and exam.seconds_left == 3 * 90
+        get_question = self.op("sessions", "get_session_question")
+        get_summary = self.op("sessions", "get_session_summary")
+        for position, pick in enumerate((0, 1)):
+            served = get_question.sync(exam.session_id, client=self.learner)
+            assert isinstance(served, models.SessionQuestionPublic)
+            assert served.position == position and served.question.seed is None
+            stored = self.session_answer(served, choice_id=self.keys(served)[pick]).parsed
+            assert isinstance(stored, models.AnswerStoredPublic) and stored.feedback is None
+            self.server.clock.advance(seconds=40)
+            withheld = get_summary.sync_detailed(exam.session_id, client=self.learner)
+            assert withheld.status_code == 409 and withheld.parsed.code == "exam_running"
+        last = get_question.sync(exam.session_id, client=self.learner)
+        self.server.clock.advance(minutes=5)  # past the deadline and its grace
+        late = self.session_answer(last, choice_id=self.keys(last)[0])
+        assert late.status_code == 409 and isinstance(late.parsed, models.AnswerConflictPublic)
+        assert late.parsed.code == "exam_over" and late.parsed.summary_url
+        state = self.op("sessions", "get_session").sync(exam.session_id, client=self.learner)
+        assert state.over and not state.results_withheld and state.answered == 2
+        summary = get_summary.sync(exam.session_id, client=self.learner)
+        assert isinstance(summary, models.SessionSummaryPublic)
+        assert (summary.right, summary.wrong, summary.unanswered) == (1, 1, 1)
+        assert summary.seconds == 3 * 90 and len(summary.questions) == 3
+        wrong_line = summary.questions[1]
+        assert not wrong_line.correct and isinstance(wrong_line.pitfall, models.PitfallPublic)
+        assert [(p.pitfall_id, p.times) for p in summary.pitfalls] == [(wrong_line.pitfall.id, 1)]
+        exams = self.op("sessions", "list_my_exams").sync(client=self.learner, card_id=CARD_ID)
+        assert [(e.session_id, e.right, e.size) for e in exams] == [(exam.session_id, 1, 3)]
+
+    def delta_sync(self) -> None:
+        """An app that was offline refreshes in one call per page, then only what changed."""
+        list_changes = self.op("me", "list_my_changes")
+        attempts: dict[int, Any] = {}
+        cursor: Any = self.unset
+        while True:
+            page = list_changes.sync(client=self.account, cursor=cursor, limit=100)
+            assert isinstance(page, self.models.ChangesPublic) and not page.reset
+            attempts.update((a.attempt_id, a) for a in page.attempts)
+            cursor = page.next_cursor
+            if not page.more:
+                break
+        assert {a.client_answer_id: i for i, a in attempts.items()} == self.stored
+        wrong = next(a for a in attempts.values() if not a.correct)
+        dismissed = self.op("me", "dismiss_my_mistake").sync(
+            client=self.account,
+            body=self.models.DismissCreate(
+                card_id=wrong.card_id,
+                point=wrong.point,
+                template_id=wrong.template_id,
+                pitfall_id=wrong.pitfall.id if wrong.pitfall else None,
+            ),
+        )
+        assert isinstance(dismissed, self.models.DismissedPublic) and dismissed.dismissed >= 1
+        page = list_changes.sync(client=self.account, cursor=cursor)
+        assert len(page.attempts) == dismissed.dismissed and all(a.dismissed for a in page.attempts)
+        assert wrong.attempt_id in {a.attempt_id for a in page.attempts}
+
     def export_and_delete(self) -> None:
         delete_me = self.op("accounts", "delete_me")
         # Without the password an account stays; an anonymous install has none to give.
         refused = delete_me.sync_detailed(client=self.account, body=self.models.AccountDeletion())
         assert refused.status_code == 401 and refused.parsed.code == "wrong_credentials"
+        self.install()  # a second install, deleted without a password
         confirmations = {
             id(self.account): self.models.AccountDeletion(password=self.password),
             id(self.learner): self.models.AccountDeletion(),
@@ -405,9 +554,11 @@ def test_the_mobile_flow_through_the_generated_client(server: Server, generated:
     flow.questions()
     flow.answer_one()
     flow.answer_batch()
-    flow.register()  # the install's history stays the install's until accounts merge (later)
+    flow.register()  # logging in claims the install's history into the account
     flow.progress()
     flow.attempt_pages()
+    flow.delta_sync()
     flow.due_reviews()
     flow.typed_answers()
+    flow.practice_sessions()  # a session in each mode, a timed exam to its summary
     flow.export_and_delete()

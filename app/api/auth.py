@@ -11,11 +11,21 @@ from app.auth.service import (
     authenticate,
     create_app_learner,
     issue_token,
+    learner_for_token,
     list_tokens,
+    merge_learner,
     revoke_token,
 )
 from app.auth.signup import sign_up
-from app.deps import ApiLang, ApiLearner, DbDep, LimiterDep, SettingsDep
+from app.deps import (
+    OPTIONAL_BEARER,
+    ApiLang,
+    ApiLearner,
+    DbDep,
+    LimiterDep,
+    SettingsDep,
+    bearer_credentials,
+)
 from app.schemas import (
     DeviceTokenPublic,
     LearnerCreatedPublic,
@@ -88,11 +98,22 @@ def register_account(
     return RegistrationPublic(email=email)
 
 
-@router.post("/auth/token", response_model=TokenPublic, responses=LOGIN_PROBLEMS)
+@router.post(
+    "/auth/token",
+    response_model=TokenPublic,
+    responses=LOGIN_PROBLEMS,
+    openapi_extra=OPTIONAL_BEARER,
+)
 def create_token(
     body: TokenCreate, request: Request, db: DbDep, limiter: LimiterDep
 ) -> TokenPublic:
-    """A bearer token for one device of an account (rate-limited per account and address)."""
+    """A bearer token for one device of an account (rate-limited per account and address).
+
+    Sent with the ``Authorization: Bearer`` token of an anonymous install (``POST /learners``),
+    it carries the install's history (answers, sessions, reviews) into the account, once: the
+    install's token then stops working, and ``claimed_history`` says so. A retry of the same
+    call, or a token that is unknown or an account's, claims nothing and is otherwise ignored,
+    so an app may always send its install's token along."""
     learner = authenticate(
         db=db,
         limiter=limiter,
@@ -100,8 +121,14 @@ def create_token(
         password=body.password,
         address=request.client.host if request.client else "unknown",
     )
+    install = bearer_credentials(request)
+    claimed = False
+    if install is not None:
+        anonymous = learner_for_token(db=db, token=install.credentials)
+        if anonymous is not None:
+            claimed = merge_learner(db=db, source_id=anonymous.id, target_id=learner.id)
     token = issue_token(db=db, learner_id=learner.id, device_name=body.device_name)
-    return TokenPublic(access_token=token)
+    return TokenPublic(access_token=token, claimed_history=claimed)
 
 
 @router.post(

@@ -1,4 +1,5 @@
-"""Instructor exports: a card's fixed variants as an Anki package or a Moodle XML question file."""
+"""Instructor exports: a card's fixed variants as an Anki package, a Moodle XML question file or
+a QTI 3.0 package."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
         "content": {
             "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
             "application/xml": {"schema": {"type": "string"}},
+            "application/zip": {"schema": {"type": "string", "format": "binary"}},
         },
     },
     400: {"model": ProblemPublic, "description": "invalid_export: the card cannot be exported."},
@@ -37,7 +39,8 @@ def export_card_file(
         ExportFormat,
         Query(
             alias="format",
-            description="apkg: an Anki package; moodle: Moodle XML (multichoice questions).",
+            description="apkg: an Anki package; moodle: Moodle XML (multichoice questions); "
+            "qti: a QTI 3.0 content package (zip, one assessment item per variant).",
         ),
     ],
     variants: Annotated[

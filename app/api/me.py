@@ -8,11 +8,18 @@ from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.api import present
 from app.api.responses import conditional_responses, not_modified
+from app.api.sync_schemas import DismissCreate, DismissedPublic
 from app.auth.service import LearnerRef
 from app.deps import ApiLang, ApiLearner, ContextDep, DbDep
 from app.domain.messages import Message
 from app.practice.choosing import practise_again, review_question
-from app.practice.mistakes import MAX_PAGE, list_attempts, mistake_book, results_told
+from app.practice.mistakes import (
+    MAX_PAGE,
+    dismiss,
+    list_attempts,
+    mistake_book,
+    results_told,
+)
 from app.practice.recent import recent_answers
 from app.problems import InvalidInput
 from app.review.habits import pitfall_mastery
@@ -94,6 +101,21 @@ def read_my_mistakes(
 ) -> AttemptPagePublic:
     """The learner's wrong answers, newest first, paginated like /me/attempts."""
     return _page(db, ctx, learner, lang, limit, cursor, wrong_only=True)
+
+
+@router.post("/me/mistakes/dismiss", response_model=DismissedPublic)
+def dismiss_my_mistake(body: DismissCreate, db: DbDep, learner: ApiLearner) -> DismissedPublic:
+    """ "I understand this now": hide a group of the mistake book (the pitfall's wrong answers
+    on the exam point; without a pitfall, the template's); statistics keep them."""
+    count = dismiss(
+        db=db,
+        learner_id=learner.id,
+        card_id=body.card_id,
+        point=body.point,
+        pitfall_id=body.pitfall_id,
+        template_id=body.template_id,
+    )
+    return DismissedPublic(dismissed=count)
 
 
 @router.get("/me/pitfalls", response_model=list[PitfallCountPublic])

@@ -149,6 +149,12 @@ def _pitfall_fields(
     }
 
 
+def pitfall(pitfall: Pitfall | None, explanation: Text | None, lang: str) -> PitfallPublic | None:
+    """A pitfall with its explanation (the variant's own when given), or None."""
+    fields = _pitfall_fields(pitfall, explanation, lang)
+    return None if fields is None else PitfallPublic.model_validate(fields)
+
+
 def _answer_fields(outcome: AnswerOutcome, lang: str) -> dict[str, Any]:
     """An answer's result as :class:`AnswerPublic`'s fields, in its order (an exam's answer
     before it ends: :class:`AnswerStoredPublic`'s, nothing of the result): the one mapping
@@ -238,4 +244,5 @@ def attempt(view: AttemptView, lang: str) -> AttemptPublic:
         answered_at=view.answered_at,
         typed_value=row.typed_value,
         typed_unit=row.typed_unit,
+        dismissed=row.dismissed,
     )

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from app.api import answers, auth, cards, exports, instructor, me, my_account, today
+from app.api import (
+    answers,
+    auth,
+    cards,
+    exports,
+    instructor,
+    me,
+    my_account,
+    sessions,
+    sync,
+    today,
+)
 from app.api.analytics import router as analytics_router
 from app.api.calculator import router as calculator_router
 
@@ -18,6 +29,8 @@ API_ROUTERS = (
     answers.router,
     auth.router,
     me.router,
+    sync.router,
+    sessions.router,
     today.router,
     calculator_router,
     instructor.router,

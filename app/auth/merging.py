@@ -1,4 +1,12 @@
-"""Merging a guest into an account: the guest's history moves, the guest goes."""
+"""Merging an anonymous learner (a web guest or an app install) into an account: its history
+moves, it goes.
+
+A merge runs in one write transaction that first locks both learners (PostgreSQL: in id order,
+so that merges and answers that touch the same learners wait for each other instead of
+deadlocking; SQLite's write lock already runs one at a time). Merging a learner that is gone
+does nothing: a retried log-in (its first answer lost on the way) carries nothing twice, and two
+devices merging into one account at once each move their own history, whole.
+"""
 
 from __future__ import annotations
 
@@ -7,52 +15,90 @@ from datetime import UTC, datetime
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from app.auth.identity import GUEST, as_utc
-from app.auth.visitors import forget_visitors
+from app.analytics.models import ClassMember
+from app.auth.identity import APP, GUEST, as_utc
+from app.auth.tokens import forget_cached_tokens
 from app.db import write_transaction
-from app.models import Attempt, Learner, PracticeSession, ReviewItem, ReviewLog, WebSession
+from app.models import (
+    Attempt,
+    Learner,
+    LearnerToken,
+    PracticeSession,
+    ReviewItem,
+    ReviewLog,
+    WebSession,
+)
+from app.practice.changes import next_change
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+ANONYMOUS = (GUEST, APP)
 
 
-def merge_learner(*, db: Session, source_id: str, target_id: str) -> None:
-    """Move a guest's attempts, sessions and review state to an account; remove the guest.
+def merge_learner(*, db: Session, source_id: str, target_id: str) -> bool:
+    """Move an anonymous learner's attempts, sessions, class memberships and review state to an
+    account and remove the anonymous learner (its device tokens and web sessions stop working).
+    True when something was merged; False when the source is gone, is not anonymous, or is the
+    target.
 
     Where both have a review item for the same template, the more recently reviewed state is kept
-    and the other item's review log moves with it, so no rating is lost.
+    and the other item's review log moves with it, so no rating is lost. Everything moved is
+    stamped with the account's next change (app.practice.changes), so the account's other
+    devices fetch it in their next delta sync.
     """
     if source_id == target_id:
-        return
+        return False
     with write_transaction(db):
-        source = db.get(Learner, source_id)
-        if source is None or source.kind != GUEST:
-            return
+        locked = db.scalars(
+            select(Learner.id)
+            .where(Learner.id.in_(sorted((source_id, target_id))))
+            .order_by(Learner.id)
+            .with_for_update()
+        ).all()
+        if len(locked) != 2:
+            return False
+        source = db.get(Learner, source_id, populate_existing=True)
+        if source is None or source.kind not in ANONYMOUS:
+            return False
+        change = next_change(db.connection(), target_id)
         db.execute(
-            update(Attempt).where(Attempt.learner_id == source_id).values(learner_id=target_id)
+            update(Attempt)
+            .where(Attempt.learner_id == source_id)
+            .values(learner_id=target_id, change_seq=change)
         )
         db.execute(
             update(PracticeSession)
             .where(PracticeSession.learner_id == source_id)
             .values(learner_id=target_id)
         )
+        joined = select(ClassMember.class_id).where(ClassMember.learner_id == target_id)
+        db.execute(
+            delete(ClassMember).where(
+                ClassMember.learner_id == source_id, ClassMember.class_id.in_(joined)
+            )
+        )
+        db.execute(
+            update(ClassMember)
+            .where(ClassMember.learner_id == source_id)
+            .values(learner_id=target_id)
+        )
         theirs = {
             (i.card_id, i.template_id): i
-            for i in db.scalars(select(ReviewItem).where(ReviewItem.learner_id == target_id))
+            for i in db.scalars(
+                select(ReviewItem).where(ReviewItem.learner_id == target_id).order_by(ReviewItem.id)
+            )
         }
-        for item in db.scalars(select(ReviewItem).where(ReviewItem.learner_id == source_id)):
+        for item in db.scalars(
+            select(ReviewItem).where(ReviewItem.learner_id == source_id).order_by(ReviewItem.id)
+        ):
             other = theirs.get((item.card_id, item.template_id))
             if other is None:
                 item.learner_id = target_id
+                item.change_seq = change
                 continue
             mine_last = as_utc(item.last_review_at) if item.last_review_at else None
             other_last = as_utc(other.last_review_at) if other.last_review_at else None
             keep, drop = (
-                (item, other)
-                if (mine_last or _EPOCH) > (other_last or _EPOCH)
-                else (
-                    other,
-                    item,
-                )
+                (item, other) if (mine_last or _EPOCH) > (other_last or _EPOCH) else (other, item)
             )
             db.execute(
                 update(ReviewLog)
@@ -65,7 +111,10 @@ def merge_learner(*, db: Session, source_id: str, target_id: str) -> None:
             db.delete(drop)
             db.flush()
             keep.learner_id = target_id
+            keep.change_seq = change
         db.flush()
         db.execute(delete(WebSession).where(WebSession.learner_id == source_id))
+        db.execute(delete(LearnerToken).where(LearnerToken.learner_id == source_id))
         db.delete(source)
-    forget_visitors()  # the guest's other browsers, after the commit
+    forget_cached_tokens()  # after the commit: the anonymous learner's tokens and browsers
+    return True

@@ -1,4 +1,5 @@
-"""Exports from one source: an Anki package (``.apkg``) and Moodle XML (``multichoice``).
+"""Exports from one source: an Anki package (``.apkg``), Moodle XML (``multichoice``) and a
+QTI 3.0 package (app.authoring.qti).
 
 Both write the fixed instances that :func:`app.domain.export_plan.plan_export` chooses (the same
 variants, the same texts, one language per file); this module only lays them out.
@@ -50,13 +51,14 @@ from app.domain.languages import Lang
 from app.domain.messages import Message
 from app.problems import InvalidInput
 
-ExportFormat = Literal["apkg", "moodle"]
-FORMATS: tuple[ExportFormat, ...] = ("apkg", "moodle")
+ExportFormat = Literal["apkg", "moodle", "qti"]
+FORMATS: tuple[ExportFormat, ...] = ("apkg", "moodle", "qti")
 MEDIA_TYPES: dict[ExportFormat, str] = {
     "apkg": "application/octet-stream",
     "moodle": "application/xml",
+    "qti": "application/zip",
 }
-SUFFIXES: dict[ExportFormat, str] = {"apkg": ".apkg", "moodle": ".xml"}
+SUFFIXES: dict[ExportFormat, str] = {"apkg": ".apkg", "moodle": ".xml", "qti": "-qti3.zip"}
 
 __all__ = [
     "FORMATS",
@@ -87,7 +89,8 @@ def export_card(
     *,
     timestamp: float | None = None,
 ) -> ExportFile:
-    """One card's export in ``fmt`` (``apkg`` or ``moodle``); ExportError for a bad request."""
+    """One card's export in ``fmt`` (``apkg``, ``moodle`` or ``qti``); ExportError for a bad
+    request."""
     if fmt not in FORMATS:
         raise ExportError(
             Message(
@@ -96,12 +99,15 @@ def export_card(
                 known=", ".join(FORMATS),
             )
         )
-    plan = plan_export(card, lang, variants)
-    chosen: ExportFormat = "apkg" if fmt == "apkg" else "moodle"
-    if chosen == "apkg":
-        content = apkg_bytes(plan, timestamp=timestamp)
+    chosen: ExportFormat = next(f for f in FORMATS if f == fmt)
+    if chosen == "qti":
+        from app.authoring.qti import qti_package
+
+        content = qti_package(card, lang, variants)
+    elif chosen == "apkg":
+        content = apkg_bytes(plan_export(card, lang, variants), timestamp=timestamp)
     else:
-        content = moodle_xml(plan).encode("utf-8")
+        content = moodle_xml(plan_export(card, lang, variants)).encode("utf-8")
     return ExportFile(
         content=content,
         filename=f"{card.id}-{lang}{SUFFIXES[chosen]}",

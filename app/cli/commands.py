@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         "export-questions", help="write a card's questions as an Anki package or Moodle XML"
     )
     export.add_argument("--card", required=True, help="the card's id")
-    export.add_argument("--format", required=True, metavar="apkg|moodle", dest="export_format")
+    export.add_argument("--format", required=True, metavar="apkg|moodle|qti", dest="export_format")
     export.add_argument("--out", required=True, type=Path, help="the file to write")
     export.add_argument("--lang", default="en", metavar="en|zh", help="default: en")
     export.add_argument(

@@ -23,9 +23,9 @@ from .cards import (
     Card,
     CardError,
     _CardIn,
-    card_document,
     document_templates,
     parse_card,
+    stored_document,
 )
 from .cues import Cue
 from .generation import LATEST_GENERATOR
@@ -322,7 +322,7 @@ def template_documents(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]
 def canonical(document: Mapping[str, Any]) -> dict[str, Any]:
     """A document with every field spelled out as stored (defaults included), when it is valid."""
     try:
-        return card_document(_CardIn.model_validate(document))
+        return stored_document(_CardIn.model_validate(document))
     except ValidationError:
         copy: dict[str, Any] = json.loads(json.dumps(document))
         return copy

@@ -8,6 +8,7 @@ Validation over the parameter domains lives in :mod:`app.domain.validation`, and
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -78,6 +79,23 @@ class _ParamIn(_Strict):
     format: str | None = None
 
 
+class _DerivedIn(_Strict):
+    """A parameter computed from the drawn ones (and derived ones before it)."""
+
+    formula: Annotated[str, StringConstraints(min_length=1, max_length=500)]
+    format: str | None = None
+
+
+class _ConstraintIn(_Strict):
+    """What every drawn combination satisfies: ``value`` (a formula) is a whole number, and/or
+    at least / at most another formula."""
+
+    value: Annotated[str, StringConstraints(min_length=1, max_length=500)]
+    integer: bool = False
+    at_least: Annotated[str, StringConstraints(min_length=1, max_length=500)] | None = None
+    at_most: Annotated[str, StringConstraints(min_length=1, max_length=500)] | None = None
+
+
 class _PitfallIn(_Strict):
     id: Slug
     title: _TextIn
@@ -98,6 +116,8 @@ class _TemplateIn(_Strict):
     revision: Annotated[int, Field(ge=0, le=1_000_000)] = 0
     kind: Literal["numeric", "statement"]
     params: dict[str, _ParamIn] = Field(default_factory=dict)
+    derived: Annotated[dict[str, _DerivedIn], Field(max_length=20)] = Field(default_factory=dict)
+    constraints: Annotated[list[_ConstraintIn], Field(max_length=20)] = Field(default_factory=list)
     stem: _TextIn
     answer: str | _TextIn
     unit: str | None = None
@@ -185,6 +205,36 @@ class Param:
 
 
 @dataclass(frozen=True, eq=False)
+class Derived:
+    """A parameter computed from the drawn ones: shown and used in formulas like them."""
+
+    name: str
+    formula: Formula
+    format: str | None
+
+    def display(self, value: Fraction) -> str:
+        return format_value(value, self.format)
+
+
+@dataclass(frozen=True, eq=False)
+class Constraint:
+    """``value`` is a whole number (``integer``) and lies within ``at_least``..``at_most``."""
+
+    value: Formula
+    integer: bool = False
+    at_least: Formula | None = None
+    at_most: Formula | None = None
+
+    def holds(self, values: Mapping[str, Fraction]) -> bool:
+        x = self.value.evaluate(values)
+        if self.integer and x.denominator != 1:
+            return False
+        if self.at_least is not None and x < self.at_least.evaluate(values):
+            return False
+        return self.at_most is None or x <= self.at_most.evaluate(values)
+
+
+@dataclass(frozen=True, eq=False)
 class Pitfall:
     """A named misconception: how a learner gets a wrong choice, and why that reasoning fails."""
 
@@ -217,7 +267,26 @@ class Template:
     conventions: Mapping[str, str] = field(default_factory=dict)  # app.domain.conventions
     sources: tuple[str, ...] = ()
     answer_phrasings: tuple[Text, ...] = ()  # other wordings of a statement answer
+    derived: tuple[Derived, ...] = ()  # computed from the drawn parameters, in order
+    constraints: tuple[Constraint, ...] = ()
+    # With constraints: the combinations of drawn values that satisfy them, in the order of the
+    # parameters' product (a variant draws one of them); None: every combination.
+    allowed: tuple[tuple[Fraction, ...], ...] | None = None
     revision: int = 0  # wording-only edits of ``version`` (app.domain.versions)
+
+    def complete(self, drawn: Mapping[str, Fraction]) -> dict[str, Fraction]:
+        """The drawn values with the derived parameters computed from them."""
+        values = dict(drawn)
+        for item in self.derived:
+            values[item.name] = item.formula.evaluate(values)
+        return values
+
+    def display(self, name: str, value: Fraction) -> str:
+        """A drawn or derived parameter's value as texts show it."""
+        param = self.params.get(name)
+        if param is not None:
+            return param.display(value)
+        return next(d for d in self.derived if d.name == name).display(value)
 
     @property
     def version_label(self) -> str:
@@ -230,6 +299,8 @@ class Template:
         return bool(self.answer_phrasings) or any(p.phrasings for p in self.pitfalls)
 
     def domain_size(self) -> int:
+        if self.allowed is not None:
+            return len(self.allowed)
         size = 1
         for param in self.params.values():
             size *= len(param.values)
@@ -474,7 +545,7 @@ def parse_card(
             )
         )
     return Card(
-        document=card_document(data),
+        document=stored_document(data),
         id=data.id,
         version=data.version,
         title=_text(data.title),
@@ -489,13 +560,19 @@ def parse_card(
     )
 
 
-def card_document(data: _CardIn) -> dict[str, Any]:
-    """A validated card as stored: every field spelled out, defaults included, except a
-    template's revision 0 (so documents written before revisions keep their digests)."""
-    document = data.model_dump(mode="json", exclude_defaults=False)
-    for _, template in document_templates(document):
-        if template.get("revision") == 0:
-            del template["revision"]
+# Template fields added after cards were first stored: spelled out only when used, so that a
+# stored document (and each template's content digest, app.domain.manifests) stays as it was.
+_LATER_FIELDS = ("derived", "constraints", "revision")
+
+
+def stored_document(data: _CardIn) -> dict[str, Any]:
+    """The card as stored: every field spelled out (defaults included) but the later ones."""
+    document: dict[str, Any] = data.model_dump(mode="json", exclude_defaults=False)
+    for point in document["points"]:
+        for template in point["templates"]:
+            for name in _LATER_FIELDS:
+                if not template.get(name):
+                    template.pop(name, None)
     return document
 
 
@@ -601,7 +678,8 @@ def _compile_template(
             )
         params[name] = Param(name, values, spec.format)
 
-    names = frozenset(params)
+    derived, constraints, allowed = _compile_derived(raw, params, definitions, where)
+    names = frozenset(params) | {d.name for d in derived}
     named = names | {"answer"}
 
     def formula(text: str, what: Text, field: str) -> Formula:
@@ -753,7 +831,174 @@ def _compile_template(
         conventions=dict(raw.conventions),
         sources=tuple(raw.sources),
         answer_phrasings=tuple(_text(t) for t in raw.answer_phrasings),
+        derived=derived,
+        constraints=constraints,
+        allowed=allowed,
     )
+
+
+# A template with constraints has its drawable combinations listed when it compiles: at most
+# this many combinations of its drawn parameters are looked at.
+MAX_CONSTRAINED_DOMAIN = 4096
+
+
+def _compile_derived(
+    raw: _TemplateIn, params: Mapping[str, Param], definitions: Mapping[str, Formula], where: Text
+) -> tuple[tuple[Derived, ...], tuple[Constraint, ...], tuple[tuple[Fraction, ...], ...] | None]:
+    """The template's derived parameters, its constraints and (with constraints) the
+    combinations they allow: each derived formula may use the drawn parameters and the derived
+    ones before it; a constraint may use all of them."""
+    derived: list[Derived] = []
+    for name, spec in raw.derived.items():
+        field = f"derived.{name}"
+        if not is_identifier(name) or name in ("answer", "value") or name in params:
+            raise CardError(
+                Message(
+                    "%(where)s: derived parameter name %(name)s is not allowed (a parameter "
+                    "or a reserved name)",
+                    where=where,
+                    name=repr(name),
+                ),
+                template_id=raw.id,
+                field=field,
+            )
+        if name in definitions:
+            raise CardError(
+                Message(
+                    "%(where)s: parameter %(name)s shadows the card formula of that name",
+                    where=where,
+                    name=repr(name),
+                ),
+                template_id=raw.id,
+                field=field,
+            )
+        if spec.format is not None and spec.format not in FORMATS and spec.format not in UNITS:
+            raise CardError(
+                Message(
+                    "%(where)s: parameter %(name)s has unknown format %(format)s",
+                    where=where,
+                    name=repr(name),
+                    format=repr(spec.format),
+                ),
+                template_id=raw.id,
+                field=field,
+            )
+        known = frozenset(params) | {d.name for d in derived}
+        what = Message("derived parameter %(name)s", name=repr(name))
+        rule = _rule_formula(raw, spec.formula, known, definitions, where, what, field)
+        derived.append(Derived(name, rule, spec.format))
+    names = frozenset(params) | {d.name for d in derived}
+    constraints = tuple(
+        _constraint(raw, item, i, names, definitions, where)
+        for i, item in enumerate(raw.constraints, start=1)
+    )
+    if not constraints:
+        return tuple(derived), (), None
+    size = 1
+    for param in params.values():
+        size *= len(param.values)
+    if size > MAX_CONSTRAINED_DOMAIN:
+        raise CardError(
+            Message(
+                "%(where)s: a template with constraints may have at most %(limit)s "
+                "combinations of parameter values (this one has %(size)s)",
+                where=where,
+                limit=MAX_CONSTRAINED_DOMAIN,
+                size=size,
+            ),
+            template_id=raw.id,
+            field="constraints",
+        )
+    template_names = list(params)
+    allowed: list[tuple[Fraction, ...]] = []
+    for combo in itertools.product(*(params[n].values for n in template_names)):
+        values = dict(zip(template_names, combo, strict=True))
+        try:
+            for item in derived:
+                values[item.name] = item.formula.evaluate(values)
+            if all(c.holds(values) for c in constraints):
+                allowed.append(combo)
+        except FormulaError as exc:
+            shown = ", ".join(
+                f"{n}={params[n].display(v)}" for n, v in zip(template_names, combo, strict=True)
+            )
+            raise CardError(
+                Message(
+                    "%(where)s, at %(values)s: %(error)s",
+                    where=where,
+                    values=shown,
+                    error=exc.localized,
+                ),
+                template_id=raw.id,
+                field="derived",
+                reason=exc.message,
+            ) from None
+    if not allowed:
+        raise CardError(
+            Message(
+                "%(where)s: no combination of parameter values satisfies the constraints",
+                where=where,
+            ),
+            template_id=raw.id,
+            field="constraints",
+        )
+    return tuple(derived), constraints, tuple(allowed)
+
+
+def _constraint(
+    raw: _TemplateIn,
+    item: _ConstraintIn,
+    number: int,
+    names: frozenset[str],
+    definitions: Mapping[str, Formula],
+    where: Text,
+) -> Constraint:
+    what = Message("constraint %(number)s", number=number)
+    field = f"constraints.{number}"
+
+    def bound(text: str | None, name: str) -> Formula | None:
+        if text is None:
+            return None
+        return _rule_formula(raw, text, names, definitions, where, what, f"{field}.{name}")
+
+    if not item.integer and item.at_least is None and item.at_most is None:
+        raise CardError(
+            Message(
+                "%(where)s, %(what)s: say what the value must be (integer, at_least or at_most)",
+                where=where,
+                what=what,
+            ),
+            template_id=raw.id,
+            field=field,
+        )
+    return Constraint(
+        value=_rule_formula(raw, item.value, names, definitions, where, what, f"{field}.value"),
+        integer=item.integer,
+        at_least=bound(item.at_least, "at_least"),
+        at_most=bound(item.at_most, "at_most"),
+    )
+
+
+def _rule_formula(
+    raw: _TemplateIn,
+    text: str,
+    names: frozenset[str],
+    definitions: Mapping[str, Formula],
+    where: Text,
+    what: Text,
+    field: str,
+) -> Formula:
+    """A derived parameter's or a constraint's formula, refused at its column like the rest."""
+    try:
+        return parse_formula(text, names, definitions)
+    except FormulaError as exc:
+        raise CardError(
+            Message("%(where)s, %(what)s: %(error)s", where=where, what=what, error=exc.localized),
+            template_id=raw.id,
+            field=field,
+            position=exc.column,
+            reason=exc.message,
+        ) from None
 
 
 def _check_conventions(raw: _TemplateIn, where: Text) -> None:

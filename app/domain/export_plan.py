@@ -183,48 +183,54 @@ def _shown_key(variant: Variant) -> tuple[tuple[tuple[str, str], ...], frozenset
     return (_params_key(variant), frozenset(c.pitfall_id for c in variant.choices))
 
 
-def export_item(card: Card, template: Template, seed: int, lang: Lang) -> ExportItem:
-    """The texts of one variant in one language."""
+def _as_is(text: str) -> str:
+    return text
+
+
+def export_item(
+    card: Card, template: Template, seed: int, lang: Lang, *, mathjax: bool = True
+) -> ExportItem:
+    """The texts of one variant in one language; math in MathJax's delimiters, or (``mathjax``
+    false) as the card writes it, ``$...$``, for a format that renders it itself."""
+    math = _mathjax if mathjax else _as_is
     variant = generate(card, template, seed)
     point = card.point_by_slug(template.point)
     assert point is not None
     choices = tuple(
         ExportChoice(
             letter=choice.id,
-            text=mathjax_delimiters(choice.text.get(lang)),
+            text=math(choice.text.get(lang)),
             correct=choice.correct,
             pitfall_id=choice.pitfall_id,
-            pitfall_title=(
-                mathjax_delimiters(choice.pitfall.title.get(lang)) if choice.pitfall else None
-            ),
-            explanation=(
-                mathjax_delimiters(choice.explanation.get(lang)) if choice.explanation else None
-            ),
+            pitfall_title=(math(choice.pitfall.title.get(lang)) if choice.pitfall else None),
+            explanation=(math(choice.explanation.get(lang)) if choice.explanation else None),
         )
         for choice in variant.choices
     )
     return ExportItem(
         question=variant.id,
         point_number=point.number,
-        point_title=mathjax_delimiters(point.title.get(lang)),
-        stem=mathjax_delimiters(variant.stem.get(lang)),
+        point_title=math(point.title.get(lang)),
+        stem=math(variant.stem.get(lang)),
         choices=choices,
-        solution=tuple(mathjax_delimiters(step.get(lang)) for step in variant.solution),
+        solution=tuple(math(step.get(lang)) for step in variant.solution),
     )
 
 
-def plan_export(card: Card, lang: Lang, variants: int = DEFAULT_VARIANTS) -> ExportPlan:
+def plan_export(
+    card: Card, lang: Lang, variants: int = DEFAULT_VARIANTS, *, mathjax: bool = True
+) -> ExportPlan:
     """Every template of ``card`` (exam point order), ``variants`` fixed variants each."""
     check_variants(variants)
     items = [
-        export_item(card, template, seed, lang)
+        export_item(card, template, seed, lang, mathjax=mathjax)
         for template in card.templates()
         for seed in export_seeds(card, template, variants)
     ]
     return ExportPlan(
         card_id=card.id,
         card_version=card.version,
-        title=mathjax_delimiters(card.title.get(lang)),
+        title=(_mathjax if mathjax else _as_is)(card.title.get(lang)),
         lang=lang,
         variants=variants,
         items=tuple(items),
@@ -232,6 +238,10 @@ def plan_export(card: Card, lang: Lang, variants: int = DEFAULT_VARIANTS) -> Exp
 
 
 def mathjax_delimiters(text: str) -> str:
+    return _mathjax(text)
+
+
+def _mathjax(text: str) -> str:
     """``$x$`` as ``\\(x\\)`` (MathJax's inline delimiters); ``\\$`` becomes a plain ``$``."""
     parts: list[str] = []
     position = 0

@@ -312,11 +312,17 @@ def variant_rng(question: QuestionId, generator: int) -> Draws:
 
 
 def draw_params(template: Template, rng: Draws) -> dict[str, Fraction]:
-    return {name: rng.choice(param.values) for name, param in template.params.items()}
+    """The variant's parameter values, derived ones included: each parameter drawn in turn, or
+    (a template with constraints) one of the combinations they allow."""
+    if template.allowed is not None:
+        drawn = dict(zip(template.params, rng.choice(template.allowed), strict=True))
+    else:
+        drawn = {name: rng.choice(param.values) for name, param in template.params.items()}
+    return template.complete(drawn) if template.derived else drawn
 
 
 def named_values(template: Template, values: Mapping[str, Fraction]) -> dict[str, str]:
-    return {name: template.params[name].display(value) for name, value in values.items()}
+    return {name: template.display(name, value) for name, value in values.items()}
 
 
 def candidates(

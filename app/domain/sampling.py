@@ -13,11 +13,17 @@ SAMPLED_SEEDS = 500
 
 
 def parameter_combinations(template: Template) -> Iterator[dict[str, Fraction]]:
-    """The whole domain, or :data:`SAMPLED_SEEDS` seeded draws when it is larger."""
+    """The whole domain (the combinations the constraints allow), or :data:`SAMPLED_SEEDS`
+    seeded draws when it is larger; derived parameters computed."""
     if template.domain_size() <= SAMPLED_SEEDS:
         names = list(template.params)
-        for combo in itertools.product(*(template.params[n].values for n in names)):
-            yield dict(zip(names, combo, strict=True))
+        combos = (
+            template.allowed
+            if template.allowed is not None
+            else itertools.product(*(template.params[n].values for n in names))
+        )
+        for combo in combos:
+            yield template.complete(dict(zip(names, combo, strict=True)))
         return
     for seed in range(SAMPLED_SEEDS):
         yield draw_params(template, seeded(f"validate:{template.id}:{seed}", template.generator))

@@ -1,8 +1,8 @@
 """Whether an edit of a template changes what its questions ask: wording only, or values.
 
 A template edit that leaves its questions' values alone is a *minor* revision (``3`` → ``3.1``):
-the same parameters with the same values in the same order, the same choices count, unit and
-precision, the same pitfalls by id in the same order, the same generator and exam point, and for
+the same parameters with the same values in the same order (and the same constraints and derived
+parameters), the same choices count, unit and precision, the same pitfalls by id in the same order, the same generator and exam point, and for
 every parameter combination the same key and the same value of every pitfall (statement
 templates: the same key and pitfall statements, which decide the choices' order by their
 lengths; other wordings may change). Then every seed draws the same parameters and the same
@@ -130,8 +130,16 @@ def structure_changes(old: Template, new: Template) -> list[Text]:
         )
     before = [(name, p.values) for name, p in old.params.items()]
     after = [(name, p.values) for name, p in new.params.items()]
-    if before != after:
-        found.append(Message("the parameters or their values changed (each seed draws others)"))
+    if before != after or old.allowed != new.allowed:
+        found.append(
+            Message(
+                "the parameters, their values or their constraints changed (each seed draws others)"
+            )
+        )
+    derived_before = [(d.name, d.formula.text) for d in old.derived]
+    derived_after = [(d.name, d.formula.text) for d in new.derived]
+    if derived_before != derived_after:
+        found.append(Message("the derived parameters changed"))
     if old.choices != new.choices:
         found.append(
             Message(
@@ -195,8 +203,13 @@ def combinations(template: Template) -> Iterator[dict[str, Fraction]]:
         yield from parameter_combinations(template)
         return
     names = list(template.params)
-    for combo in itertools.product(*(template.params[n].values for n in names)):
-        yield dict(zip(names, combo, strict=True))
+    combos = (
+        template.allowed
+        if template.allowed is not None
+        else itertools.product(*(template.params[n].values for n in names))
+    )
+    for combo in combos:
+        yield template.complete(dict(zip(names, combo, strict=True)))
 
 
 def compare_templates(old: Template, new: Template) -> Comparison:

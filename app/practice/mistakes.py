@@ -22,6 +22,7 @@ from app.domain.generation import Grade, Variant
 from app.domain.texts import Text
 from app.domain.typed import TypedAnswer
 from app.models import Attempt
+from app.practice.changes import next_change
 from app.practice.questions import find_variant
 from app.practice.sessions import running_exams, settle_ended_exams
 from app.practice.storing import regrade, stored_question
@@ -242,6 +243,7 @@ def dismiss(
 ) -> int:
     """ "I understand this now": hide the group's attempts from the book (statistics keep them)."""
     with write_transaction(db):
+        change = next_change(db.connection(), learner_id)
         query = update(Attempt).where(
             Attempt.learner_id == learner_id,
             Attempt.card_id == card_id,
@@ -252,5 +254,5 @@ def dismiss(
             query = query.where(Attempt.pitfall_id == pitfall_id)
         else:
             query = query.where(Attempt.pitfall_id.is_(None), Attempt.template_id == template_id)
-        result = db.execute(query.values(dismissed=True))
+        result = db.execute(query.values(dismissed=True, change_seq=change))
     return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -34,6 +34,7 @@ from app.domain.practice import (
     session_end,
 )
 from app.models import Attempt, PracticeSession, ReviewItem, ReviewLog
+from app.practice.changes import session_change, told_at
 from app.practice.questions import (
     Question,
     QuestionSigner,
@@ -356,9 +357,9 @@ def check_can_answer(state: SessionState, now: datetime) -> None:
 
 def _store_end(db: Session, catalog: Catalog, session_id: str, end: datetime) -> None:
     """``finished_at`` set once: the first writer's end stays (every reader computes the same).
-    The writer that ends an exam rates its answers, in the order given (stored unrated while
-    it ran: app.practice.storing)."""
+    The writer that ends an exam rates its answers, stored unrated while it ran, in order."""
     with write_transaction(db):
+        change = session_change(db.connection(), session_id)  # the learner's row, locked first
         ended = db.execute(
             update(PracticeSession)
             .where(PracticeSession.id == session_id, PracticeSession.finished_at.is_(None))
@@ -367,15 +368,14 @@ def _store_end(db: Session, catalog: Catalog, session_id: str, end: datetime) ->
         ).first()
         if ended is None or ended.mode != "exam":
             return
+        rated = exists().where(ReviewLog.attempt_id == Attempt.id)
         unrated = db.scalars(
             select(Attempt)
-            .where(
-                Attempt.practice_session_id == session_id,
-                ~exists().where(ReviewLog.attempt_id == Attempt.id),
-            )
+            .where(Attempt.practice_session_id == session_id, ~rated)
             .order_by(Attempt.id)
         ).all()
         rate_stored(db.connection(), catalog, unrated, asked_typed=ended.typed)
+        told_at(db.connection(), session_id, change)  # a delta sync sends its answers now
 
 
 def finish_session(

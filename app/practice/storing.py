@@ -30,6 +30,7 @@ from app.domain.identity import QuestionId
 from app.domain.messages import Message
 from app.domain.typed import grade_typed, read_typed
 from app.models import Attempt
+from app.practice.changes import LEARNER_CHANGES, next_changes, set_changes
 from app.practice.questions import SessionPosition
 from app.problems import Conflict, Problem
 from app.review.service import known_of, known_reads, store_ratings
@@ -136,9 +137,11 @@ def store_batch(db: Session, items: Sequence[Graded]) -> None:
     connection = db.connection()
     dialect = connection.dialect
     maybe_first = [_rating_answer(item, True) for item in items]  # what rating may need
-    stored_rows, position_rows, answered, drawn, *known_rows = read_together(
+    changes, stored_rows, position_rows, answered, drawn, *known_rows = read_together(
         connection,
         [
+            # first: the learners' rows are locked before their review items, as everywhere
+            LEARNER_CHANGES.read(dialect, [(item.learner.id,) for item in items]),
             _STORED.read(dialect, [(i.client_answer_id,) for i in items]),
             _AT_POSITIONS.read(
                 dialect,
@@ -184,8 +187,14 @@ def store_batch(db: Session, items: Sequence[Graded]) -> None:
         answers = [
             as_first[id(new[i])] if firsts[i] else _rating_answer(new[i], False) for i in rated
         ]
-        rows = [_attempt_row(item, first) for item, first in zip(new, firsts, strict=True)]
+        change = next_changes(changes)
+        change = {item.learner.id: change[item.learner.id] for item in new}
+        rows = [
+            _attempt_row(item, first, change[item.learner.id])
+            for item, first in zip(new, firsts, strict=True)
+        ]
         with pipelined(connection):
+            set_changes(connection, change)
             attempt_ids = _ATTEMPT_IDS.insert(connection, rows, drawn)
             writes = rating.rate(answers, known_of(known_rows))
             store_ratings(connection, writes, [attempt_ids[i] for i in rated])
@@ -291,7 +300,7 @@ def _rating_answer(item: Graded, first_answer: bool) -> rating.Answer:
     )  # fmt: skip
 
 
-def _attempt_row(item: Graded, first_answer: bool) -> dict[str, Any]:
+def _attempt_row(item: Graded, first_answer: bool, change: int) -> dict[str, Any]:
     """The columns of the attempt that stores ``item`` (``attempts``, all but its id)."""
     identity, result, position = item.variant.id, item.result, item.position
     return {
@@ -318,6 +327,7 @@ def _attempt_row(item: Graded, first_answer: bool) -> dict[str, Any]:
         "answered_at": item.answered_at,
         "dismissed": False,
         "created_at": item.now,
+        "change_seq": change,
     }
 
 

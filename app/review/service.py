@@ -32,6 +32,7 @@ from app.domain.calendar import day_end, local_day
 from app.domain.catalog import Catalog
 from app.domain.scheduling import FsrsState
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
+from app.practice.changes import ITEM_CHANGE, NEW_ITEM_CHANGE
 
 MAX_DUE_PAGE = 100
 
@@ -84,14 +85,20 @@ def store_ratings(
     connection: Connection, writes: rating.Writes, attempt_ids: Sequence[int]
 ) -> None:
     """Make ``writes`` (app.domain.rating.rate) in the caller's write transaction, after the
-    rated attempts are stored: ``attempt_ids[i]`` is the id of the answer at index ``i``. The
+    learners' change numbers are taken and the rated attempts are stored: ``attempt_ids[i]`` is the id of the answer at index ``i``. The
     new items take their ids from the database; a log names its item by its key, so that no
     write waits for another's result (on PostgreSQL they go to the server together)."""
     if writes.created:
         connection.execute(
             _INSERT_ITEM,
             [
-                {"learner_id": key[0], "card_id": key[1], "template_id": key[2], **_columns(item)}
+                {
+                    "learner_id": key[0],
+                    "change_learner_id": key[0],
+                    "card_id": key[1],
+                    "template_id": key[2],
+                    **_columns(item),
+                }
                 for key, item in writes.created.items()
             ],
         )
@@ -159,8 +166,12 @@ _ITEM_ID = (
     .scalar_subquery()
 )
 _INSERT_LOG = insert(ReviewLog.__table__).values(review_item_id=_ITEM_ID).inline()
-_INSERT_ITEM = insert(_ITEMS).inline()
-_UPDATE_ITEM = update(_ITEMS).where(_ITEMS.c.id == bindparam("item_id"))
+# An item written takes its learner's change number, taken earlier in the same transaction
+# (app.practice.changes).
+_INSERT_ITEM = insert(_ITEMS).values(change_seq=NEW_ITEM_CHANGE).inline()
+_UPDATE_ITEM = (
+    update(_ITEMS).where(_ITEMS.c.id == bindparam("item_id")).values(change_seq=ITEM_CHANGE)
+)
 
 
 def due_items(

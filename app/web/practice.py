@@ -6,11 +6,9 @@ feedback).
 
 from __future__ import annotations
 
-import math
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
 from typing import Annotated
 
@@ -18,7 +16,6 @@ from fastapi import APIRouter, Form, Query, Request
 from sqlalchemy.orm import Session
 from starlette.responses import RedirectResponse, Response
 
-from app.auth.service import as_utc
 from app.deps import ContextDep, DbDep, Visitor, VisitorDep, in_db
 from app.domain.cards import Card
 from app.domain.identity import MAX_SEED
@@ -35,13 +32,13 @@ from app.practice.answers import (
     resolve_token,
 )
 from app.practice.questions import Question, new_question, regenerate
+from app.practice.session_flow import next_question, seconds_left
 from app.practice.sessions import (
     NothingToPractise,
     SessionOver,
     SessionState,
     finish_session,
     load_session,
-    question_at,
     start_session,
     summary_path,
 )
@@ -162,17 +159,15 @@ def session_page(
     """The session's next question, or its summary when it is over (``answered``: the number of
     a question answered again, whose first answer counts)."""
     state = session_state(db, visitor, session_id)
-    now = ctx.clock()
-    position = state.next_position
-    if position is None or state.over(now):
-        return _see_other(link(summary_path(state.row.id), visitor.lang))
-    item = question_at(
+    item = next_question(
         catalog=ctx.catalog,
         signer=ctx.signer,
         secret=ctx.seed_secret,
         state=state,
-        position=position,
+        now=ctx.clock(),
     )
+    if item is None:
+        return _see_other(link(summary_path(state.row.id), visitor.lang))
     first = state.answered.get(answered - 1) if answered is not None else None
     return _question_page(request, ctx, visitor, item, state, first_answer=first)
 
@@ -325,7 +320,7 @@ def _question_page(
         "position": position,
         "error": error,
         "deadline": state.row.deadline_at if state else None,
-        "seconds_left": _seconds_left(state, ctx.clock()),
+        "seconds_left": seconds_left(state, ctx.clock()) if state else None,
         "typed_units": [(unit, unit_label(unit)) for unit in units],
         "typed_figures": typed_figures(item.variant) if units else None,
         "typed": typed or TypedForm("", item.variant.content.template.unit or ""),
@@ -349,10 +344,3 @@ def _question_page(
         status_code=status_code,
         switch_url=switch,
     )
-
-
-def _seconds_left(state: SessionState | None, now: datetime) -> int | None:
-    """Whole seconds to the deadline, rounded up: a countdown at 0 is at or past it."""
-    if state is None or state.row.deadline_at is None:
-        return None
-    return max(0, math.ceil((as_utc(state.row.deadline_at) - now).total_seconds()))

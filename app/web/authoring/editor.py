@@ -24,7 +24,13 @@ from app.domain.messages import Message
 from app.domain.texts import Text
 from app.problems import InvalidInput, Problem, UnprocessableInput
 from app.web.authoring import back_to
-from app.web.authoring.template_form import form_problems, params_text, template_from_form
+from app.web.authoring.template_form import (
+    constraints_text,
+    derived_text,
+    form_problems,
+    params_text,
+    template_from_form,
+)
 from app.web.forms import BlankIsNone, check_csrf
 from app.web.templating import render_page
 
@@ -105,6 +111,8 @@ def _editor(
         "message": message,
         "saved": saved,
         "params_text": params_text(template.get("params") or {}),
+        "derived_text": derived_text(template.get("derived") or {}),
+        "constraints_text": constraints_text(template.get("constraints") or []),
     }
     return render_page(
         request, "instructor_template.html", context, lang=visitor.lang, status_code=status_code
@@ -114,7 +122,11 @@ def _editor(
 def _by_field(problems: list[Any]) -> dict[str, list[Any]]:
     grouped: dict[str, list[Any]] = {}
     for problem in problems:
-        grouped.setdefault(problem.field or "", []).append(problem)
+        field = problem.field or ""
+        # a derived parameter's or a constraint's problem shows under its whole field
+        if field.startswith(("derived.", "constraints.")):
+            field = field.split(".", 1)[0]
+        grouped.setdefault(field, []).append(problem)
     return grouped
 
 

@@ -53,6 +53,100 @@ def parse_params(text: str) -> dict[str, Any]:
     return params
 
 
+def derived_text(derived: Mapping[str, Any]) -> str:
+    """A template's ``derived`` parameters as the editor shows them: ``name = formula | format``."""
+    lines = []
+    for name, spec in derived.items():
+        fmt = spec.get("format")
+        lines.append(f"{name} = {spec.get('formula', '')}" + (f" | {fmt}" if fmt else ""))
+    return "\n".join(lines)
+
+
+def parse_derived(text: str) -> dict[str, Any]:
+    """``name = formula | format`` per line → the template's ``derived``."""
+    derived: dict[str, Any] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, sep, rest = line.partition("=")
+        if not sep or not rest.strip():
+            raise InvalidInput(
+                Message("derived parameters, line %(line)s: write 'name = formula'", line=number)
+            )
+        formula, _, fmt = rest.partition("|")
+        spec: dict[str, Any] = {"formula": formula.strip()}
+        if fmt.strip():
+            spec["format"] = fmt.strip()
+        derived[name.strip()] = spec
+    return derived
+
+
+_BOUNDS = (">=", "<=")
+
+
+def constraints_text(constraints: list[Mapping[str, Any]]) -> str:
+    """A template's ``constraints`` as the editor shows them, one per line: ``a/t integer``,
+    ``t*p <= 64``, ``s >= h``, or several of them joined with ``;``."""
+    lines = []
+    for item in constraints:
+        value = str(item.get("value", ""))
+        parts = []
+        if item.get("integer"):
+            parts.append(f"{value} integer")
+        if item.get("at_least") is not None:
+            parts.append(f"{value} >= {item['at_least']}")
+        if item.get("at_most") is not None:
+            parts.append(f"{value} <= {item['at_most']}")
+        lines.append("; ".join(parts))
+    return "\n".join(lines)
+
+
+def parse_constraints(text: str) -> list[dict[str, Any]]:
+    """One constraint per line (see :func:`constraints_text`) → the template's ``constraints``."""
+    constraints: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        item: dict[str, Any] = {}
+        for part in line.split(";"):
+            part = part.strip()
+            if part.endswith(" integer"):
+                value, bound, key = part.removesuffix(" integer"), None, "integer"
+            else:
+                op = next((op for op in _BOUNDS if op in part), None)
+                if op is None:
+                    raise InvalidInput(
+                        Message(
+                            "constraints, line %(line)s: write %(forms)s",
+                            line=number,
+                            forms="'formula integer' | 'formula >= formula' | 'formula <= formula'",
+                        )
+                    )
+                value, _, bound = part.partition(op)
+                key = "at_least" if op == ">=" else "at_most"
+            value = value.strip()
+            if item.get("value", value) != value or not value:
+                raise InvalidInput(
+                    Message(
+                        "constraints, line %(line)s: one formula per line, compared with bounds",
+                        line=number,
+                    )
+                )
+            item["value"] = value
+            item[key] = True if bound is None else bound.strip()
+        constraints.append(item)
+    return constraints
+
+
+# What the editor shows and reads; a template's other fields (conventions, sources, other
+# wordings of statements, a pitfall's convention) are kept as they were.
+_FORM_FIELDS = frozenset(
+    {"id", "kind", "params", "derived", "constraints", "stem", "choices", "solution", "pitfalls"}
+    | {"answer", "unit", "precision", "version"}
+)
+_PITFALL_FORM_FIELDS = frozenset({"id", "title", "explanation", "formula", "statement"})
+
+
 def template_from_form(
     form: Mapping[str, str], existing: Mapping[str, Any] | None
 ) -> dict[str, Any]:
@@ -99,7 +193,34 @@ def template_from_form(
                 "zh": form.get(prefix + "statement_zh", ""),
             }
         template["pitfalls"].append(pitfall)
+    derived = parse_derived(form.get("derived", ""))
+    constraints = parse_constraints(form.get("constraints", ""))
+    if derived:
+        template["derived"] = derived
+    if constraints:
+        template["constraints"] = constraints
+    if existing is not None:
+        _keep_what_the_form_does_not_show(template, existing)
     return template
+
+
+def _keep_what_the_form_does_not_show(
+    template: dict[str, Any], existing: Mapping[str, Any]
+) -> None:
+    """Carry the fields of the template as it was that the form has no field for: an edit in
+    the dashboard never drops a convention, a source or another wording."""
+    for key, value in existing.items():
+        if key not in _FORM_FIELDS and key not in template:
+            if key == "answer_phrasings" and value and template["kind"] != "statement":
+                continue
+            template[key] = value
+    before = {p.get("id"): p for p in existing.get("pitfalls", []) if isinstance(p, Mapping)}
+    for pitfall in template["pitfalls"]:
+        for key, value in before.get(pitfall["id"], {}).items():
+            if key not in _PITFALL_FORM_FIELDS and key not in pitfall:
+                if key == "phrasings" and value and template["kind"] != "statement":
+                    continue
+                pitfall[key] = value
 
 
 def form_problems(template: Mapping[str, Any]) -> list[CardProblem]:

@@ -1,0 +1,159 @@
+"""JSON shapes of practice sessions: starting one, its state, its next question, its summary, an
+exam's past results."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from typing_extensions import TypeAliasType
+
+from app.domain.practice import MAX_SIZE
+from app.schemas import PitfallPublic, QuestionPublic
+
+# One named enum (a generator makes one type of it); app.domain.practice.MODES, in its order
+# (tests/test_api_sessions.py holds the two together).
+SessionMode = TypeAliasType("SessionMode", Literal["point", "card", "mistakes", "review", "exam"])
+
+TemplateId = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+SESSION_EXAMPLE = {"card_id": "zero-memory-offload", "mode": "exam", "size": 10}
+
+
+class SessionCreate(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [SESSION_EXAMPLE]})
+
+    card_id: str = Field(min_length=1, max_length=100)
+    mode: SessionMode = Field(
+        description="point: one exam point's questions; card: the whole card, mixed; mistakes: "
+        "the templates you answered wrong; review: the templates due for review; exam: the whole "
+        "card against the clock (90 s a question), no feedback until it ends."
+    )
+    point: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="mode point only: the exam point's slug (default: the card's first).",
+    )
+    templates: list[TemplateId] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SIZE,
+        description="mode mistakes only: practise these templates of your mistakes (the summary's "
+        "wrong_templates: practise these again); default: every template answered wrong.",
+    )
+    size: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SIZE,
+        description="How many questions (default: 10 for point and mistakes, 20 otherwise; a "
+        "review has at most as many as are due).",
+    )
+    typed: bool = Field(
+        default=False,
+        description="Type the answer: numeric questions come without choices (mode typed), "
+        "answered with a value and a unit.",
+    )
+
+    @model_validator(mode="after")
+    def _scope_of_its_mode(self) -> SessionCreate:
+        if self.point is not None and self.mode != "point":
+            raise ValueError("point is for mode point only")
+        if self.templates is not None and self.mode != "mistakes":
+            raise ValueError("templates is for mode mistakes only")
+        return self
+
+
+class SessionPublic(BaseModel):
+    session_id: str
+    card_id: str
+    mode: SessionMode
+    point: str | None = Field(description="mode point: the exam point's slug; else null.")
+    typed: bool
+    size: int = Field(description="The number of questions.")
+    answered: int = Field(description="Questions answered so far.")
+    started_at: datetime
+    deadline_at: datetime | None = Field(
+        description="An exam's deadline (an answer after it is refused: exam_over); else null."
+    )
+    seconds_left: int | None = Field(
+        description="Whole seconds to the deadline, rounded up (0: at or past it); null without "
+        "one."
+    )
+    over: bool = Field(
+        description="Every question answered, ended by the learner (finish), or past an exam's "
+        "deadline: no question is served any more, the summary is complete."
+    )
+    ended_at: datetime | None = Field(description="When it ended; null while it runs.")
+    results_withheld: bool = Field(
+        description="An exam still running: its answers are acknowledged without their result "
+        "and its summary waits for its end."
+    )
+
+
+class SessionQuestionPublic(BaseModel):
+    session_id: str
+    position: int = Field(description="The question's place in the session, from 0.")
+    size: int
+    seconds_left: int | None = Field(description="An exam's time left (see SessionPublic).")
+    question: QuestionPublic = Field(
+        description="Answer it with POST /me/sessions/{session_id}/answers (or POST /answers): "
+        "its token names this place of the session."
+    )
+
+
+class PointScorePublic(BaseModel):
+    point: str = Field(description="The exam point's slug.")
+    right: int
+    wrong: int
+    unanswered: int
+
+
+class PitfallFallenPublic(BaseModel):
+    template_id: str
+    pitfall_id: str
+    title: str
+    times: int = Field(description="Answers of the session that fell for it.")
+
+
+class SummaryQuestionPublic(BaseModel):
+    """One question of the session: what was asked, the answer given, the key."""
+
+    position: int
+    point: str
+    template_id: str
+    stem: str
+    answered: bool
+    correct: bool
+    choice_id: str | None = Field(description="The choice made; null: unanswered or typed.")
+    choice_text: str | None
+    typed: str | None = Field(description="A typed answer's value and unit, as typed.")
+    correct_choice_id: str
+    correct_text: str = Field(description="The key as the question shows it.")
+    pitfall: PitfallPublic | None = Field(description="The pitfall a wrong answer fell for.")
+    attempt_id: int | None
+
+
+class SessionSummaryPublic(BaseModel):
+    session: SessionPublic
+    right: int
+    wrong: int
+    unanswered: int
+    seconds: int = Field(description="Time spent, from the start to the end (or the last answer).")
+    points: list[PointScorePublic] = Field(description="Per exam point, in the card's order.")
+    pitfalls: list[PitfallFallenPublic] = Field(description="Most often fallen for first.")
+    wrong_templates: list[str] = Field(
+        description="The templates answered wrong: a mistakes session's templates to practise "
+        "these again."
+    )
+    questions: list[SummaryQuestionPublic] = Field(
+        description="The questions answered so far; every question once the session is over."
+    )
+
+
+class ExamResultPublic(BaseModel):
+    session_id: str
+    started_at: datetime
+    right: int
+    size: int
+    seconds: int = Field(description="The time the exam used.")
