@@ -1,16 +1,20 @@
-"""Instructor exports: a card's fixed variants as an Anki package, a Moodle XML question file or
-a QTI 3.0 package."""
+"""Instructor exports and imports: a card's fixed variants as an Anki package, a Moodle XML
+question file or a QTI 3.0 package; Moodle XML multichoice questions into a draft."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, File, Path, Query, Response, UploadFile
+from pydantic import BaseModel, Field
 
 from app.authoring.exports import ExportFormat, attachment_headers, export_published
-from app.deps import ApiInstructor, ApiLang, CatalogDep
+from app.authoring.imports import import_moodle
+from app.deps import ApiInstructor, ApiLang, CatalogDep, DbDep
 from app.domain.export_plan import DEFAULT_VARIANTS, MAX_VARIANTS
-from app.schemas import ProblemPublic
+from app.domain.languages import LANGS
+from app.domain.moodle_import import MAX_BYTES
+from app.schemas import LangCode, ProblemPublic
 
 router = APIRouter(tags=["instructor"])
 
@@ -53,4 +57,60 @@ def export_card_file(
     export = export_published(catalog, card_id, fmt, lang, variants)
     return Response(
         content=export.content, media_type=export.media_type, headers=attachment_headers(export)
+    )
+
+
+class SkippedQuestionPublic(BaseModel):
+    question: str = Field(description="The question's name in the file.")
+    reason: str
+
+
+class ImportPublic(BaseModel):
+    imported: list[str] = Field(description="The new templates' ids, in the file's order.")
+    skipped: list[SkippedQuestionPublic]
+    to_translate: list[str] = Field(
+        description="The languages filled with the file's text, to be translated."
+    )
+
+
+IMPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {
+        "model": ProblemPublic,
+        "description": "invalid_import: not a Moodle XML question file, or over its limits; "
+        "invalid_language.",
+    },
+    403: {"model": ProblemPublic, "description": "The token is not an instructor's."},
+    404: {"model": ProblemPublic, "description": "Unknown card or exam point."},
+}
+
+
+@router.post(
+    "/instructor/cards/{card_id}/import", response_model=ImportPublic, responses=IMPORT_RESPONSES
+)
+def import_questions(
+    card_id: Annotated[str, Path(max_length=100, description="The card's id.")],
+    file: Annotated[UploadFile, File(description="A Moodle XML question file.")],
+    point: Annotated[str, Query(max_length=100, description="The exam point's slug.")],
+    db: DbDep,
+    instructor: ApiInstructor,
+    lang: ApiLang,
+    language: Annotated[
+        LangCode, Query(description="The language the questions are written in.")
+    ] = "en",
+) -> ImportPublic:
+    """Moodle XML ``multichoice`` questions into exam point ``point`` of the card's draft, each
+    a statement template (the 100 % answer the key, each wrong answer a pitfall explained by
+    its feedback); other questions are listed as skipped with their reason. The text fills every
+    language: translate the others, and name each pitfall's misconception, before publishing."""
+    content = file.file.read(MAX_BYTES + 1)
+    read = import_moodle(
+        db=db, actor=instructor, card_id=card_id, point=point, content=content, lang=language
+    )
+    return ImportPublic(
+        imported=[str(t["id"]) for t in read.templates],
+        skipped=[
+            SkippedQuestionPublic(question=s.question, reason=s.reason.get(lang))
+            for s in read.skipped
+        ],
+        to_translate=[other for other in LANGS if other != language] if read.templates else [],
     )

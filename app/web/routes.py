@@ -8,6 +8,7 @@ from app.web import sessions as session_pages
 from app.web.analytics import router as analytics_router
 from app.web.authoring import cards as authoring_cards
 from app.web.authoring import editor as authoring_editor
+from app.web.authoring import imports as authoring_imports
 from app.web.calculator import router as calculator_router
 from app.web.classes import router as classes_router
 
@@ -21,6 +22,7 @@ PAGE_ROUTERS = (
     account.router,
     authoring_cards.router,
     authoring_editor.router,
+    authoring_imports.router,
     calculator_router,
     analytics_router,
     classes_router,
