@@ -65,6 +65,13 @@ def plain_median(values):
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+def surely_negative(r, n):
+    """Whether r over n learners is below zero with 95 % confidence: Fisher's z, atanh(r), is
+    about normal with standard error 1/sqrt(n - 3)."""
+    z = 0.5 * math.log((1 + r) / (1 - r))
+    return z + 1.959964 / math.sqrt(n - 3) < 0
+
+
 def expected_discrimination(rows, template_id, *, min_rest=3, min_learners=5, value=None):
     """Item: the learner's share right on the template (or its variants with ``value``); rest:
     the learner's share right on all their attempts at the card's other templates."""
@@ -315,8 +322,8 @@ def check_api_figures(client, app, seeded, card):
             # Not said of a template nobody ever got wrong (everyone_right covers it).
             if len(shown) >= 20 and never and not all(r["correct"] for r in rows):
                 expected_flags.add(("unpicked_pitfall", template.id, pitfall.id))
-        r, _ = expected_discrimination(counted, template.id)
-        if r is not None and r < 0:
+        r, n = expected_discrimination(counted, template.id)
+        if r is not None and surely_negative(r, n):
             expected_flags.add(("negative_discrimination", template.id, None))
         learners = {x["learner_id"] for x in rows}
         if len(rows) >= 10 and len(learners) >= 5 and all(x["correct"] for x in rows):
@@ -684,3 +691,64 @@ def test_a_class_by_join_code_and_each_members_progress(client, app, db, card, c
         web_login(colleague, app, "other@example.com", "instructor")
         assert colleague.get(class_url).status_code == 404
         assert code not in colleague.get("/instructor/classes").text
+
+
+def test_a_negative_discrimination_is_flagged_only_when_its_confidence_interval_excludes_zero():
+    from app.domain.analytics import discrimination_interval
+
+    # r = -0.3 on 19 learners: the 95 % interval is about -0.66 to +0.18 (Fisher's z).
+    low, high = discrimination_interval(-0.3, 19)
+    assert (round(low, 2), round(high, 2)) == (-0.66, 0.18)
+    assert discrimination_interval(-0.3, 3) is None and discrimination_interval(None, 50) is None
+
+    # Six learners of rising ability on the rest; t2 is answered right by learners 0 and 3
+    # only: a negative correlation, but not a sure one.
+    rows = []
+    for i in range(6):
+        for k in range(5):
+            rows.append(row(f"L{i}", "rest", k < i, pitfall=None if k < i else "p1"))
+        right = i in (0, 3)
+        rows.append(row(f"L{i}", "t2", right, pitfall=None if right else "p1"))
+    stats = analyse(rows, card_id="c").template("t2").stats
+    xs = [1.0 if i in (0, 3) else 0.0 for i in range(6)]
+    ys = [i / 5 for i in range(6)]  # the rest: 'rest' only (t2 is the item)
+    r = plain_pearson(xs, ys)
+    assert r < 0 and stats.discrimination == pytest.approx(r)
+    assert (
+        stats.discrimination_low < r < stats.discrimination_high and stats.discrimination_high > 0
+    )
+    assert "negative_discrimination" not in {
+        f.kind for f in analyse(rows, card_id="c").flags if f.template_id == "t2"
+    }
+
+
+def test_scatter_labels_of_dots_at_the_same_place_do_not_cover_each_other():
+    from app.domain.analytics import Dot, scatter_svg
+
+    # Seven templates with the same facility and discrimination, two beside them, one at the
+    # right edge: every label is drawn, none on another label or on another template's dot.
+    dots = [Dot(str(n), 0.5, 0.2) for n in range(1, 8)]
+    dots += [Dot("8", 0.52, 0.22), Dot("9", 0.48, 0.2), Dot("10", 1.0, -0.5)]
+    svg = scatter_svg(dots, title="t", x_label="x", y_label="y")
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    circles = [(float(c.get("cx")), float(c.get("cy"))) for c in root.iter(f"{ns}circle")]
+    labels = []
+    for text in root.iter(f"{ns}text"):
+        if text.get("font-size") != "11":
+            continue
+        x, y, width = float(text.get("x")), float(text.get("y")), 6.1 * len(text.text)
+        start = {"end": x - width, "middle": x - width / 2}.get(text.get("text-anchor"), x)
+        labels.append((text.text, (start, y - 9, start + width, y + 1)))
+    assert sorted(label for label, _ in labels) == sorted(d.label for d in dots)
+
+    def overlap(a, b):
+        return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+    for i, (label, box) in enumerate(labels):
+        for other, other_box in labels[i + 1 :]:
+            assert not overlap(box, other_box), (label, other)
+        own = int(label) - 1
+        for j, (cx, cy) in enumerate(circles):
+            if j != own:
+                assert not overlap(box, (cx - 6, cy - 6, cx + 6, cy + 6)), (label, j + 1)

@@ -129,6 +129,19 @@ def test_an_instructor_authors_fixes_publishes_and_a_learner_practises(client, a
     ).json()
     assert sum(c["correct"] for c in preview["choices"]) == 1
     assert all(c["explanation"] for c in preview["choices"] if not c["correct"])
+    # The rule behind choices: 4, laid out: 3 distinct pitfalls below the key and 3 above.
+    sides = preview["sides"]
+    assert (sides["needed"], sides["combinations"], sides["failing"]) == (3, 16, 0)
+    first = sides["rows"][0]
+    assert first["params"]["layers"] == "24" and (first["below"], first["above"]) == (3, 3)
+    assert {c["pitfall_id"]: c["side"] for c in first["pitfalls"]} == {
+        "only-keys": -1,  # kv / 2
+        "one-sequence": -1,  # kv / batch
+        "one-layer": -1,  # kv / layers
+        "fp32-bytes": 1,  # 2 kv
+        "queries-too": 1,  # 3 kv / 2
+        "heads-twice": 1,  # kv * heads
+    }
     published = client.post(f"{API}/instructor/cards/kv-cache/publish", headers=prof)
     assert published.status_code == 200 and published.json() == {"version": 1}
 
@@ -163,7 +176,18 @@ def publish(client, headers, document):
     return response.json()["version"]
 
 
-def test_an_edit_makes_version_2_while_version_1_attempts_and_tokens_still_work(client, app, prof):
+def value_edit(card):
+    """The card with one pitfall's values changed: 'heads-twice' becomes kv * heads / 2."""
+    edited = copy.deepcopy(card)
+    pitfall = edited["points"][0]["templates"][0]["pitfalls"][5]
+    assert pitfall["id"] == "heads-twice" and pitfall["formula"] == "kv*heads"
+    pitfall["formula"] = "kv*heads/2"
+    return edited
+
+
+def test_a_value_edit_makes_version_2_while_version_1_attempts_and_tokens_still_work(
+    client, app, prof
+):
     client.post(f"{API}/instructor/cards", json=CARD, headers=prof)
     assert publish(client, prof, CARD) == 1
     learner = learner_headers(client)
@@ -177,7 +201,7 @@ def test_an_edit_makes_version_2_while_version_1_attempts_and_tokens_still_work(
         json={"token": old["token"], "choice_id": "a", "client_answer_id": "v1-answer"},
     )
 
-    edited = copy.deepcopy(CARD)
+    edited = value_edit(CARD)
     edited["points"][0]["templates"][0]["stem"]["en"] = (
         "How many GB does the KV cache of {batch} sequences take?"
     )
@@ -187,15 +211,14 @@ def test_an_edit_makes_version_2_while_version_1_attempts_and_tokens_still_work(
     diff = client.get(
         f"{API}/instructor/cards/kv-cache/diff", params={"from": 1, "to": 2}, headers=prof
     ).json()
-    assert diff["changes"] == [
-        {
-            "template_id": "kv-total",
-            "change": "changed",
-            "fields": ["stem"],
-            "from_version": 1,
-            "to_version": 2,
-        }
-    ]
+    [change] = diff["changes"]
+    assert {k: change[k] for k in ("template_id", "change", "fields")} == {
+        "template_id": "kv-total",
+        "change": "changed",
+        "fields": ["pitfalls", "stem"],
+    }
+    assert (change["from_version"], change["to_version"]) == (1, 2)
+    assert change["revision"]["kind"] == "major"
     fresh = client.get(f"{API}/cards/kv-cache/points/kv-bytes/question", params={"seed": 5}).json()
     assert fresh["template_version"] == 2 and fresh["stem"].startswith("How many GB")
     # The version-1 attempt still displays, with its own stem.
@@ -225,6 +248,98 @@ def test_an_edit_makes_version_2_while_version_1_attempts_and_tokens_still_work(
     )
 
 
+def analytics_attempts(client, headers, template_id="kv-total"):
+    """The attempts the default analytics count for a template (current versions only)."""
+    found = client.get(f"{API}/instructor/cards/kv-cache/analytics", headers=headers).json()
+    template = next(t for t in found["templates"] if t["template_id"] == template_id)
+    return template["stats"]["attempts"]
+
+
+def test_a_wording_edit_is_a_minor_revision_that_keeps_attempts_and_tokens(client, app, prof):
+    """A stem reworded (every key and pitfall value the same) publishes version 1.1: questions
+    keep version 1, a token handed out before grades as before, the default analytics keep the
+    attempts answered before; a value edit after it starts version 2 and its own statistics."""
+    client.post(f"{API}/instructor/cards", json=CARD, headers=prof)
+    assert publish(client, prof, CARD) == 1
+    learner = learner_headers(client)
+    answered = client.get(
+        f"{API}/cards/kv-cache/points/kv-bytes/question", params={"seed": 5}
+    ).json()
+    outstanding = client.get(
+        f"{API}/cards/kv-cache/points/kv-bytes/question", params={"seed": 6}
+    ).json()
+    client.post(
+        f"{API}/answers",
+        headers=learner,
+        json={"token": answered["token"], "choice_id": "a", "client_answer_id": "before"},
+    )
+    assert analytics_attempts(client, prof) == 1
+
+    reworded = copy.deepcopy(CARD)
+    template = reworded["points"][0]["templates"][0]
+    template["stem"]["en"] = template["stem"]["en"].replace("How large is", "What size is")
+    template["pitfalls"][0]["title"]["en"] = "Counted the keys, not the values"
+    assert publish(client, prof, reworded) == 2
+    stored = app.state.live_catalog.catalog.latest("kv-cache").template("kv-total")
+    assert (stored.version, stored.revision, stored.version_label) == (1, 1, "1.1")
+    diff = client.get(
+        f"{API}/instructor/cards/kv-cache/diff", params={"from": 1, "to": 2}, headers=prof
+    ).json()
+    [change] = diff["changes"]
+    assert change["revision"]["kind"] == "minor" and change["revision"]["reasons"] == []
+    assert (change["from_label"], change["to_label"]) == ("1", "1.1")
+
+    # The same seed asks the same numbers in the new words, under version 1.
+    fresh = client.get(f"{API}/cards/kv-cache/points/kv-bytes/question", params={"seed": 5}).json()
+    assert fresh["template_version"] == 1 and "What size is" in fresh["stem"]
+    assert fresh["choices"] == answered["choices"]
+    # The token handed out before the edit grades: its key is the one the card computes.
+    params = {k: int(v) for k, v in outstanding["params"].items()}
+    scale = {"MB": 1e6, "GB": 1e9, "TB": 1e12}
+    # Choices are at least 5 % apart; the displayed value is rounded to a few figures.
+    key = next(
+        c["id"]
+        for c in outstanding["choices"]
+        if abs(c["value"] * scale[c["unit"]] / kv_bytes(params) - 1) < 0.03
+    )
+    graded = client.post(
+        f"{API}/answers",
+        headers=learner,
+        json={"token": outstanding["token"], "choice_id": key, "client_answer_id": "after"},
+    )
+    assert graded.status_code == 200, graded.text
+    assert graded.json()["correct"] is True
+    # Both attempts count in the default analytics (version 1 is still the current one).
+    assert analytics_attempts(client, prof) == 2
+
+    # Another rewording is 1.2; a value edit is version 2, counted on its own.
+    reworded["points"][0]["templates"][0]["stem"]["zh"] += " "
+    client.put(f"{API}/instructor/cards/kv-cache/draft", json=reworded, headers=prof)
+    before = client.get(f"{API}/instructor/cards/kv-cache/draft/diff", headers=prof).json()
+    assert before["from"] == 2 and before["changes"][0]["revision"]["kind"] == "minor"
+    assert publish(client, prof, reworded) == 3
+    latest = app.state.live_catalog.catalog.latest("kv-cache").template("kv-total")
+    assert latest.version_label == "1.2"
+    assert publish(client, prof, value_edit(reworded)) == 4
+    latest = app.state.live_catalog.catalog.latest("kv-cache").template("kv-total")
+    assert latest.version_label == "2"
+    assert analytics_attempts(client, prof) == 0
+    diff = client.get(
+        f"{API}/instructor/cards/kv-cache/diff", params={"from": 3, "to": 4}, headers=prof
+    ).json()
+    [change] = diff["changes"]
+    assert change["revision"]["kind"] == "major"
+    # Which value changed, for which parameters: heads-twice was kv * heads, now half of it.
+    [first, *_] = change["revision"]["value_changes"]
+    assert first["pitfall_id"] == "heads-twice"
+    assert first["params"] == "{layers=24, heads=16, head_dim=128, seq=2048, batch=4}"
+    kv = kv_bytes({"layers": 24, "heads": 16, "head_dim": 128, "seq": 2048, "batch": 4})
+    assert (first["before"], first["after"]) == (
+        f"{kv * 16 / 1e9:.3g} GB",
+        f"{kv * 8 / 1e9:.3g} GB",
+    )
+
+
 def test_moving_a_card_to_generator_2_gives_every_template_a_new_version(client, app, prof):
     """Instructors never set versions: a draft that moves its card to generator 2 publishes
     every template under a new version (other variants for the same seeds), the diff says
@@ -248,16 +363,14 @@ def test_moving_a_card_to_generator_2_gives_every_template_a_new_version(client,
         f"{API}/instructor/cards/kv-cache/diff", params={"from": 1, "to": 2}, headers=prof
     ).json()
     template_ids = [t["id"] for p in CARD["points"] for t in p["templates"]]
-    assert diff["changes"] == [
-        {
-            "template_id": template_id,
-            "change": "changed",
-            "fields": ["generator"],
-            "from_version": 1,
-            "to_version": 2,
-        }
+    assert [
+        (c["template_id"], c["fields"], c["from_version"], c["to_version"], c["details"])
+        for c in diff["changes"]
+    ] == [
+        (template_id, ["generator"], 1, 2, [{"field": "generator", "before": 1, "after": 2}])
         for template_id in sorted(template_ids)
     ]
+    assert {c["revision"]["kind"] for c in diff["changes"]} == {"major"}
     after = client.get(f"{API}/cards/kv-cache/points/kv-bytes/question", params={"seed": 7}).json()
     assert after["template_version"] == 2
     latest = app.state.live_catalog.catalog.latest("kv-cache")

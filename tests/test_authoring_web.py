@@ -350,3 +350,194 @@ def test_the_validation_progress_counts_templates_in_their_plural_form():
     many = progress_text(SimpleNamespace(total=6, done=2))
     assert many.get("en") == "Validating the draft: 2 of 6 templates checked…"
     assert many.get("zh") == "正在校验草稿：已检查 2 / 6 个模板…"
+
+
+def publish_draft(client, app, document):
+    with app.state.sessionmaker() as db:
+        service.save_draft(db=db, actor=me_ref(app), card_id="kv-cache", document=document)
+        return service.publish(
+            db=db, actor=me_ref(app), live=app.state.live_catalog, card_id="kv-cache"
+        )
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_version_diff_shows_each_change_before_and_after_and_whether_values_changed(
+    client, app, lang
+):
+    import copy
+
+    log_in(client, app)
+    kv_draft(client, app)
+    assert publish_draft(client, app, CARD) == 1
+    reworded = copy.deepcopy(CARD)
+    template = reworded["points"][0]["templates"][0]
+    template["stem"]["zh"] = template["stem"]["zh"].replace("有多少", "占多少")
+    reworded["points"][0]["title"]["en"] = "How big the KV cache is"
+    assert publish_draft(client, app, reworded) == 2
+    valued = copy.deepcopy(reworded)
+    valued["points"][0]["templates"][0]["pitfalls"][5]["formula"] = "kv*heads/2"
+    assert publish_draft(client, app, valued) == 3
+
+    minor = client.get("/instructor/cards/kv-cache/diff", params={"from": 1, "to": 2, "lang": lang})
+    assert minor.status_code == 200
+    text = html.unescape(minor.text)
+    assert {"en": "wording only (minor)", "zh": "仅改措辞（次版本）"}[lang] in text
+    assert "(v1 → v1.1)" in text
+    # The stem's field with both languages before and after; the exam point's title too.
+    assert "<code>stem</code>" in text and CARD["points"][0]["templates"][0]["stem"]["zh"] in text
+    assert template["stem"]["zh"] in text
+    assert CARD["points"][0]["title"]["en"] in text and "How big the KV cache is" in text
+    assert "<code>kv-bytes</code>" in text  # the exam point, named by its slug
+
+    major = html.unescape(
+        client.get(
+            "/instructor/cards/kv-cache/diff", params={"from": 2, "to": 3, "lang": lang}
+        ).text
+    )
+    assert {"en": "values changed (major)", "zh": "数值有变（主版本）"}[lang] in major
+    assert "(v1.1 → v2)" in major
+    assert "pitfalls[heads-twice].formula" in major
+    assert "<code>kv*heads</code>" in major and "<code>kv*heads/2</code>" in major
+    # The reason names the pitfall, the parameters and the values before and after.
+    assert "{layers=24, heads=16, head_dim=128, seq=2048, batch=4}" in major
+
+
+def _text(value):
+    return {"en": value, "zh": value}
+
+
+def register_giveaway_card():
+    """A statement template whose key alone has no absolute word (the register family)."""
+    wrong = [
+        "Only the gradients",
+        "Only the fp16 weights",
+        "Always activations",
+        "Only the weights and the gradients",
+        "Always the activations and gradients",
+        "Every kind of model state, always",
+    ]
+    template = {
+        "id": "what-zero1-shards",
+        "version": 1,
+        "kind": "statement",
+        "stem": _text("What does ZeRO-1 shard?"),
+        "answer": _text("The optimizer states alone"),
+        "answer_phrasings": [_text("The optimizer states alone.")],
+        "solution": [_text("ZeRO-1 partitions the optimizer states.")],
+        "pitfalls": [
+            {
+                "id": f"p{i}",
+                "title": _text(f"p{i}"),
+                "statement": _text(t),
+                "explanation": _text("no"),
+            }
+            for i, t in enumerate(wrong)
+        ],
+    }
+    return {
+        "id": "kv-cache",
+        "version": 1,
+        "title": _text("Mini"),
+        "definition": _text("d"),
+        "use_cases": _text("u"),
+        "problems_solved": _text("p"),
+        "points": [
+            {
+                "number": 1,
+                "slug": "the-point",
+                "title": _text("Point"),
+                "explanation": _text("e"),
+                "templates": [template],
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_giveaway_problem_shows_its_family_and_sample_variants_on_the_card_page(
+    client, app, lang
+):
+    log_in(client, app)
+    kv_draft(client, app, register_giveaway_card())
+    page = client.get("/instructor/cards/kv-cache", params={"lang": lang})
+    text = html.unescape(page.text)
+    assert {"en": "Gives the key away by its register", "zh": "从语气上泄露了答案"}[lang] in text
+    assert "“without absolute words”" in text
+    examples = re.findall(r'<div class="cue-example"', text)
+    assert 2 <= len(examples) <= 3
+    # Each sample marks one key, the key's wording.
+    keys = re.findall(r'<li class="key"><strong>([a-d])\.</strong> ([^<]+) <span', text)
+    assert len(keys) == len(examples)
+    assert {k[1] for k in keys} <= {"The optimizer states alone", "The optimizer states alone."}
+
+
+def test_the_preview_shows_each_pitfalls_side_of_the_key_and_the_editor_states_the_rule(
+    client, app
+):
+    """choices: 4 needs 3 distinct pitfalls below the key and 3 above at every combination:
+    the preview lays them out, and flags every combination of a draft that breaks it."""
+    import copy
+
+    log_in(client, app)
+    kv_draft(client, app)
+    editor = client.get("/instructor/cards/kv-cache/templates/kv-total").text
+    assert "N − 1 pitfalls of distinct values below the key and N − 1 above it" in editor
+    page = html.unescape(
+        client.get("/instructor/cards/kv-cache/preview", params={"template_id": "kv-total"}).text
+    )
+    assert "All 16 parameter combinations checked meet the rule." in page
+    assert "The first 12 of 16 combinations" in page
+    rows = re.findall(r"<tr(?: class=\"failing\")?>\s*<th scope=\"row\">(.*?)</tr>", page, re.S)
+    assert len(rows) == 12
+    # The first combination: only-keys is half the KV cache, below it; fp32-bytes twice, above.
+    first = " ".join(re.sub(r"<[^>]+>", " ", rows[0]).replace("\xa0", " ").split())
+    assert first.startswith("layers=24 heads=16 head_dim=128 seq=2048 batch=4")
+    kv = 2 * 2 * 24 * 16 * 128 * 2048 * 4
+    assert f"{kv / 2 / 1e9:.3g} GB ↓ below" in first  # only-keys (GB keeps one step of slack)
+    assert f"{2 * kv / 1e9:.3g} GB ↑ above" in first  # fp32-bytes
+    assert first.endswith("3 / 3")
+
+    # 'queries-too' made equal to 'only-keys' (kv/2): two pitfalls remain above, everywhere.
+    broken = copy.deepcopy(CARD)
+    broken["points"][0]["templates"][0]["pitfalls"][4]["formula"] = "kv/2"
+    kv_draft(client, app, broken)
+    page = html.unescape(
+        client.get("/instructor/cards/kv-cache/preview", params={"template_id": "kv-total"}).text
+    )
+    assert "16 parameter combinations of 16 break the rule." in page
+    assert page.count('<tr class="failing">') == 16
+    assert "3 / 2 · 2 of 3 above" in page
+    # The pitfall that merged with another on its side is named in each failing row.
+    assert page.count("↓ below · same as only-keys") == 16
+
+
+def test_the_draft_diff_says_before_publishing_whether_a_template_keeps_its_version(client, app):
+    import copy
+
+    log_in(client, app)
+    kv_draft(client, app)
+    assert publish_draft(client, app, CARD) == 1
+    reworded = copy.deepcopy(CARD)
+    reworded["points"][0]["templates"][0]["stem"]["en"] += " "
+    with app.state.sessionmaker() as db:
+        service.save_draft(db=db, actor=me_ref(app), card_id="kv-cache", document=reworded)
+    card_page = client.get("/instructor/cards/kv-cache").text
+    assert "/instructor/cards/kv-cache/draft/diff" in card_page
+    page = html.unescape(client.get("/instructor/cards/kv-cache/draft/diff").text)
+    assert "Version 1 → Draft" in page and "(v1 → Draft)" in page
+    assert "wording only (minor)" in page
+    with app.state.sessionmaker() as db:
+        service.save_draft(
+            db=db, actor=me_ref(app), card_id="kv-cache", document=value_edit_of(reworded)
+        )
+    page = html.unescape(client.get("/instructor/cards/kv-cache/draft/diff").text)
+    assert "values changed (major)" in page and "pitfall 'heads-twice'" in page
+    assert client.get("/instructor/cards/zero-memory-offload/draft/diff").status_code == 404
+
+
+def value_edit_of(document):
+    import copy
+
+    edited = copy.deepcopy(document)
+    edited["points"][0]["templates"][0]["pitfalls"][5]["formula"] = "kv*heads/2"
+    return edited

@@ -6,6 +6,7 @@ with ``-s`` to read it) and every template must keep each enforced family within
 0.2 in both languages.
 """
 
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -376,6 +377,43 @@ def test_validation_refuses_a_key_alone_without_absolute_words():
     card = parse_card(_statement_card("The optimizer states alone", shorter + longer))
     with pytest.raises(CardError, match="register family"):
         validate_card(card)
+
+
+def test_a_giveaway_problem_names_its_family_and_shows_sample_variants_with_the_key_marked():
+    """The problem says which family gives the key away and shows up to three shown questions
+    where the cue points at it: here the key is the one choice without an absolute word."""
+    from app.domain.authoring import check_document
+    from app.domain.cards import CardError, parse_card
+    from app.domain.validation import validate_card
+
+    shorter = ["Only the gradients", "Only the fp16 weights", "Always activations"]
+    longer = [
+        "Only the weights and the gradients",
+        "Always the activations and gradients",
+        "Every kind of model state, always",
+    ]
+    data = _statement_card("The optimizer states alone", shorter + longer)
+    with pytest.raises(CardError) as refused:
+        validate_card(parse_card(data))
+    cue = refused.value.cue
+    assert cue is not None and cue.family == "register"
+    assert cue.strategy == "without absolute words" and cue.share > 0.45
+    assert 2 <= len(cue.examples) <= 3
+    key_wordings = {"The optimizer states alone", "The optimizer states alone."}
+    for example in cue.examples:
+        assert example.params == ()  # the template has no parameters
+        labels = [label for label, _text, _correct in example.choices]
+        assert labels == list("abcd")[: len(example.choices)]
+        [key] = [text.get(cue.lang) for _l, text, correct in example.choices if correct]
+        assert key in key_wordings
+        # the cue: every other choice shown carries an absolute word
+        others = [text.en for _l, text, correct in example.choices if not correct]
+        assert all(re.search(r"\b(Only|Always|Every)\b", text) for text in others)
+    # The dashboard's and the API's problem carries it as JSON.
+    [problem] = [p for p in check_document(data).problems if p.severity == "error"]
+    shown = problem.to_json()["giveaway"]
+    assert shown["family"] == "register" and len(shown["examples"]) == len(cue.examples)
+    assert sum(c["correct"] for c in shown["examples"][0]["choices"]) == 1
 
 
 def test_validation_refuses_a_key_whose_text_never_changes():

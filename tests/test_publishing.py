@@ -56,11 +56,16 @@ def compiled(monkeypatch):
 
 
 def edition(number: int) -> dict:
-    """The kv-cache card with one wording change: edition ``number`` of its first template."""
+    """The kv-cache card with edition ``number`` of its first template: its stem says which,
+    and a pitfall's values change with each edition (a wording change alone would keep the
+    template's version: tests/test_authoring.py)."""
     card = copy.deepcopy(CARD)
-    card["points"][0]["templates"][0]["stem"]["en"] = (
+    template = card["points"][0]["templates"][0]
+    template["stem"]["en"] = (
         f"Edition {number}: how many GB does the KV cache of {{batch}} sequences take?"
     )
+    assert template["pitfalls"][5]["formula"] == "kv*heads"
+    template["pitfalls"][5]["formula"] = f"kv*(heads+{number})"
     return card
 
 

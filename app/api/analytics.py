@@ -46,6 +46,12 @@ class StatsPublic(_Out):
     discrimination_learners: int = Field(description="Learners in that correlation.")
     median_ms: float | None
     timed: int = Field(description="Attempts with a duration.")
+    discrimination_low: float | None = Field(
+        default=None,
+        description="The discrimination's 95 % confidence interval, low end (Fisher's z); "
+        "a template is flagged negative only when the high end is below zero.",
+    )
+    discrimination_high: float | None = Field(default=None, description="The interval's high end.")
 
 
 class PitfallStatsPublic(_Out):

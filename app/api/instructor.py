@@ -11,6 +11,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from pydantic import BaseModel, Field
 
+from app.api.preview_schemas import PreviewChoicePublic, PreviewPublic, sides_public
+from app.api.problem_schemas import CardProblemPublic
 from app.authoring import history, service
 from app.authoring.preview import preview as make_preview
 from app.deps import ApiInstructor, ApiLang, ContextDep, DbDep
@@ -31,14 +33,6 @@ CardId = Annotated[str, Path(max_length=100)]
 Document = Annotated[
     dict[str, Any], Body(description="A card document: the structure of cards/*.yaml, as JSON.")
 ]
-
-
-class CardProblemPublic(BaseModel):
-    severity: str = Field(description="error | warning")
-    template_id: str | None
-    field: str | None
-    message: str
-    position: int | None = Field(description="The column in the formula or text, where known.")
 
 
 class ProblemsPublic(BaseModel):
@@ -96,26 +90,6 @@ class AuditPublic(BaseModel):
     action: str
     template_id: str | None
     version: int | None
-
-
-class PreviewChoicePublic(BaseModel):
-    id: str
-    text: str
-    correct: bool
-    pitfall_id: str | None
-    pitfall_title: str | None
-    explanation: str | None
-
-
-class PreviewPublic(BaseModel):
-    template_id: str
-    template_version: int
-    seed: int
-    params: dict[str, str]
-    stem: str
-    choices: list[PreviewChoicePublic]
-    correct_choice_id: str
-    solution: list[str]
 
 
 def _problems(checked: Any) -> list[CardProblemPublic]:
@@ -321,12 +295,30 @@ def list_versions(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> list
 def diff(
     card_id: CardId,
     db: DbDep,
+    ctx: ContextDep,
     instructor: ApiInstructor,
+    lang: ApiLang,
     from_version: Annotated[int, Query(alias="from", ge=1, le=10**9)],
     to_version: Annotated[int, Query(alias="to", ge=1, le=10**9)],
 ) -> dict[str, Any]:
-    """What changed between two versions, template by template."""
-    return {"changes": history.diff(db=db, card_id=card_id, old=from_version, new=to_version)}
+    """What changed between two versions: templates, exam points and the card's own fields,
+    each changed field before and after; a changed template's revision says whether only its
+    wording changed (minor: its questions and statistics go on) or its values (major), and
+    which values for which parameters."""
+    changes = history.diff(
+        db=db, catalog=ctx.catalog, card_id=card_id, old=from_version, new=to_version, lang=lang
+    )
+    return {"changes": changes}
+
+
+@router.get("/cards/{card_id}/draft/diff")
+def draft_diff(
+    card_id: CardId, db: DbDep, instructor: ApiInstructor, lang: ApiLang
+) -> dict[str, Any]:
+    """What the draft changes since the latest version (``from``), as the version diff says it;
+    a changed template's revision says whether publishing keeps its version (minor)."""
+    old, changes = history.draft_diff(db=db, card_id=card_id, lang=lang)
+    return {"from": old, "changes": changes}
 
 
 @router.get("/cards/{card_id}/audit", response_model=list[AuditPublic])
@@ -355,6 +347,7 @@ def preview(
     """A variant of the draft (or latest version) with its key and every pitfall's explanation."""
     variant = make_preview(db=db, card_id=card_id, template_id=template_id, seed=seed)
     return PreviewPublic(
+        sides=sides_public(variant.sides, lang),
         template_id=variant.template_id,
         template_version=variant.template_version,
         seed=variant.seed,

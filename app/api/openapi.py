@@ -82,6 +82,7 @@ OPERATION_IDS = {
     "POST /instructor/cards/{card_id}/templates/{template_id}/retire": "retireTemplate",
     "GET /instructor/cards/{card_id}/versions": "listCardVersions",
     "GET /instructor/cards/{card_id}/diff": "diffCardVersions",
+    "GET /instructor/cards/{card_id}/draft/diff": "diffCardDraft",
     "GET /instructor/cards/{card_id}/audit": "listCardAudit",
     "GET /instructor/cards/{card_id}/preview": "previewTemplate",
     "GET /instructor/cards/{card_id}/export": "exportCard",

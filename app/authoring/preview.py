@@ -18,6 +18,7 @@ from app.authoring.sandbox import default_sandbox, failure_text
 from app.authoring.sandbox_worker import preview_task
 from app.domain.identity import MAX_SEED
 from app.domain.messages import Message
+from app.domain.sides import SideTable
 from app.domain.texts import Text
 from app.problems import InvalidInput, NotFound, Problem
 
@@ -55,6 +56,9 @@ class Preview:
     choices: tuple[PreviewChoice, ...]
     correct_choice_id: str
     solution: tuple[Text, ...]
+    # The key and each pitfall's side of it per parameter combination (the rule behind
+    # ``choices``); None when a value cannot be computed (the draft's problems say which).
+    sides: SideTable | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,9 @@ def make_preview(
     """The preview of a compiled document (:class:`app.domain.authoring.Compiled`); runs in a
     sandbox worker. For chosen values the first seed that draws them is used, so the preview is
     a real, reproducible variant (and its seed a permalink)."""
+    from app.domain.formulas import FormulaError
     from app.domain.generation import draw_params, generate, question_id, variant_rng
+    from app.domain.sides import side_table
 
     card = compiled.card
     if card is None:
@@ -171,6 +177,10 @@ def make_preview(
             Message("seed must be between 0 and %(limit)s", limit=MAX_SEED),
         )
     variant = generate(card, template, seed)
+    try:
+        sides = side_table(template)
+    except FormulaError:
+        sides = None
     point = card.point_by_slug(variant.id.point)
     assert point is not None
     return Preview(
@@ -199,4 +209,5 @@ def make_preview(
         ),
         correct_choice_id=variant.correct_choice_id,
         solution=tuple(variant.solution),
+        sides=sides,
     )

@@ -279,3 +279,19 @@ def preview_task(
     from app.authoring.preview import make_preview
 
     return make_preview(compiled_document(digest, document), template_id, seed, params)
+
+
+def compare_task(digest: str, document: object, published: object) -> Any:
+    """The document's changed templates compared with the published version's, value for value
+    (:func:`app.domain.versions.compare_cards`); None when either does not compile."""
+    from app.domain.cards import CardError, parse_card
+    from app.domain.versions import compare_cards
+
+    compiled = compiled_document(digest, document)
+    if compiled.card is None:
+        return None
+    try:
+        old = parse_card(published)
+    except CardError:
+        return None
+    return compare_cards(old, compiled.card)

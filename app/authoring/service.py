@@ -40,6 +40,7 @@ from app.domain.catalog import check_versions
 from app.domain.messages import Message, plural_message
 from app.domain.patches import json_patch
 from app.domain.storable import value_problem
+from app.domain.versions import compare_cards
 from app.models import AuditEntry, CardDraft, CardState
 from app.problems import (
     Conflict,
@@ -286,13 +287,21 @@ def publish(*, db: Session, actor: LearnerRef, live: LiveCatalog, card_id: str) 
     if checked.errors:
         raise NotPublishable(list(checked.problems))
     # Validated in the sandbox; the draft is within the size limits, and compiling is linear.
-    # Compiled once, here: the live catalog takes this card as it is (no other version is).
+    # Compiled here: the live catalog takes this card as it is (no other version is).
     try:
         card = compile_document(document)
     except CardError as exc:  # pragma: no cover - the sandbox found no error
         raise InvalidInput(exc.text, code="card_has_errors") from None
+    # A changed template whose values validation has just evaluated without trouble, all the
+    # same as its latest published form's, is a wording-only revision of that version.
+    newest = live.catalog.version(card_id, published[-1].version) if published else None
+    if newest is not None:
+        wording_only = [t for t, c in compare_cards(newest, card).items() if c.minor]
+        if wording_only:
+            document = next_version(draft.document, published, wording_only=wording_only)
+            card = card.renumbered(document)
     try:
-        check_versions(card, published)
+        check_versions(card, published, load=lambda v: live.catalog.version(card_id, v))
     except CardError as exc:  # pragma: no cover - next_version makes the versions consistent
         raise InvalidInput(exc.text, code="version_conflict") from None
     previous = latest_document(db, card_id) if published else None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -48,7 +48,7 @@ def publish_cards(*, db: Session, cards: Mapping[str, Card]) -> None:
     fill_manifests(db)
     stored = stored_manifests(db)
     for card in cards.values():
-        check_versions(card, stored.get(card.id, []))
+        check_versions(card, stored.get(card.id, []), load=stored_card(db, card.id))
     new = [
         card
         for card in cards.values()
@@ -65,10 +65,27 @@ def publish_cards(*, db: Session, cards: Mapping[str, Card]) -> None:
         db.rollback()
         stored = stored_manifests(db)
         for card in cards.values():
-            check_versions(card, stored.get(card.id, []))
+            check_versions(card, stored.get(card.id, []), load=stored_card(db, card.id))
         return
     for card in new:
         log.info("published card %s version %s", card.id, card.version)
+
+
+def stored_card(db: Session, card_id: str) -> Callable[[int], Card | None]:
+    """Compiles a stored version of the card (a wording-only revision is checked against the
+    version it revises: app.domain.catalog.check_versions)."""
+
+    def load(version: int) -> Card | None:
+        document = stored_document(db, card_id, version)
+        db.commit()
+        if document is None:
+            return None
+        try:
+            return compile_document(document)
+        except CardError:
+            return None
+
+    return load
 
 
 def store_version(db: Session, card: Card) -> None:

@@ -41,8 +41,11 @@ Flags (thresholds in :class:`Thresholds`):
 
 * ``unpicked_pitfall``: a template's pitfall shown at least ``min_showings`` times, never picked
   (not raised for a template where nobody was ever wrong: ``everyone_right`` says it);
-* ``negative_discrimination``: a template whose discrimination is below zero (it exists only with
-  ``min_learners`` learners that have a rest score);
+* ``negative_discrimination``: a template whose discrimination is below zero with confidence:
+  its 95 % confidence interval (Fisher's z: ``tanh(atanh(r) ± 1.96 / sqrt(n - 3))`` over the
+  ``n`` learners of the correlation, :func:`discrimination_interval`) lies wholly below zero (a
+  discrimination exists only with ``min_learners`` learners that have a rest score; on 19
+  learners r = -0.3 is noise, its interval -0.67 to +0.18);
 * ``everyone_right``: a template with at least ``min_attempts`` attempts by at least
   ``min_learners`` learners, all right.
 """
@@ -110,6 +113,9 @@ class Stats:
     discrimination_learners: int  # learners with an item and a rest score
     median_ms: float | None
     timed: int  # attempts with a duration
+    # The discrimination's 95 % confidence interval (:func:`discrimination_interval`).
+    discrimination_low: float | None = None
+    discrimination_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +210,21 @@ def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     return max(-1.0, min(1.0, math.fsum(map(mul, dx, dy)) / math.sqrt(sxx * syy)))
 
 
+# The normal quantile of a two-sided 95 % confidence interval.
+CONFIDENCE_Z = 1.959963984540054
+
+
+def discrimination_interval(r: float | None, n: int) -> tuple[float, float] | None:
+    """The 95 % confidence interval of a correlation ``r`` over ``n`` learners, by Fisher's z
+    transformation (``atanh(r)`` is about normal with standard error ``1 / sqrt(n - 3)``); None
+    without a correlation or with fewer than 4 learners."""
+    if r is None or n < 4:
+        return None
+    z = math.atanh(max(-0.999999, min(0.999999, r)))
+    half = CONFIDENCE_Z / math.sqrt(n - 3)
+    return math.tanh(z - half), math.tanh(z + half)
+
+
 def _ratio(num: int, den: int) -> float | None:
     return num / den if den else None
 
@@ -259,6 +280,7 @@ class _Group:
             self.picked[pitfall_id] = self.picked.get(pitfall_id, 0) + count
 
     def stats(self, correlation: tuple[float | None, int] = (None, 0)) -> Stats:
+        interval = discrimination_interval(*correlation)
         return Stats(
             attempts=self.n,
             learners=len(self.learners),
@@ -268,6 +290,8 @@ class _Group:
             discrimination_learners=correlation[1],
             median_ms=float(median(self.durations)) if self.durations else None,
             timed=len(self.durations),
+            discrimination_low=interval[0] if interval else None,
+            discrimination_high=interval[1] if interval else None,
         )
 
     def pitfalls(self, order: Sequence[str]) -> tuple[PitfallStats, ...]:
@@ -477,7 +501,7 @@ def analyse(
                     )
                 )
         template_flags: list[FlagKind] = []
-        if stats.discrimination is not None and stats.discrimination < 0:
+        if stats.discrimination_high is not None and stats.discrimination_high < 0:
             flags.append(Flag("negative_discrimination", template_id, None, stats.discrimination))
             template_flags.append("negative_discrimination")
         if (
@@ -714,18 +738,74 @@ def scatter_svg(
         f'<text x="14" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
         f'transform="rotate(-90 14 {top + plot_h / 2:.1f})">{_e(y_label)}</text>'
     )
-    for dot in dots:
-        x, y = px(dot.x), py(dot.y)
-        anchor, dx = ("end", -9) if x > left + plot_w - 30 else ("start", 9)
+    centres = [(px(dot.x), py(dot.y)) for dot in dots]
+    bounds = (left, top, left + plot_w, top + plot_h)
+    placed = place_labels([dot.label for dot in dots], centres, bounds)
+    for dot, (x, y), (lx, ly, anchor) in zip(dots, centres, placed, strict=True):
+        # A label moved away from its dot is tied to it by a thin line.
+        leader = (
+            f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{lx:.1f}" y2="{ly - 4:.1f}" '
+            f'stroke="currentColor" stroke-opacity="0.4"/>'
+            if math.hypot(lx - x, ly - 4 - y) > 16
+            else ""
+        )
         out.append(
-            f"<g><title>{_e(dot.tooltip or dot.label)}</title>"
+            f"<g><title>{_e(dot.tooltip or dot.label)}</title>{leader}"
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" fill="{_e(dot.color)}" fill-opacity="0.85" '
             f'stroke="currentColor" stroke-opacity="0.6"/>'
-            f'<text x="{x + dx:.1f}" y="{y + 4:.1f}" text-anchor="{anchor}" font-size="11">'
+            f'<text x="{lx:.1f}" y="{ly:.1f}" text-anchor="{anchor}" font-size="11">'
             f"{_e(dot.label)}</text></g>"
         )
     out.append("</svg>")
     return "".join(out)
+
+
+Box = tuple[float, float, float, float]  # left, top, right, bottom
+_LABEL_H = 11.0
+_DOT_R = 6.0
+
+
+def label_box(text: str, x: float, y: float, anchor: str) -> Box:
+    """The box a label of 11 px drawn at (x, y), baseline and anchor as SVG places it, covers."""
+    w = _width(text) * 11 / 12
+    start = x - w if anchor == "end" else x - w / 2 if anchor == "middle" else x
+    return (start, y - _LABEL_H + 2, start + w, y + 2)
+
+
+def _overlap(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def place_labels(
+    labels: Sequence[str], centres: Sequence[tuple[float, float]], bounds: Box
+) -> list[tuple[float, float, str]]:
+    """Where to draw each dot's label (x, baseline y, text-anchor) so that no label covers
+    another label or another dot: beside its dot where there is room (right, left, above,
+    below), else the nearest free place further up or down, inside ``bounds`` where it can."""
+    dots = [(x - _DOT_R, y - _DOT_R, x + _DOT_R, y + _DOT_R) for x, y in centres]
+    taken: list[Box] = []
+    found: list[tuple[float, float, str]] = []
+    for i, (text, (x, y)) in enumerate(zip(labels, centres, strict=True)):
+        side = ("end", -9.0) if x > bounds[2] - 30 else ("start", 9.0)
+        other = ("start", 9.0) if side[0] == "end" else ("end", -9.0)
+        tries = [(x + side[1], y + 4, side[0]), (x + other[1], y + 4, other[0])]
+        tries += [(x, y - 9, "middle"), (x, y + 17, "middle")]
+        for step in range(1, 13):  # further away, up and down alternately
+            for sign in (-1, 1):
+                tries.append((x + side[1], y + 4 + sign * step * (_LABEL_H + 1), side[0]))
+        best = tries[0]
+        for lx, ly, anchor in tries:
+            box = label_box(text, lx, ly, anchor)
+            inside = box[1] >= bounds[1] - 12 and box[3] <= bounds[3] + 12
+            clear = not any(_overlap(box, t) for t in taken) and not any(
+                _overlap(box, d) for j, d in enumerate(dots) if j != i
+            )
+            if inside and clear:
+                best = (lx, ly, anchor)
+                break
+        taken.append(label_box(text, *best))
+        found.append(best)
+    return found
 
 
 class Rated(Protocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,6 +28,7 @@ from .cards import (
     parse_card,
     stored_document,
 )
+from .cues import Cue
 from .generation import LATEST_GENERATOR
 from .manifests import TemplateEntry, VersionManifest, template_body_hash
 from .messages import Message
@@ -47,6 +48,7 @@ class CardProblem:
     # The problem alone, where the message also names card, template, field and column (which a
     # page shows beside it); the text otherwise.
     detail: Text | None = None
+    cue: Cue | None = None  # a give-away cue: its family and sample variants
 
     @property
     def reason(self) -> Text:
@@ -72,6 +74,7 @@ class CardProblem:
             "field": self.field,
             "message": self.text.get(lang),
             "position": self.position,
+            "giveaway": self.cue.to_json() if self.cue is not None else None,
         }
 
 
@@ -271,7 +274,13 @@ def shape_message(error: Mapping[str, Any]) -> Text:
 
 def _from_error(exc: CardError, template_id: str | None = None) -> CardProblem:
     return CardProblem(
-        "error", exc.template_id or template_id, exc.field, exc.text, exc.position, exc.reason
+        "error",
+        exc.template_id or template_id,
+        exc.field,
+        exc.text,
+        exc.position,
+        exc.reason,
+        exc.cue,
     )
 
 
@@ -311,11 +320,6 @@ def template_documents(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]
     return {str(t["id"]): t for _, t in document_templates(document) if "id" in t}
 
 
-def _content(template: Mapping[str, Any]) -> str:
-    body = {k: v for k, v in template.items() if k != "version"}
-    return json.dumps(body, sort_keys=True, ensure_ascii=False)
-
-
 def canonical(document: Mapping[str, Any]) -> dict[str, Any]:
     """A document with every field spelled out as stored (defaults included), when it is valid."""
     try:
@@ -325,9 +329,16 @@ def canonical(document: Mapping[str, Any]) -> dict[str, Any]:
         return copy
 
 
-def next_version(draft: Mapping[str, Any], published: Sequence[VersionManifest]) -> dict[str, Any]:
+def next_version(
+    draft: Mapping[str, Any],
+    published: Sequence[VersionManifest],
+    *,
+    wording_only: Collection[str] = (),
+) -> dict[str, Any]:
     """The draft as the next publication: card version = newest + 1, and every template whose
-    content differs from its newest published form gets a version above any it had.
+    content differs from its newest published form gets a version above any it had, or, when
+    its id is in ``wording_only`` (its values proven unchanged: :mod:`app.domain.versions`), the
+    same version with the next revision (``3.1`` after ``3``).
 
     ``published`` are the manifests of the card's stored versions: no older document is read.
     """
@@ -338,62 +349,39 @@ def next_version(draft: Mapping[str, Any], published: Sequence[VersionManifest])
     # another generator shows other variants, so it is new content (app.domain.catalog).
     latest: dict[str, tuple[int, TemplateEntry]] = {}
     highest: dict[str, int] = {}
+    revisions: dict[tuple[str, int], int] = {}  # the highest revision of each template version
     for old in sorted(published, key=lambda m: m.version):
         for template_id, entry in old.templates.items():
             latest[template_id] = (old.generator, entry)
             highest[template_id] = max(highest.get(template_id, 0), entry.version)
+            key = (template_id, entry.version)
+            revisions[key] = max(revisions.get(key, 0), entry.revision)
     generator = _generator(document)
     for point in document.get("points", []):
         for template in point.get("templates", []):
+            template.pop("revision", None)
             if template["id"] not in latest:
                 template["version"] = max(1, int(template.get("version", 1)))
                 continue
             latest_generator, entry = latest[template["id"]]
-            same_content = latest_generator == generator and entry.body == template_body_hash(
-                template
-            )
-            template["version"] = entry.version if same_content else highest[template["id"]] + 1
+            same_generator = latest_generator == generator
+            if same_generator and entry.body == template_body_hash(template):
+                template["version"] = entry.version
+                revision = entry.revision
+            elif same_generator and template["id"] in wording_only:
+                template["version"] = entry.version
+                revision = revisions[(template["id"], entry.version)] + 1
+            else:
+                template["version"] = highest[template["id"]] + 1
+                revision = 0
+            if revision:
+                template["revision"] = revision
     return document
 
 
 def _generator(document: Mapping[str, Any]) -> int:
     """The generator a card document's templates draw from (1 when it names none)."""
     return int(document.get("generator") or 1)
-
-
-def diff_documents(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """What changed between two versions: templates added, removed, changed (with the fields)."""
-    before, after = template_documents(old), template_documents(new)
-    other_generator = _generator(old) != _generator(new)
-    changes: list[dict[str, Any]] = []
-    for template_id in sorted(set(before) | set(after)):
-        a, b = before.get(template_id), after.get(template_id)
-        if a is None:
-            changes.append({"template_id": template_id, "change": "added", "fields": []})
-        elif b is None:
-            changes.append({"template_id": template_id, "change": "removed", "fields": []})
-        elif _content(a) != _content(b) or other_generator:
-            fields = sorted(
-                key
-                for key in set(a) | set(b)
-                if key != "version"
-                and json.dumps(a.get(key), sort_keys=True) != json.dumps(b.get(key), sort_keys=True)
-            )
-            if other_generator:  # the card's, drawing every template's variants
-                fields.append("generator")
-            changes.append(
-                {
-                    "template_id": template_id,
-                    "change": "changed",
-                    "fields": fields,
-                    "from_version": a.get("version"),
-                    "to_version": b.get("version"),
-                }
-            )
-    for key in ("title", "definition", "use_cases", "problems_solved", "formulas"):
-        if json.dumps(old.get(key), sort_keys=True) != json.dumps(new.get(key), sort_keys=True):
-            changes.append({"template_id": None, "change": "changed", "fields": [key]})
-    return changes
 
 
 # --- editing a document piece by piece (the dashboard's forms) --------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from .cues import Cue
 from .formulas import Formula, FormulaError, is_identifier, parse_formula, parse_number
 from .languages import LANGS
 from .messages import Message, plural_message
@@ -48,6 +49,7 @@ class CardError(ValueError):
         field: str | None = None,
         position: int | None = None,
         reason: Text | None = None,
+        cue: Cue | None = None,
     ) -> None:
         # ``text`` is the message in every language (the dashboard shows it in the page's),
         # ``str()`` the English one.
@@ -57,6 +59,7 @@ class CardError(ValueError):
         self.field = field
         self.position = position
         self.reason = reason
+        self.cue = cue  # a give-away cue: its family and sample variants
 
 
 # --- the file's shape -------------------------------------------------------------------------
@@ -108,6 +111,9 @@ class _PitfallIn(_Strict):
 class _TemplateIn(_Strict):
     id: Slug
     version: Annotated[int, Field(ge=1)]
+    # A wording-only edit of version N (every key and pitfall value the same over the whole
+    # domain, app.domain.versions): N.1, N.2 ... Its questions are version N's; 0 is not stored.
+    revision: Annotated[int, Field(ge=0, le=1_000_000)] = 0
     kind: Literal["numeric", "statement"]
     params: dict[str, _ParamIn] = Field(default_factory=dict)
     derived: Annotated[dict[str, _DerivedIn], Field(max_length=20)] = Field(default_factory=dict)
@@ -247,7 +253,7 @@ class Pitfall:
 @dataclass(frozen=True, eq=False)
 class Template:
     id: str
-    version: int
+    version: int  # what questions are generated and graded under (QuestionId.template_version)
     kind: Literal["numeric", "statement"]
     point: str  # the exam point's slug
     params: dict[str, Param]
@@ -268,6 +274,7 @@ class Template:
     # With constraints: the combinations of drawn values that satisfy them, in the order of the
     # parameters' product (a variant draws one of them); None: every combination.
     allowed: tuple[tuple[Fraction, ...], ...] | None = None
+    revision: int = 0  # wording-only edits of ``version`` (app.domain.versions)
 
     def complete(self, drawn: Mapping[str, Fraction]) -> dict[str, Fraction]:
         """The drawn values with the derived parameters computed from them."""
@@ -282,6 +289,11 @@ class Template:
         if param is not None:
             return param.display(value)
         return next(d for d in self.derived if d.name == name).display(value)
+
+    @property
+    def version_label(self) -> str:
+        """``3`` or, after wording-only edits, ``3.2``."""
+        return version_label(self.version, self.revision)
 
     @property
     def phrased(self) -> bool:
@@ -351,6 +363,27 @@ class Card:
     def templates_offering(self, pitfall_id: str) -> Mapping[str, str]:
         """The templates that offer ``pitfall_id`` as a wrong choice: template id -> exam point."""
         return self._offering.get(pitfall_id, {})
+
+    def renumbered(self, document: Mapping[str, Any]) -> Card:
+        """This card with the card and template versions (and revisions) of ``document``, the
+        same card otherwise (what publishing decides after compiling: nothing compiles again)."""
+        numbers = {
+            str(t["id"]): (int(t["version"]), int(t.get("revision") or 0))
+            for _, t in document_templates(document)
+        }
+        points = tuple(
+            replace(
+                point,
+                templates=tuple(
+                    replace(t, version=numbers[t.id][0], revision=numbers[t.id][1])
+                    for t in point.templates
+                ),
+            )
+            for point in self.points
+        )
+        version = document.get("version")
+        assert isinstance(version, int)
+        return replace(self, version=version, points=points, document=document)
 
     @cached_property
     def _offering(self) -> dict[str, dict[str, str]]:
@@ -533,7 +566,7 @@ def parse_card(
 
 # Template fields added after cards were first stored: spelled out only when used, so that a
 # stored document (and each template's content digest, app.domain.manifests) stays as it was.
-_LATER_FIELDS = ("derived", "constraints")
+_LATER_FIELDS = ("derived", "constraints", "revision")
 _LATER_CARD_FIELDS = ("prerequisites",)
 
 
@@ -787,6 +820,7 @@ def _compile_template(
     return Template(
         id=raw.id,
         version=raw.version,
+        revision=raw.revision,
         kind=raw.kind,
         point=point,
         params=params,
@@ -1063,6 +1097,11 @@ def card_to_yaml(document: Mapping[str, object]) -> str:
         strip(dict(document)), allow_unicode=True, sort_keys=False, width=100
     )
     return text
+
+
+def version_label(version: int, revision: int = 0) -> str:
+    """A template version as people read it: ``3``, or ``3.2`` after two wording-only edits."""
+    return f"{version}.{revision}" if revision else str(version)
 
 
 def document_templates(

@@ -25,6 +25,7 @@ from .manifests import VersionManifest, manifest_of
 from .manifests import document_hash as document_hash
 from .messages import Message
 from .validation import validate_card
+from .versions import compare_templates
 
 # Compiled older card versions a process keeps (least recently used dropped first): grading an
 # old question compiles its version once, not at every answer.
@@ -70,14 +71,22 @@ def template_document(document: Mapping[str, object], template_id: str) -> objec
     return found[1] if found is not None else None
 
 
-def check_versions(new: Card, stored: Iterable[Card | VersionManifest]) -> None:
+def check_versions(
+    new: Card,
+    stored: Iterable[Card | VersionManifest],
+    *,
+    load: Callable[[int], Card | None] | None = None,
+) -> None:
     """Refuse ``new`` when it changes content without raising a version.
 
-    The same card version must have the same document; a template id and version met in an older
-    card version must have the same content (otherwise old questions would regenerate
-    differently). The stored versions are compared by their manifests: none is compiled.
+    The same card version must have the same document; a template id, version and revision met
+    in an older card version must have the same content (otherwise old questions would
+    regenerate differently), and another revision of the same version must ask the same values
+    (:func:`app.domain.versions.compare_templates`, on that older version compiled by ``load``,
+    given its card version). The stored versions are otherwise compared by their manifests.
     """
     mine = manifest_of(new.document)
+    older: dict[int, Card | None] = {}
     for found in stored:
         old = manifest_of(found.document) if isinstance(found, Card) else found
         if old.card_id != new.id:
@@ -109,7 +118,13 @@ def check_versions(new: Card, stored: Iterable[Card | VersionManifest]) -> None:
                         version=template.version,
                     )
                 )
-            if previous.content != template.content:
+            if previous.revision != template.revision:
+                if old.version not in older:
+                    older[old.version] = found if isinstance(found, Card) else None
+                    if older[old.version] is None and load is not None:
+                        older[old.version] = load(old.version)
+                _check_revision(new, template_id, older[old.version], old.version)
+            elif previous.content != template.content:
                 raise CardError(
                     Message(
                         "card %(card)s, template %(template)s: its content changed but its "
@@ -130,6 +145,42 @@ def check_versions(new: Card, stored: Iterable[Card | VersionManifest]) -> None:
                         point=repr(template.point),
                     )
                 )
+
+
+def _check_revision(new: Card, template_id: str, old_card: Card | None, old_version: int) -> None:
+    """Refuse a revision of a template version that asks other values than the form of that
+    version in ``old_card`` (the stored card version ``old_version``, compiled; None when it
+    could not be)."""
+    old_template = old_card.template(template_id) if old_card is not None else None
+    new_template = new.template(template_id)
+    assert new_template is not None
+    if old_template is None:
+        raise CardError(
+            Message(
+                "card %(card)s, template %(template)s: revision %(revision)s of "
+                "version %(version)s cannot be compared with the stored card "
+                "version %(old)s: raise the template's 'version'",
+                card=repr(new.id),
+                template=repr(template_id),
+                revision=new_template.revision,
+                version=new_template.version,
+                old=old_version,
+            )
+        )
+    comparison = compare_templates(old_template, new_template)
+    if not comparison.minor:
+        raise CardError(
+            Message(
+                "card %(card)s, template %(template)s: version %(label)s changes "
+                "values of version %(old)s (%(reason)s): raise the template's "
+                "'version'",
+                card=repr(new.id),
+                template=repr(template_id),
+                label=new_template.version_label,
+                old=old_template.version_label,
+                reason=comparison.reasons[0],
+            )
+        )
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from .cards import Card, Template
+from .cues import CueExample
 from .generation import Candidate, Memo
 from .languages import LANGS
 from .texts import Text
@@ -454,6 +455,14 @@ def _arrangements(
     asking again would have seen just before: one of another parameter combination, drawn at
     random, when the template has several (a new seed draws new numbers), else the previous
     arrangement."""
+    for _index, shown, before in _indexed_arrangements(template, samples, evaluated, memos):
+        yield shown, before
+
+
+def _indexed_arrangements(
+    template: Template, samples: int, evaluated: Evaluated, memos: Sequence[Memo] | None = None
+) -> Iterator[tuple[int, Shown, Shown]]:
+    """:func:`_arrangements`, each with the index of its combination in ``evaluated``."""
     from .generation import arrange, seeded
 
     per_combo = max(2, -(-samples // len(evaluated)))
@@ -483,7 +492,56 @@ def _arrangements(
                 other = retries.below(len(blocks) - 1)
                 other += other >= index  # any combination but this one
                 before = blocks[other][j]
-            yield shown, before
+            yield index, shown, before
+
+
+# Sample variants a giveaway problem shows.
+CUE_EXAMPLES = 3
+
+
+def examples(
+    template: Template,
+    combinations: Sequence[Mapping[str, str]],
+    evaluated: Evaluated,
+    strategy: str,
+    lang: str,
+    samples: int = LOAD_SAMPLES,
+    memos: Sequence[Memo] | None = None,
+) -> tuple[CueExample, ...]:
+    """Up to :data:`CUE_EXAMPLES` of the arrangements measured where ``strategy``, read in
+    ``lang``, points at the key alone (else among as few choices as it can), of different
+    parameter combinations when there are several. ``combinations``: each evaluated
+    combination's parameters as the stem shows them."""
+    from .generation import CHOICE_IDS
+
+    found: list[tuple[float, int, int, Shown]] = []
+    for order, (index, shown, before) in enumerate(
+        _indexed_arrangements(template, samples, evaluated, memos)
+    ):
+        win = variant_wins(shown, lang, before).get(strategy, 0.0)
+        if win > 1 / len(shown):
+            found.append((win, order, index, shown))
+    found.sort(key=lambda item: (-item[0], item[1]))
+    chosen: list[tuple[int, Shown]] = []
+    seen: set[tuple[str, ...]] = set()
+    for distinct_combinations in (True, False):  # one a combination first, then any
+        for _win, _order, index, shown in found:
+            texts = tuple(c.text.get(lang) for c in shown)
+            if len(chosen) == CUE_EXAMPLES:
+                break
+            if texts in seen or (
+                distinct_combinations and any(index == other for other, _ in chosen)
+            ):
+                continue
+            seen.add(texts)
+            chosen.append((index, shown))
+    return tuple(
+        CueExample(
+            tuple(combinations[index].items()),
+            tuple((label, c.text, c.correct) for label, c in zip(CHOICE_IDS, shown, strict=False)),
+        )
+        for index, shown in chosen
+    )
 
 
 def template_giveaways(
@@ -550,6 +608,7 @@ __all__ = [
     "card_best_guess",
     "card_giveaways",
     "card_limit",
+    "examples",
     "family",
     "measure",
     "register",

@@ -30,8 +30,9 @@ def document_hash(document: Mapping[str, object]) -> str:
 
 
 def template_body_hash(template: Mapping[str, object]) -> str:
-    """A digest of a template document without its version: whether its content changed."""
-    return _digest({k: v for k, v in template.items() if k != "version"})
+    """A digest of a template document without its version and revision: whether its content
+    changed."""
+    return _digest({k: v for k, v in template.items() if k not in ("version", "revision")})
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class TemplateEntry:
     point: str  # the exam point's slug
     content: str  # digest of the template document, its version included
     body: str  # digest without the version (:func:`template_body_hash`)
+    revision: int = 0  # wording-only edits of ``version`` (app.domain.versions)
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,10 @@ class VersionManifest:
             "hash": self.document,
             "generator": self.generator,
             "points": list(self.points),
+            # [version, point, content, body], and the revision when there is one.
             "templates": {
                 template_id: [t.version, t.point, t.content, t.body]
+                + ([t.revision] if t.revision else [])
                 for template_id, t in self.templates.items()
             },
         }
@@ -74,8 +78,14 @@ class VersionManifest:
             generator=int(data["generator"]),
             points=tuple(str(p) for p in data["points"]),
             templates={
-                str(template_id): TemplateEntry(int(v), str(point), str(content), str(body))
-                for template_id, (v, point, content, body) in data["templates"].items()
+                str(template_id): TemplateEntry(
+                    int(entry[0]),
+                    str(entry[1]),
+                    str(entry[2]),
+                    str(entry[3]),
+                    int(entry[4]) if len(entry) > 4 else 0,
+                )
+                for template_id, entry in data["templates"].items()
             },
         )
 
@@ -91,6 +101,7 @@ def manifest_of(document: Mapping[str, Any]) -> VersionManifest:
             point=str(point.get("slug")),
             content=_digest(template),
             body=template_body_hash(template),
+            revision=int(template.get("revision") or 0),
         )
     points = document.get("points")
     return VersionManifest(

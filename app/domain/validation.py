@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .cards import Card, CardError, Pitfall, Template
+from .cues import Cue
 from .formulas import FormulaError
 from .generation import (
     Candidate,
@@ -194,11 +195,14 @@ def _check_giveaways(
     evaluated: Sequence[tuple[Candidate, list[Candidate]]],
     memos: Sequence[Memo],
 ) -> TemplateGiveaways:
-    from .giveaways import ENFORCED_FAMILIES, LOAD_SAMPLES, template_giveaways
+    from .giveaways import ENFORCED_FAMILIES, LOAD_SAMPLES, examples, template_giveaways
 
     measured = template_giveaways(template, LOAD_SAMPLES, evaluated, memos)
     family, lang, strategy, share = measured.worst(ENFORCED_FAMILIES)
     if share > measured.limit:
+        # The evaluated combinations are the ones validation walked, in its order.
+        shown = [named_values(template, v) for v in parameter_combinations(template)]
+        samples = examples(template, shown, evaluated, strategy, lang, LOAD_SAMPLES, memos)
         raise CardError(
             Message(
                 "card %(card)s, template %(template)s: a content-blind guesser of the "
@@ -213,7 +217,9 @@ def _check_giveaways(
                 samples=measured.samples,
                 chance=f"{measured.chance:.0%}",
                 limit=f"{measured.limit:.0%}",
-            )
+            ),
+            template_id=template.id,
+            cue=Cue(family, strategy, lang, share, samples),
         )
     return measured
 
@@ -279,8 +285,7 @@ def _check_sides(
     """Every rank of the answer must be reachable whatever order the pitfalls are walked in."""
     needed = template.choices - 1
     for direction in (-1, 1):
-        group = [p for p in pitfalls if side(answer, p) == direction]
-        worst = _smallest_maximal_distinct_set(group)
+        worst = distinct_on_side(answer, pitfalls, direction)
         if worst >= needed:
             continue
         if template.kind == "numeric":
@@ -308,6 +313,13 @@ def _check_sides(
             extreme=extreme,
         )
         raise CardError(reason)
+
+
+def distinct_on_side(answer: Candidate, pitfalls: Sequence[Candidate], direction: int) -> int:
+    """How many mutually distinct pitfalls surely remain on one side of the answer (-1: below,
+    1: above) whatever order generation walks them in: the smallest maximal set of pitfalls on
+    that side that do not clash with one another."""
+    return _smallest_maximal_distinct_set([p for p in pitfalls if side(answer, p) == direction])
 
 
 def _check_statement_lengths(card: Card, template: Template) -> None:

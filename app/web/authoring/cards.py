@@ -190,12 +190,33 @@ def diff_page(
     request: Request,
     card_id: str,
     db: DbDep,
+    ctx: ContextDep,
     visitor: InstructorVisitor,
     from_version: Annotated[int, Query(alias="from", ge=1, le=10**9)],
     to_version: Annotated[int, Query(alias="to", ge=1, le=10**9)],
 ) -> Response:
-    changes = history.diff(db=db, card_id=card_id, old=from_version, new=to_version)
+    """Each change between two versions, before and after, and whether a changed template's
+    values changed (major) or only its wording (minor), with the reason."""
+    changes = history.diff(
+        db=db,
+        catalog=ctx.catalog,
+        card_id=card_id,
+        old=from_version,
+        new=to_version,
+        lang=visitor.lang,
+    )
     context = {"card_id": card_id, "changes": changes, "old": from_version, "new": to_version}
+    return render_page(request, "instructor_diff.html", context, lang=visitor.lang)
+
+
+@router.get("/cards/{card_id}/draft/diff")
+def draft_diff_page(
+    request: Request, card_id: str, db: DbDep, visitor: InstructorVisitor
+) -> Response:
+    """What the draft changes since the latest version, before and after, and for each changed
+    template whether publishing keeps its version (wording only) or starts a new one."""
+    old, changes = history.draft_diff(db=db, card_id=card_id[:100], lang=visitor.lang)
+    context = {"card_id": card_id, "changes": changes, "old": old, "new": None}
     return render_page(request, "instructor_diff.html", context, lang=visitor.lang)
 
 
