@@ -334,3 +334,24 @@ def test_editing_a_shipped_template_in_the_dashboard_keeps_its_conventions_and_s
             assert set(a) == set(b), (a["id"], set(a) ^ set(b))
             for key in b:
                 assert a[key] == b[key], (a["id"], key, a[key], b[key])
+
+
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        ("$1 + \\frac{p - 1}{p}$", "$1 + \\frac{p - 1}{p}$"),  # a LaTeX argument: the letter
+        ("$x^{p}$ and $y_{p}$", "$x^{p}$ and $y_{p}$"),
+        ("$\\sqrt{p}$", "$\\sqrt{p}$"),
+        ("$\\frac{1}{{nodes}}$ of it", "$\\frac{1}{32}$ of it"),  # braced once more: the value
+        ("$34 \\times {p} \\times {nodes}$", "$34 \\times 16 \\times 32$"),
+        ("{p} stages on {nodes} nodes", "16 stages on 32 nodes"),
+    ],
+)
+def test_a_parameter_in_a_latex_argument_is_the_letter_unless_braced_once_more(source, shown):
+    from app.domain.texts import Text, compile_text
+
+    names = frozenset({"p", "nodes"})
+    template = compile_text(Text(source, source), names, names, {})
+    values = {"p": Fraction(16), "nodes": Fraction(32)}
+    text = template.bind(values, {"p": "16", "nodes": "32"}, frozenset()).fill({})
+    assert text.en == shown

@@ -134,6 +134,11 @@ def _compile(
     maths: list[tuple[int, int]] | None = None
     for match in _PLACEHOLDER.finditer(source):
         body = match.group(1)
+        if not body.startswith("=") and body in named and "$" in source:
+            if maths is None:
+                maths = [m.span() for m in _MATH.finditer(source)]
+            if _latex_argument(source, match.start(), maths):
+                continue  # \frac{p - 1}{p}: the letter p, not p's value
         if not body.startswith("=") and body not in named:
             if maths is None:
                 maths = [m.span() for m in _MATH.finditer(source)]
@@ -192,6 +197,17 @@ def _compile(
         segments.append(_Computed(formula, unit, decimals))
     segments.append(source[position:])
     return tuple(s for s in segments if s != "")
+
+
+_LATEX_ARGUMENT_AFTER = re.compile(r"(?:\\[A-Za-z]+|[\^_}])$")
+
+
+def _latex_argument(source: str, start: int, maths: list[tuple[int, int]]) -> bool:
+    """Whether the braces of a known name at ``start`` are a LaTeX argument: inside maths and
+    right after a command, ``^``, ``_`` or another group (``\\frac{p - 1}{p}``, ``x^{n}``).
+    A value goes there braced once more: ``\\frac{1}{{nodes}}``."""
+    inside = any(begin < start < end for begin, end in maths)
+    return inside and _LATEX_ARGUMENT_AFTER.search(source, 0, start) is not None
 
 
 def _latex_group(source: str, start: int, maths: list[tuple[int, int]]) -> bool:
