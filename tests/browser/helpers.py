@@ -162,7 +162,7 @@ def open_card(page: Page, lang: str) -> None:
     """From Today's card list (in the language last chosen), open the ZeRO card by its link."""
     page.goto("/")
     expect(page.locator("h1")).to_have_text(TEXTS[lang]["today"])
-    page.locator("ul.cards a").first.click()
+    page.locator(f"ul.cards a[href*='/cards/{CARD_ID}']").first.click()
     expect(page).to_have_url(re.compile(rf"/cards/{CARD_ID}"))
 
 
