@@ -120,11 +120,28 @@ def test_a_card_session_serves_the_whole_card(client, card, auth):
     assert start(client, auth, "card")["size"] == 20
 
 
-def test_a_typed_session_asks_numeric_questions_without_choices(client, auth):
-    session = start(client, auth, "point", point=NUMERIC_POINT, size=1, typed=True)
+def test_a_typed_session_asks_numeric_questions_without_choices(client, app, auth):
+    """A typed session asks its numeric questions without choices; a statement drawn in it is
+    still asked with its choices (a statement cannot be typed)."""
+    session = start(client, auth, "point", point=NUMERIC_POINT, size=8, typed=True)
     assert session["typed"] is True
-    served = next_question(client, auth, session["session_id"])["question"]
-    assert served["mode"] == "typed" and served["choices"] == [] and served["typed_units"]
+    typed = 0
+    for _ in range(8):
+        served = next_question(client, auth, session["session_id"])
+        question = served["question"]
+        if session_variant(app, served).kind == "numeric":
+            assert question["mode"] == "typed" and question["choices"] == []
+            assert question["typed_units"]
+            unit = question["typed_units"][0]
+            response = send(client, auth, session["session_id"], question["token"], None,
+                            value="1", unit=unit)  # fmt: skip
+            typed += 1
+        else:
+            assert question["mode"] == "choices" and question["choices"]
+            first = question["choices"][0]["id"]
+            response = send(client, auth, session["session_id"], question["token"], first)
+        assert response.status_code == 200, response.text
+    assert typed >= 1  # the point is mostly numeric: 8 draws hold at least one
 
 
 def test_mistakes_and_review_need_something_to_practise(client, app, auth, clock):
