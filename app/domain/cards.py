@@ -648,23 +648,7 @@ def _compile_template(
                     name=repr(name),
                 )
             )
-        if name in definitions:
-            raise CardError(
-                Message(
-                    "%(where)s: parameter %(name)s shadows the card formula of that name",
-                    where=where,
-                    name=repr(name),
-                )
-            )
-        if spec.format is not None and spec.format not in FORMATS and spec.format not in UNITS:
-            raise CardError(
-                Message(
-                    "%(where)s: parameter %(name)s has unknown format %(format)s",
-                    where=where,
-                    name=repr(name),
-                    format=repr(spec.format),
-                )
-            )
+        _check_shown_parameter(name, spec.format, definitions, where)
         try:
             values = tuple(parse_number(v) for v in spec.values)
         except FormulaError as exc:
@@ -850,6 +834,39 @@ def _compile_template(
 MAX_CONSTRAINED_DOMAIN = 4096
 
 
+def _check_shown_parameter(
+    name: str,
+    fmt: str | None,
+    definitions: Mapping[str, Formula],
+    where: Text,
+    template_id: str | None = None,
+    field: str | None = None,
+) -> None:
+    """A drawn or derived parameter neither shadows a card formula nor has an unknown format
+    (``template_id`` and ``field``: where the error points, when known)."""
+    if name in definitions:
+        raise CardError(
+            Message(
+                "%(where)s: parameter %(name)s shadows the card formula of that name",
+                where=where,
+                name=repr(name),
+            ),
+            template_id=template_id,
+            field=field,
+        )
+    if fmt is not None and fmt not in FORMATS and fmt not in UNITS:
+        raise CardError(
+            Message(
+                "%(where)s: parameter %(name)s has unknown format %(format)s",
+                where=where,
+                name=repr(name),
+                format=repr(fmt),
+            ),
+            template_id=template_id,
+            field=field,
+        )
+
+
 def _compile_derived(
     raw: _TemplateIn, params: Mapping[str, Param], definitions: Mapping[str, Formula], where: Text
 ) -> tuple[tuple[Derived, ...], tuple[Constraint, ...], tuple[tuple[Fraction, ...], ...] | None]:
@@ -870,27 +887,9 @@ def _compile_derived(
                 template_id=raw.id,
                 field=field,
             )
-        if name in definitions:
-            raise CardError(
-                Message(
-                    "%(where)s: parameter %(name)s shadows the card formula of that name",
-                    where=where,
-                    name=repr(name),
-                ),
-                template_id=raw.id,
-                field=field,
-            )
-        if spec.format is not None and spec.format not in FORMATS and spec.format not in UNITS:
-            raise CardError(
-                Message(
-                    "%(where)s: parameter %(name)s has unknown format %(format)s",
-                    where=where,
-                    name=repr(name),
-                    format=repr(spec.format),
-                ),
-                template_id=raw.id,
-                field=field,
-            )
+        _check_shown_parameter(
+            name, spec.format, definitions, where, template_id=raw.id, field=field
+        )
         known = frozenset(params) | {d.name for d in derived}
         what = Message("derived parameter %(name)s", name=repr(name))
         rule = _rule_formula(raw, spec.formula, known, definitions, where, what, field)
