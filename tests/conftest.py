@@ -39,6 +39,18 @@ CARD_ID = "zero-memory-offload"
 TEST_SECRET = "test-secret-key-0123456789-abcdefghijklmnop"
 
 
+def one_card_folder(folder: Path, card_id: str = CARD_ID) -> Path:
+    """``folder`` made to hold a copy of one card of CARDS_DIR (a test may edit it) and its demo
+    results, for tests of start-up and publishing: every start-up validates each card it finds
+    over its whole domains, and these tests are about the mechanism, not about every card."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(CARDS_DIR / f"{card_id}.yaml", folder / f"{card_id}.yaml")
+    results = CARDS_DIR / "demo-results"
+    if results.is_dir():
+        shutil.copytree(results, folder / "demo-results", dirs_exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def cards() -> dict[str, Card]:
     return load_cards(CARDS_DIR)

@@ -6,12 +6,14 @@ whose commit fails acknowledges none of them."""
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import shutil
 import subprocess
 import sys
 
 import pytest
 from conftest import ROOT
+from live_servers import SERVED_CARDS_DIR
 
 BENCH = ROOT / "bench"
 
@@ -59,6 +61,8 @@ def test_without_wrk_the_benchmark_says_how_to_get_it(tmp_path):
     shutil.which("wrk") is None, reason="wrk is not installed (apt-get install -y wrk)"
 )
 def test_service_benchmark_prints_its_table_and_passes_its_checks():
+    # The card it asks about alone: each worker's start-up validates every card it serves.
+    env = {**os.environ, "CARDS_DIR": str(SERVED_CARDS_DIR)}
     proc = subprocess.run(
         [
             sys.executable,
@@ -73,6 +77,7 @@ def test_service_benchmark_prints_its_table_and_passes_its_checks():
             "none",
         ],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=240,

@@ -228,15 +228,13 @@ def test_a_question_shown_before_the_upgrade_is_graded_as_it_was_shown(tmp_path,
     published at start-up beside that version) its token grades it against the
     choices shown, the attempt keeps the old template version, and new questions are drawn
     from the new versions."""
-    import shutil
-
     from fastapi.testclient import TestClient
 
     from app.main import create_app
-    from tests.conftest import CARD_ID, CARDS_DIR, make_settings
+    from tests.conftest import CARD_ID, CARDS_DIR, make_settings, one_card_folder
 
-    before = tmp_path / "cards-before"
-    shutil.copytree(CARDS_DIR, before)
+    before = one_card_folder(tmp_path / "cards-before")
+    after = one_card_folder(tmp_path / "cards-after")
     path = before / f"{CARD_ID}.yaml"
     path.write_text(_generator_1_era(path.read_text(encoding="utf-8")), encoding="utf-8")
     seed = _seed_picking_one_template(path, CARDS_DIR / f"{CARD_ID}.yaml", 2)
@@ -249,7 +247,7 @@ def test_a_question_shown_before_the_upgrade_is_graded_as_it_was_shown(tmp_path,
         shown = shown.json()
     old_version = shown["template_version"]
 
-    with TestClient(create_app(make_settings(tmp_path, db_url, cards_dir=CARDS_DIR))) as client:
+    with TestClient(create_app(make_settings(tmp_path, db_url, cards_dir=after))) as client:
         fresh = client.get(f"/api/v1/cards/{CARD_ID}/points/2/question?seed={seed}").json()
         assert fresh["template_id"] == shown["template_id"]
         assert fresh["template_version"] == old_version + 1

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import CARD_ID, CARDS_DIR, ROOT, TEST_SECRET, make_settings
+from conftest import CARD_ID, ROOT, TEST_SECRET, make_settings, one_card_folder
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
@@ -502,7 +502,9 @@ def _one_line_refusal(result: subprocess.CompletedProcess) -> str:
 
 def test_uvicorn_exits_non_zero_with_one_line_when_the_database_is_unreachable(tmp_path):
     url = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/test"
-    result = _serve_once(tmp_path, url, CARDS_DIR, DB_CONNECT_TIMEOUT_S="2", timeout_s=60)
+    result = _serve_once(
+        tmp_path, url, one_card_folder(tmp_path / "cards"), DB_CONNECT_TIMEOUT_S="2", timeout_s=60
+    )
     assert "database check failed" in _one_line_refusal(result)
 
 
@@ -510,10 +512,7 @@ def test_a_card_changed_without_a_new_version_refuses_start_up_in_one_line(tmp_p
     """The card files publish at start-up; a file edited since, under the same version, would
     change questions already answered: the server refuses with one line (no traceback) that
     says what to do, and /readyz of an app built anyway says why."""
-    import shutil
-
-    cards_dir = tmp_path / "cards"
-    shutil.copytree(CARDS_DIR, cards_dir)
+    cards_dir = one_card_folder(tmp_path / "cards")
     with TestClient(create_app(make_settings(tmp_path, db_url, cards_dir=cards_dir))) as client:
         assert client.get("/readyz", headers=METRICS).status_code == 200  # published
     path = cards_dir / f"{CARD_ID}.yaml"
@@ -534,10 +533,7 @@ def test_a_card_changed_without_a_new_version_refuses_start_up_in_one_line(tmp_p
 
 
 def test_a_card_file_that_fails_validation_refuses_start_up_in_one_line(tmp_path, db_url):
-    import shutil
-
-    cards_dir = tmp_path / "cards"
-    shutil.copytree(CARDS_DIR, cards_dir)
+    cards_dir = one_card_folder(tmp_path / "cards")
     path = cards_dir / f"{CARD_ID}.yaml"
     text = path.read_text(encoding="utf-8")
     path.write_text(text.replace("id: zero-memory-offload\n", "id: Not A Valid Id\n", 1))

@@ -38,29 +38,39 @@ def check_cards(cards_dir: Path, report: bool = False) -> str:
 def export_questions(
     cards_dir: Path, card_id: str, fmt: str, out: Path, lang: str, variants: str
 ) -> str:
-    """Write one card's fixed variants as an Anki package or Moodle XML; a one-line summary."""
-    from app.domain.cards import CardError
-    from app.domain.catalog import load_cards
-    from app.domain.export_plan import ExportError
+    """Write one card's fixed variants as an Anki package or Moodle XML; a one-line summary.
+
+    The arguments are checked before any card is read; only the exported card is validated
+    over its domains (the others in the folder are read, so an unknown id lists them)."""
+    from app.domain.cards import CardError, read_cards
+    from app.domain.export_plan import ExportError, check_variants
     from app.domain.languages import LANGS
+    from app.domain.validation import validate_card
 
     if lang not in LANGS:
         raise CliError(f"unknown language {lang!r} (known: {', '.join(LANGS)})")
     if not variants.isdigit():
         raise CliError(f"--variants must be a whole number, got {variants!r}")
     try:
+        check_variants(int(variants))
+    except ExportError as exc:
+        raise CliError(str(exc)) from None
+    try:
         from app.authoring.exports import FORMATS, export_card
     except ModuleNotFoundError as exc:
         raise CliError(f"exports need the package {exc.name!r} (pip install genanki)") from None
     if fmt not in FORMATS:
         raise CliError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
+    if not out.parent.is_dir():
+        raise CliError(f"cannot write {str(out)!r}: its folder does not exist")
     try:
-        cards = load_cards(cards_dir)
+        cards = read_cards(cards_dir)
+        card = cards.get(card_id)
+        if card is None:
+            raise CliError(f"unknown card {card_id!r} (known: {', '.join(sorted(cards))})")
+        validate_card(card)
     except CardError as exc:
         raise CliError(str(exc)) from None
-    card = cards.get(card_id)
-    if card is None:
-        raise CliError(f"unknown card {card_id!r} (known: {', '.join(sorted(cards))})")
     try:
         export = export_card(card, fmt, "zh" if lang == "zh" else "en", int(variants))
     except ExportError as exc:
