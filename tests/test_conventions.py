@@ -1,8 +1,8 @@
 """A key that depends on a convention (decimal GB or binary GiB, fp16 or fp32 gradients, the
 master-copy or the autocast layout, the ring's (N-1)/N, activations) is defensible only when
 the stem states the convention: validation refuses a template whose pitfall is the key under
-another convention unless the template declares its own and the stem says it in both
-languages."""
+another convention unless the template declares its own, and a template whose stem does not say
+each convention it declares in both languages."""
 
 import copy
 from pathlib import Path
@@ -108,10 +108,20 @@ def test_the_stem_must_state_the_convention_in_every_language():
     validate_card(card_with(conventions={"units": "decimal"}, pitfalls=marked, stem=DECIMAL_STEM))
 
 
+def test_a_declared_convention_is_stated_even_when_no_pitfall_needs_it():
+    """The key depends on every convention the template declares: a learner holding the other
+    one must be told, whether or not a pitfall happens to be that other answer."""
+    with pytest.raises(CardError, match=r"depends on the 'units' convention.*stem \(en\)"):
+        validate_card(card_with(conventions={"units": "decimal"}))
+
+
 def test_phrases_that_state_a_convention():
     assert stated("units", "decimal", "in decimal units (1 GB = $10^9$ bytes)", "en")
     assert not stated("units", "decimal", "How much memory, in GB?", "en")
     assert stated("gradients", "fp16", "按 ZeRO 论文的口径梯度为 fp16", "zh")
+    assert stated("gradients", "fp16", "梯度为 2 字节（bf16）", "zh")
+    assert stated("gradients", "fp32", "and an fp32 copy of the gradients in host memory", "en")
+    assert stated("ring", "ignored", "ignoring the $(N_d - 1)/N_d$ factor", "en")
     assert stated("layout", "master-copy", "keeps an fp32 master copy of the weights", "en")
     assert not stated("layout", "master-copy", "Mixed-precision Adam training", "en")
 

@@ -6,7 +6,7 @@ beside an fp32 master copy (apex O2, DeepSpeed) or fp32 parameters under autocas
 FSDP2's ``MixedPrecisionPolicy``), whether a ring's ``(N-1)/N`` is counted, whether activations
 count. A template declares the conventions its key depends on (``conventions:``), and a pitfall
 that is the key under another convention names it (``convention:``). Validation then requires
-the stem to state the declared convention, in every language, in one of the phrasings below
+the stem to state each declared convention, in every language, in one of the phrasings below
 (:func:`stated`), so that the learner holding the other convention is told which one the
 question uses rather than graded wrong for a defensible answer.
 """
@@ -30,10 +30,15 @@ PHRASES: Mapping[str, Mapping[str, Mapping[str, tuple[str, ...]]]] = {
     "gradients": {
         "fp16": {
             "en": ("fp16 gradients", "gradients in fp16", "2-byte gradients"),
-            "zh": ("fp16 梯度", "梯度为 fp16", "梯度用 fp16", "2 字节梯度"),
+            "zh": ("fp16 梯度", "梯度为 fp16", "梯度用 fp16", "2 字节梯度", "梯度为 2 字节"),
         },
         "fp32": {
-            "en": ("fp32 gradients", "gradients in fp32", "4-byte gradients"),
+            "en": (
+                "fp32 gradients",
+                "gradients in fp32",
+                "4-byte gradients",
+                "fp32 copy of the gradients",
+            ),
             "zh": ("fp32 梯度", "梯度为 fp32", "梯度用 fp32", "4 字节梯度"),
         },
     },
@@ -55,6 +60,7 @@ PHRASES: Mapping[str, Mapping[str, Mapping[str, tuple[str, ...]]]] = {
         "ignored": {
             "en": (
                 "ignoring $(N_d - 1)/N_d$",
+                "ignoring the $(N_d - 1)/N_d$ factor",
                 "as the ZeRO paper counts",
                 "counted as in the ZeRO paper",
             ),

@@ -225,20 +225,19 @@ def _check_giveaways(
 
 
 def _check_stated_conventions(card: Card, template: Template) -> None:
-    """Each convention a pitfall would be the key under is stated by the stem, in every
-    language (see :mod:`app.domain.conventions`)."""
+    """Each convention the template declares is stated by the stem, in every language (see
+    :mod:`app.domain.conventions`): a declared convention is one the key depends on, whether or
+    not a pitfall is the key under another."""
     from .conventions import stated
 
-    needed = {p.convention for p in template.pitfalls if p.convention is not None}
-    for name in sorted(needed):
-        value = template.conventions[name]  # declared: checked when the card was read
+    for name, value in sorted(template.conventions.items()):
         for lang in LANGS:
             if not stated(name, value, template.stem.source.get(lang), lang):
                 raise CardError(
                     Message(
-                        "card %(card)s, template %(template)s: a pitfall is the key under "
-                        "another %(name)s convention, but the stem (%(lang)s) does not say the "
-                        "question counts %(value)s",
+                        "card %(card)s, template %(template)s: the key depends on the "
+                        "%(name)s convention, but the stem (%(lang)s) does not say the question "
+                        "counts %(value)s",
                         card=repr(card.id),
                         template=repr(template.id),
                         name=repr(name),
