@@ -527,6 +527,11 @@ def supports(card: Card) -> bool:
     return REQUIRED_FORMULAS <= set(card.formulas)
 
 
+def has_calculator(card: Card) -> bool:
+    """Whether the card has a calculator page: the one it declares, or this memory calculator."""
+    return card.calculator is not None or supports(card)
+
+
 def _card_terms(card: Card, inputs: Inputs, n_d: int) -> tuple[tuple[Term, ...], Fraction]:
     params = {"psi": Fraction(inputs.psi), "n_d": Fraction(n_d)}
     sharded = SHARDED[inputs.stage]
