@@ -186,9 +186,7 @@ def test_megatron_interleaved_schedule(megatron):
     assert set(refused(megatron, schedule="interleaved", n_v="5")) == {"n_v"}
     # B = 1560: m = 65 micro-batches, fine for 1F1B, not a multiple of p = 8 for interleaving.
     assert run(megatron, global_batch="1560").value("bubble") == F(7, 65)
-    assert set(refused(megatron, schedule="interleaved", global_batch="1560")) == {
-        "global_batch"
-    }
+    assert set(refused(megatron, schedule="interleaved", global_batch="1560")) == {"global_batch"}
 
 
 def test_megatron_rules_and_checks(megatron):
@@ -240,11 +238,12 @@ def test_a_choice_outside_its_list_is_refused(activation):
 
 
 def test_every_problem_is_listed(activation):
-    assert set(refused(activation, s="x", b="0", sp="maybe", gpu_mem="-1")) == {
+    assert set(refused(activation, s="x", b="0", sp="maybe", gpu_mem="-1", t="5")) == {
         "s",
         "b",
         "sp",
         "gpu_mem",
+        "t",  # a rule over fields that read well is checked with the others
     }
 
 
@@ -350,9 +349,7 @@ def test_names_are_free(activation):
         output(section, "whole_model")["id"] = "act_layer"
 
     assert "is not free" in str(problem(activation, clash))
-    assert "is not free" in str(
-        problem(activation, lambda s: s["inputs"][0].update(name="lang"))
-    )
+    assert "is not free" in str(problem(activation, lambda s: s["inputs"][0].update(name="lang")))
 
 
 def test_number_inputs_are_bounded_and_their_default_fits(activation):

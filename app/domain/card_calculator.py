@@ -199,6 +199,14 @@ def unknown_names(calculator: Calculator, query: Mapping[str, str]) -> list[str]
 
 def read_inputs(calculator: Calculator, values: Mapping[str, str]) -> Inputs:
     """The form's texts as numbers and choices; :class:`CalculatorError` lists every problem."""
+    inputs, errors = _read(calculator, values)
+    if errors:
+        raise CalculatorError(errors)
+    return inputs
+
+
+def _read(calculator: Calculator, values: Mapping[str, str]) -> tuple[Inputs, list[FieldError]]:
+    """The fields that read well, and a message for each of the others."""
     read = FormReader(values)
     numbers: dict[str, Fraction] = {}
     chosen: dict[str, str] = {}
@@ -222,9 +230,7 @@ def read_inputs(calculator: Calculator, values: Mapping[str, str]) -> Inputs:
         )
         if value is not None:
             numbers[spec.name] = value * get_unit(spec.unit).scale
-    if read.errors:
-        raise CalculatorError(read.errors)
-    return Inputs(numbers, chosen)
+    return Inputs(numbers, chosen), read.errors
 
 
 # --- the results ------------------------------------------------------------------------------
@@ -285,14 +291,16 @@ class Result:
 def calculate(calculator: Calculator, values: Mapping[str, str]) -> Result:
     """The form's texts read and every output, rule, check and memory bar evaluated exactly.
 
-    A broken rule is its message at its field; an output the card's formulas cannot compute for
-    these inputs (a division by zero the card's rules did not exclude) is one message naming it.
+    A broken rule is its message at its field, listed with the fields that do not read as
+    numbers (a rule over fields that all read is checked even when others do not); an output the
+    card's formulas cannot compute for these inputs (a division by zero the card's rules did not
+    exclude) is one message naming it.
     """
-    inputs = read_inputs(calculator, values)
+    inputs, errors = _read(calculator, values)
     known: dict[str, Fraction] = dict(inputs.numbers)
     outputs: list[OutputValue] = []
     broken: FieldError | None = None
-    for output in calculator.outputs:
+    for output in calculator.outputs if not errors else ():
         case = output.case(inputs.chosen)
         try:
             value = case.formula.evaluate(known)
@@ -308,7 +316,7 @@ def calculate(calculator: Calculator, values: Mapping[str, str]) -> Result:
             break
         known[output.id] = value
         outputs.append(OutputValue(output, case, value))
-    errors = [
+    errors += [
         FieldError(rule.field, rule.message)
         for rule in calculator.rules
         if applies(rule.when, inputs.chosen) and _holds(rule.condition, known) is False
