@@ -369,21 +369,21 @@ def term_colours(memory: Memory) -> dict[str, int]:
 
 
 def memory_chart_svg(result: Result, lang: str, labels: Mapping[str, str]) -> str:
-    """The memory bars stacked by term, the GPU's memory as a dashed line. ``labels``: ``title``
-    and ``gpu`` in the page's language. Every text is escaped; no script, no style attribute."""
+    """The memory bars stacked by term, the GPU's memory as a dashed line; each term is named by
+    its own ``<title>`` and by the table of terms beside the chart, in the same colours (term
+    labels are too long for a legend in the picture). ``labels``: ``title``, ``gpu`` and ``colon``
+    in the page's language. Every text is escaped; no script, no style attribute."""
     memory = result.calculator.memory
     if memory is None or not result.bars:
         return ""
     colours = term_colours(memory)
-    width, left, right = 640, 10, 20
+    width, left, right = 480, 10, 20
     label_h, bar_h, gap, top = 20, 30, 16, 30
     capacity = result.bars[0].capacity
     largest = max([capacity, *(bar.total for bar in result.bars)])
     scale = Fraction(width - left - right) / (largest * Fraction(21, 20) or 1)
-    terms = list(colours)
-    legend_rows = (len(terms) + 1) // 2
     row_h = label_h + bar_h + gap
-    height = top + len(result.bars) * row_h + 6 + legend_rows * 24 + 8
+    height = top + len(result.bars) * row_h + 6
     title = labels["title"]
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
@@ -424,17 +424,5 @@ def memory_chart_svg(result: Result, lang: str, labels: Mapping[str, str]) -> st
         f'text-anchor="{anchor}">{escape(labels["gpu"])} '
         f"{escape(format_readable(capacity, 'B', 3, lang))}</text>"
     )
-    legend_top = bottom + 14
-    for index, term_id in enumerate(terms):
-        output = result.calculator.output(term_id)
-        assert output is not None
-        column, row = index % 2, index // 2
-        lx, ly = left + column * 315, legend_top + row * 24
-        out.append(
-            f'<rect x="{lx}" y="{ly}" width="14" height="14" fill="{PALETTE[colours[term_id]]}" '
-            f'class="calc-term-{colours[term_id]}"/>'
-            f'<text x="{lx + 20}" y="{ly + 12}" font-size="14" fill="currentColor">'
-            f"{escape(output.label.get(lang))}</text>"
-        )
     out.append("</svg>")
     return "".join(out)
