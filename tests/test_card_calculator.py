@@ -10,11 +10,12 @@ from fractions import Fraction as F
 from pathlib import Path
 
 import pytest
+import yaml
 
 from app.domain import card_calculator as calc
 from app.domain import formulas
 from app.domain.calculator_input import CalculatorError
-from app.domain.cards import CardError, parse_card, read_card
+from app.domain.cards import CardError, card_to_yaml, parse_card, read_card
 
 ROOT = Path(__file__).resolve().parents[1]
 GB = 10**9
@@ -297,10 +298,12 @@ def test_a_card_without_the_section_has_no_calculator():
     assert zero.calculator is None and "calculator" not in zero.document
 
 
-def test_the_section_round_trips_through_the_stored_document(activation):
+def test_the_section_round_trips_through_the_stored_document_and_yaml(activation):
     again = parse_card(copy.deepcopy(dict(activation.document)))
     assert again.calculator is not None and again.document == activation.document
     assert again.calculator.names == activation.calculator.names
+    exported = parse_card(yaml.safe_load(card_to_yaml(activation.document)))  # export-card
+    assert exported.document == activation.document
 
 
 def test_a_formula_must_get_every_parameter_from_an_input(activation):
