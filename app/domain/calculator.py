@@ -70,7 +70,7 @@ from typing import Literal
 from .calculator_input import MAX_TEXT as MAX_TEXT
 from .calculator_input import CalculatorError as CalculatorError
 from .calculator_input import FieldError as FieldError
-from .calculator_input import FormReader, listed
+from .calculator_input import FormReader, group_digits, listed
 from .cards import Card
 from .messages import Message
 from .texts import Text
@@ -626,19 +626,13 @@ def format_bytes(value: Fraction | int, decimals: int = 2) -> str:
     value = Fraction(value)
     for unit, scale in (("GB", GB), ("MB", 10**6), ("KB", 10**3)):
         if abs(value) >= scale:
-            return f"{_grouped(format_number(value / scale, decimals))} {unit}"
-    return f"{_grouped(format_number(value, 0))} B"
+            return f"{group_digits(format_number(value / scale, decimals))} {unit}"
+    return f"{group_digits(format_number(value, 0))} B"
 
 
 def format_gib(value: Fraction | int) -> str:
     """Binary GiB to two decimals, as DeepSpeed prints them (under a "GB" label)."""
-    return f"{_grouped(format_number(Fraction(value) / GIB, 2))} GiB"
-
-
-def _grouped(number: str) -> str:
-    sign = "-" if number.startswith("-") else ""
-    whole, _, decimals = number.lstrip("-").partition(".")
-    return sign + f"{int(whole):,}" + (f".{decimals}" if decimals else "")
+    return f"{group_digits(format_number(Fraction(value) / GIB, 2))} GiB"
 
 
 SVG_COLOURS = {

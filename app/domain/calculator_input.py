@@ -49,12 +49,17 @@ def read_number(text: str) -> Fraction | None:
     return -value if match.group("sign") else value
 
 
-def grouped(value: Fraction | int) -> str:
-    """A bound as a message shows it: '10,000', '0.5', '1,048,576'."""
-    number = format_number(Fraction(value), 0 if Fraction(value).denominator == 1 else 4)
+def group_digits(number: str) -> str:
+    """A formatted number with its thousands grouped: '1120.5' -> '1,120.5'."""
     sign = "-" if number.startswith("-") else ""
     whole, _, decimals = number.lstrip("-").partition(".")
     return sign + f"{int(whole):,}" + (f".{decimals}" if decimals else "")
+
+
+def grouped(value: Fraction | int) -> str:
+    """A bound as a message shows it: '10,000', '0.5', '1,048,576'."""
+    value = Fraction(value)
+    return group_digits(format_number(value, 0 if value.denominator == 1 else 4))
 
 
 # --- errors -----------------------------------------------------------------------------------
