@@ -288,6 +288,10 @@ def learner_pages(client, app) -> dict[str, str]:
         f"/cards/{CARD_ID}/calculator?psi=7.5B&n_d=64&gpu_gb=80&stage=3&offload=optimizer"
         "&layers=80&hidden=8192&seq_len=4096&micro_batch=1&heads=64",
         f"/cards/{CARD_ID}/calculator?psi=lots&n_d=0",
+        # The calculators cards declare: results, a check that fails, refused input.
+        "/cards/activation-memory/calculator?sp=on&recompute=selective",
+        "/cards/megatron-3d-pipeline/calculator?tp=16&gpus=3072&schedule=interleaved",
+        "/cards/megatron-3d-pipeline/calculator?gpus=1000&psi=lots&schedule=maybe",
         "/cards/no-such-card",
         "/login",
         "/signup",

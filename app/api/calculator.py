@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
+from app.api.card_calculator import CalculatorProblemPublic, CardCalculatorPublic, evaluate
 from app.deps import ApiLang, CatalogDep
 from app.domain import calculator as calc
 from app.domain.messages import Message
@@ -66,13 +67,23 @@ class CalculatorPublic(BaseModel):
 
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ProblemPublic, "description": "An input out of range or not a number."},
+    400: {
+        "model": CalculatorProblemPublic,
+        "description": "invalid_calculator_input: an input out of range, not a number, or "
+        "breaking one of the card's rules (errors: each field's message); "
+        "unknown_calculator_input: a name the card's calculator does not take.",
+    },
     404: {"model": ProblemPublic, "description": "Unknown card, or a card without a calculator."},
 }
 
 
-@router.get("/cards/{card_id}/calculator", response_model=CalculatorPublic, responses=PROBLEMS)
+@router.get(
+    "/cards/{card_id}/calculator",
+    response_model=CalculatorPublic | CardCalculatorPublic,
+    responses=PROBLEMS,
+)
 def calculator(
+    request: Request,
     card_id: CardId,
     catalog: CatalogDep,
     lang: ApiLang,
@@ -92,9 +103,14 @@ def calculator(
     heads: Annotated[str | None, _text("Attention heads a; empty: FlashAttention.")] = None,
     checkpointing: Annotated[str | None, _text("1: full activation checkpointing.")] = None,
 ) -> Any:
-    """Per-rank memory by term from the card's formulas, DeepSpeed's estimator beside it, and
-    whether it fits; parameters left out take the page's defaults (70B, 8 ranks, 80 GB, ZeRO-3)."""
+    """A card that declares its calculator: its inputs by their names in the query (those left
+    out take their defaults), its outputs, checks and memory per GPU (CardCalculatorPublic).
+    Otherwise the ZeRO memory calculator (CalculatorPublic): per-rank memory by term from the
+    card's formulas, DeepSpeed's estimator beside it, and whether it fits; parameters left out
+    take the page's defaults (70B, 8 ranks, 80 GB, ZeRO-3)."""
     card = get_card(catalog, card_id)
+    if card.calculator is not None:
+        return evaluate(card, dict(request.query_params), lang)
     if not calc.supports(card):
         raise NotFound(
             Message("This card has no memory calculator."),

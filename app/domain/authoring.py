@@ -82,7 +82,7 @@ class CardProblem:
 # the ZeRO card has 59 templates, 470 formulas and 1,900 placeholders, so a card five times
 # its size is accepted; beyond, compiling and validating it would outgrow a validation job.
 MAX_TEMPLATES = 300
-# Card formulas, numeric answers and pitfall formulas.
+# Card formulas, numeric answers, pitfall formulas and the calculator's formulas.
 MAX_FORMULAS = 3_000
 # {name} and {=formula} placeholders in every text of every language.
 MAX_PLACEHOLDERS = 12_000
@@ -108,6 +108,7 @@ def draft_size(raw: object) -> DraftSize:
         pitfalls = template.get("pitfalls")
         for pitfall in pitfalls if isinstance(pitfalls, list) else []:
             count += isinstance(pitfall, dict) and isinstance(pitfall.get("formula"), str)
+    count += _calculator_formulas(raw.get("calculator"))
     placeholders = 0
     stack: list[object] = [raw]
     while stack:  # iterative: a document's nesting cannot exhaust the stack
@@ -119,6 +120,29 @@ def draft_size(raw: object) -> DraftSize:
         elif isinstance(item, list):
             stack.extend(item)
     return DraftSize(templates, count, placeholders)
+
+
+def _calculator_formulas(calculator: object) -> int:
+    """The formulas of a calculator section: outputs, their cases, rules and checks."""
+    if not isinstance(calculator, Mapping):
+        return 0
+    parts: list[object] = []
+    for key in ("outputs", "rules", "checks"):
+        items = calculator.get(key)
+        parts += items if isinstance(items, list) else []
+    count = 0
+    for part in parts:
+        if not isinstance(part, Mapping):
+            continue
+        cases = part.get("cases")
+        formulas = [part] + (list(cases) if isinstance(cases, list) else [])
+        for item in formulas:
+            if isinstance(item, Mapping):
+                count += sum(
+                    isinstance(item.get(k), str)
+                    for k in ("formula", "value", "at_least", "at_most")
+                )
+    return count
 
 
 def size_problem(raw: object) -> Text | None:

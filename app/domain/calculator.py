@@ -61,15 +61,18 @@ language); nothing else is raised for any text input.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from html import escape
 from typing import Literal
 
+from .calculator_input import MAX_TEXT as MAX_TEXT
+from .calculator_input import CalculatorError as CalculatorError
+from .calculator_input import FieldError as FieldError
+from .calculator_input import FormReader, group_digits, listed
 from .cards import Card
-from .messages import Message, contextual_message
+from .messages import Message
 from .texts import Text
 from .units import format_number
 
@@ -107,8 +110,6 @@ SHARDED = {
 }
 
 # Input bounds.
-MAX_TEXT = 40
-MAX_EXPONENT = 30
 MIN_PSI, MAX_PSI = 1, 10**14
 MAX_N_D = 2**20
 MAX_GPUS_PER_NODE = 64
@@ -145,56 +146,6 @@ DEFAULTS: dict[str, str] = {
     "stage": "3",
     "offload": "none",
 }
-
-_NUMBER = re.compile(
-    r"(?P<sign>-?)(?P<mantissa>[0-9][0-9_,]*(?:\.[0-9]*)?|\.[0-9]+)"
-    r"(?:[eE](?P<exponent>[+-]?[0-9]{1,4}))?"
-    r"\s*(?P<suffix>[kKmMbBtT]?)"
-)
-_GROUPED = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+")
-_SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
-
-
-# --- errors -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FieldError:
-    field: str
-    message: Text
-
-
-class CalculatorError(ValueError):
-    """Unusable input: one message per field, in the reader's language when shown (safe to show)."""
-
-    def __init__(self, errors: list[FieldError] | tuple[FieldError, ...]) -> None:
-        self.errors = tuple(errors)
-        super().__init__("; ".join(f"{e.field}: {e.message.en}" for e in self.errors))
-
-    def text(self) -> Text:
-        """Every message, one sentence after another."""
-        return _sentences([e.message for e in self.errors])
-
-
-def _sentences(texts: list[Text]) -> Text:
-    """Sentences one after the other (a space between them in English, none in Chinese)."""
-    joined = texts[-1]
-    for text in reversed(texts[:-1]):
-        # Translators: two sentences one after the other (Chinese puts no space between them).
-        joined = contextual_message(
-            "sentences", "%(sentence)s %(next)s", sentence=text, next=joined
-        )
-    return joined
-
-
-def _listed(texts: list[Text]) -> Text:
-    """Items in a list ("a, b, c"; "a、b、c" in Chinese)."""
-    joined = texts[-1]
-    for text in reversed(texts[:-1]):
-        # Translators: an item of a list and the rest of the list (Chinese separates them with 、).
-        joined = contextual_message("list", "%(item)s, %(next)s", item=text, next=joined)
-    return joined
-
 
 # --- inputs -----------------------------------------------------------------------------------
 
@@ -258,82 +209,6 @@ def form_values(query: Mapping[str, str]) -> dict[str, str]:
     return {name: str(source.get(name, ""))[: MAX_TEXT * 4] for name in FIELDS}
 
 
-def _parse_number(text: str) -> Fraction | None:
-    """A decimal number with an optional exponent and K/M/B/T suffix; None if it is not one."""
-    match = _NUMBER.fullmatch(text.strip())
-    if match is None:
-        return None
-    mantissa = match.group("mantissa")
-    whole = mantissa.partition(".")[0]
-    if "," in whole and not _GROUPED.fullmatch(whole):
-        return None  # commas only as thousands separators: "1,5" is not 15
-    if "," in mantissa.partition(".")[2] or "__" in mantissa or whole.endswith("_"):
-        return None
-    exponent = int(match.group("exponent") or 0)
-    if abs(exponent) > MAX_EXPONENT:
-        return None
-    value = Fraction(mantissa.replace("_", "").replace(",", "")) * Fraction(10) ** exponent
-    value *= _SUFFIX[match.group("suffix").lower()]
-    return -value if match.group("sign") else value
-
-
-class _Reader:
-    """Reads the form's fields, collecting every error instead of stopping at the first."""
-
-    def __init__(self, values: Mapping[str, str]) -> None:
-        self.values = values
-        self.errors: list[FieldError] = []
-
-    def fail(self, field: str, message: Text) -> None:
-        self.errors.append(FieldError(field, message))
-
-    def text(self, field: str) -> str:
-        return str(self.values.get(field, "") or "").strip()
-
-    def number(self, field: str, label: Text, *, whole: bool) -> Fraction | None:
-        raw = self.text(field)
-        if not raw:
-            return None
-        if len(raw) > MAX_TEXT:
-            self.fail(
-                field,
-                Message("%(label)s: at most %(limit)s characters.", label=label, limit=MAX_TEXT),
-            )
-            return None
-        value = _parse_number(raw)
-        if value is None:
-            self.fail(
-                field,
-                Message("%(label)s: %(value)s is not a number.", label=label, value=repr(raw)),
-            )
-            return None
-        if whole and value.denominator != 1:
-            self.fail(field, Message("%(label)s: a whole number, please.", label=label))
-            return None
-        return value
-
-    def bounded(
-        self, field: str, label: Text, low: int, high: int, *, required: bool
-    ) -> int | None:
-        value = self.number(field, label, whole=True)
-        if value is None:
-            if required and not self.text(field):
-                self.fail(field, Message("%(label)s: required.", label=label))
-            return None
-        if not low <= value <= high:
-            self.fail(
-                field,
-                Message(
-                    "%(label)s: from %(low)s to %(high)s.",
-                    label=label,
-                    low=f"{low:,}",
-                    high=f"{high:,}",
-                ),
-            )
-            return None
-        return int(value)
-
-
 LABELS: dict[str, Text] = {
     "psi": Message("Parameters Ψ"),
     "n_d": Message("Data-parallel ranks N_d"),
@@ -372,7 +247,7 @@ class _LowerCase(Text):
 
 def parse_inputs(values: Mapping[str, str]) -> Inputs:
     """Validated inputs from the form's texts; :class:`CalculatorError` lists every problem."""
-    read = _Reader(values)
+    read = FormReader(values)
     psi = read.bounded("psi", LABELS["psi"], MIN_PSI, MAX_PSI, required=True)
     n_d = read.bounded("n_d", LABELS["n_d"], 1, MAX_N_D, required=True)
 
@@ -460,7 +335,7 @@ def parse_inputs(values: Mapping[str, str]) -> Inputs:
     )
 
 
-def _read_activations(read: _Reader) -> Activations | None:
+def _read_activations(read: FormReader) -> Activations | None:
     given = [name for name in (*ACTIVATION_FIELDS, "heads") if read.text(name)]
     checkpointing = read.text("checkpointing").lower() in {"1", "on", "true", "yes"}
     if not given:
@@ -472,7 +347,7 @@ def _read_activations(read: _Reader) -> Activations | None:
             Message(
                 "Activations need the layers, hidden size, sequence length and micro-batch: "
                 "%(missing)s missing (or leave all four empty).",
-                missing=_listed([_LowerCase(LABELS[name]) for name in missing]),
+                missing=listed([_LowerCase(LABELS[name]) for name in missing]),
             ),
         )
     layers = read.bounded("layers", LABELS["layers"], 1, MAX_LAYERS, required=False)
@@ -652,6 +527,11 @@ def supports(card: Card) -> bool:
     return REQUIRED_FORMULAS <= set(card.formulas)
 
 
+def has_calculator(card: Card) -> bool:
+    """Whether the card has a calculator page: the one it declares, or this memory calculator."""
+    return card.calculator is not None or supports(card)
+
+
 def _card_terms(card: Card, inputs: Inputs, n_d: int) -> tuple[tuple[Term, ...], Fraction]:
     params = {"psi": Fraction(inputs.psi), "n_d": Fraction(n_d)}
     sharded = SHARDED[inputs.stage]
@@ -746,19 +626,13 @@ def format_bytes(value: Fraction | int, decimals: int = 2) -> str:
     value = Fraction(value)
     for unit, scale in (("GB", GB), ("MB", 10**6), ("KB", 10**3)):
         if abs(value) >= scale:
-            return f"{_grouped(format_number(value / scale, decimals))} {unit}"
-    return f"{_grouped(format_number(value, 0))} B"
+            return f"{group_digits(format_number(value / scale, decimals))} {unit}"
+    return f"{group_digits(format_number(value, 0))} B"
 
 
 def format_gib(value: Fraction | int) -> str:
     """Binary GiB to two decimals, as DeepSpeed prints them (under a "GB" label)."""
-    return f"{_grouped(format_number(Fraction(value) / GIB, 2))} GiB"
-
-
-def _grouped(number: str) -> str:
-    sign = "-" if number.startswith("-") else ""
-    whole, _, decimals = number.lstrip("-").partition(".")
-    return sign + f"{int(whole):,}" + (f".{decimals}" if decimals else "")
+    return f"{group_digits(format_number(Fraction(value) / GIB, 2))} GiB"
 
 
 SVG_COLOURS = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
@@ -20,13 +20,17 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from . import card_calculator as calc
+from .calculator_input import CalculatorError, read_number
+from .card_calculator import Calculator
 from .cues import Cue
+from .formulas import Constraint as Constraint
 from .formulas import Formula, FormulaError, is_identifier, parse_formula, parse_number
 from .languages import LANGS
 from .messages import Message, plural_message
 from .storable import value_problem
 from .texts import Text, TextTemplate, compile_text
-from .units import FORMATS, UNITS, UnitError, format_value
+from .units import FORMATS, UNITS, UnitError, dimension, format_value, get_unit
 
 SLUG_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN, max_length=80)]
@@ -155,6 +159,104 @@ class _FormulaIn(_Strict):
 Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")]
 
 
+FormulaText = Annotated[str, StringConstraints(min_length=1, max_length=500)]
+ChoiceValue = Annotated[
+    str, StringConstraints(pattern=r"^[a-z0-9]+([-_][a-z0-9]+)*$", max_length=40)
+]
+# A number of a calculator's section: as YAML reads it, or as a form takes it ("175B", "80").
+CalculatorNumber = int | float | Annotated[str, StringConstraints(min_length=1, max_length=40)]
+# Which choices a case, a rule or a check applies under: choice input -> value or values.
+WhenIn = Annotated[dict[str, ChoiceValue | list[ChoiceValue]], Field(max_length=8)]
+
+
+class _ChoiceIn(_Strict):
+    value: ChoiceValue
+    label: _TextIn
+
+
+class _CalculatorInputIn(_Strict):
+    """A number typed in ``unit`` within ``min``..``max``, or one of ``choices``."""
+
+    name: str
+    label: _TextIn
+    help: _TextIn | None = None
+    default: CalculatorNumber
+    unit: str = "1"
+    integer: bool = False
+    min: CalculatorNumber | None = None
+    max: CalculatorNumber | None = None
+    choices: Annotated[list[_ChoiceIn], Field(max_length=12)] = Field(default_factory=list)
+
+
+class _CaseIn(_Strict):
+    when: WhenIn = Field(default_factory=dict)
+    formula: FormulaText
+    latex: Annotated[str, StringConstraints(max_length=500)] | None = None
+
+
+class _CalculatorOutputIn(_Strict):
+    """One of the card's formulas (or a small formula over them), or cases by choice."""
+
+    id: str
+    label: _TextIn
+    help: _TextIn | None = None
+    unit: str = "1"
+    figures: Annotated[int, Field(ge=1, le=12)] = 3
+    formula: FormulaText | None = None
+    latex: Annotated[str, StringConstraints(max_length=500)] | None = None
+    cases: Annotated[list[_CaseIn], Field(max_length=24)] = Field(default_factory=list)
+
+
+class _ConditionIn(_Strict):
+    value: FormulaText
+    integer: bool = False
+    at_least: FormulaText | None = None
+    at_most: FormulaText | None = None
+    when: WhenIn = Field(default_factory=dict)
+
+
+class _RuleIn(_ConditionIn):
+    """What the inputs must satisfy together; ``message`` is shown at ``field`` otherwise."""
+
+    field: str
+    message: _TextIn
+
+
+class _CheckIn(_ConditionIn):
+    """A verdict shown with the results."""
+
+    id: Slug
+    label: _TextIn
+    failed: _TextIn | None = None
+
+
+class _MemoryBarIn(_Strict):
+    label: _TextIn
+    terms: Annotated[list[str], Field(min_length=1, max_length=8)]
+
+
+class _MemoryIn(_Strict):
+    title: _TextIn
+    capacity: str
+    bars: Annotated[list[_MemoryBarIn], Field(min_length=1, max_length=4)]
+
+
+class _CalculatorIn(_Strict):
+    """The card's calculator (app.domain.card_calculator)."""
+
+    title: _TextIn
+    intro: _TextIn | None = None
+    inputs: Annotated[list[_CalculatorInputIn], Field(min_length=1, max_length=30)]
+    outputs: Annotated[list[_CalculatorOutputIn], Field(min_length=1, max_length=40)]
+    rules: Annotated[list[_RuleIn], Field(max_length=20)] = Field(default_factory=list)
+    checks: Annotated[list[_CheckIn], Field(max_length=20)] = Field(default_factory=list)
+    memory: _MemoryIn | None = None
+    sources: Annotated[
+        list[Annotated[str, StringConstraints(min_length=3, max_length=300)]],
+        Field(max_length=10),
+    ] = Field(default_factory=list)
+
+
 class _CardIn(_Strict):
     id: Slug
     version: Annotated[int, Field(ge=1)]
@@ -173,6 +275,8 @@ class _CardIn(_Strict):
     problems_solved: _TextIn
     formulas: list[_FormulaIn] = Field(default_factory=list)
     points: Annotated[list[_PointIn], Field(min_length=1)]
+    # Its calculator page: inputs, outputs from its formulas, rules, checks, memory per GPU.
+    calculator: _CalculatorIn | None = None
 
 
 # --- the loaded card --------------------------------------------------------------------------
@@ -216,24 +320,6 @@ class Derived:
 
     def display(self, value: Fraction) -> str:
         return format_value(value, self.format)
-
-
-@dataclass(frozen=True, eq=False)
-class Constraint:
-    """``value`` is a whole number (``integer``) and lies within ``at_least``..``at_most``."""
-
-    value: Formula
-    integer: bool = False
-    at_least: Formula | None = None
-    at_most: Formula | None = None
-
-    def holds(self, values: Mapping[str, Fraction]) -> bool:
-        x = self.value.evaluate(values)
-        if self.integer and x.denominator != 1:
-            return False
-        if self.at_least is not None and x < self.at_least.evaluate(values):
-            return False
-        return self.at_most is None or x <= self.at_most.evaluate(values)
 
 
 @dataclass(frozen=True, eq=False)
@@ -334,6 +420,7 @@ class Card:
     params: tuple[str, ...] = ()
     attachments: tuple[str, ...] = ()
     prerequisites: tuple[str, ...] = ()  # the cards to meet before this one
+    calculator: Calculator | None = None  # the calculator it declares (app.domain.card_calculator)
     source: Path | None = field(default=None)
     # The card file's data as loaded (plain JSON types): what the catalog stores per version.
     document: Mapping[str, object] = field(default_factory=dict, repr=False)
@@ -547,6 +634,11 @@ def parse_card(
                 tuple(templates),
             )
         )
+    calculator = (
+        _compile_calculator(data.calculator, definitions, where)
+        if data.calculator is not None
+        else None
+    )
     return Card(
         document=stored_document(data),
         id=data.id,
@@ -560,6 +652,7 @@ def parse_card(
         params=tuple(data.params),
         attachments=tuple(data.attachments),
         prerequisites=tuple(p for p in data.prerequisites if p != data.id),
+        calculator=calculator,
         source=source,
     )
 
@@ -567,7 +660,7 @@ def parse_card(
 # Template fields added after cards were first stored: spelled out only when used, so that a
 # stored document (and each template's content digest, app.domain.manifests) stays as it was.
 _LATER_FIELDS = ("derived", "constraints", "revision")
-_LATER_CARD_FIELDS = ("prerequisites",)
+_LATER_CARD_FIELDS = ("prerequisites", "calculator")
 
 
 def stored_document(data: _CardIn) -> dict[str, Any]:
@@ -1046,6 +1139,394 @@ def _check_unit(unit: str, where: Text) -> None:
                 known=", ".join(UNITS),
             )
         )
+
+
+# --- the calculator section -------------------------------------------------------------------
+
+
+class _Section:
+    """Where a problem of the calculator section is: its message names the card, the section and
+    the part (``input 's'``), and ``field`` locates it for the dashboard."""
+
+    def __init__(self, where: Text) -> None:
+        self.where = Message("%(where)s, calculator", where=where)
+
+    def error(
+        self,
+        what: Text,
+        field: str,
+        problem: Text,
+        position: int | None = None,
+        reason: Text | None = None,
+    ) -> CardError:
+        return CardError(
+            Message("%(where)s, %(what)s: %(error)s", where=self.where, what=what, error=problem),
+            field=field,
+            position=position,
+            reason=reason or problem,
+        )
+
+
+def _compile_calculator(
+    raw: _CalculatorIn, definitions: Mapping[str, Formula], where: Text
+) -> Calculator:
+    """The card's ``calculator:`` section compiled (cards/README.md, "Calculator"): every name
+    unique, every number input bounded, every formula parsed against the inputs, the outputs
+    before it and the card's formulas, every case reachable and every choice covered, and the
+    defaults computed."""
+    section = _Section(where)
+    _check_plain_labels(raw, section)
+    taken: set[str] = set(definitions) | set(calc.RESERVED_NAMES)
+    inputs: list[calc.Input] = []
+    for item in raw.inputs:
+        inputs.append(_calculator_input(item, taken, section))
+        taken.add(item.name)
+    numbers = frozenset(i.name for i in inputs if not i.is_choice)
+    outputs: list[calc.Output] = []
+    for out in raw.outputs:
+        what = Message("output %(name)s", name=repr(out.id))
+        field = f"calculator.outputs.{out.id}"
+        _check_calculator_name(out.id, taken, section, what, field)
+        taken.add(out.id)
+        names = numbers | {o.id for o in outputs}
+        outputs.append(_calculator_output(out, inputs, names, definitions, section, what, field))
+    every = numbers | {o.id for o in outputs}
+    rules = []
+    for number, rule in enumerate(raw.rules, start=1):
+        what = Message("rule %(number)s", number=number)
+        field = f"calculator.rules.{number}"
+        if rule.field not in {i.name for i in inputs}:
+            raise section.error(what, field, Message("%(name)s is no input", name=repr(rule.field)))
+        condition = _calculator_condition(rule, every, definitions, section, what, field)
+        when = _calculator_when(rule.when, inputs, section, what, field)
+        rules.append(calc.Rule(rule.field, condition, _text(rule.message), when))
+    checks: list[calc.Check] = []
+    for check in raw.checks:
+        what = Message("check %(name)s", name=repr(check.id))
+        field = f"calculator.checks.{check.id}"
+        if any(c.id == check.id for c in checks):
+            raise section.error(what, field, Message("the id is used twice"))
+        checks.append(
+            calc.Check(
+                check.id,
+                _text(check.label),
+                _calculator_condition(check, every, definitions, section, what, field),
+                _text(check.failed) if check.failed is not None else None,
+                _calculator_when(check.when, inputs, section, what, field),
+            )
+        )
+    calculator = calc.Calculator(
+        title=_text(raw.title),
+        intro=_text(raw.intro) if raw.intro is not None else None,
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        rules=tuple(rules),
+        checks=tuple(checks),
+        memory=_calculator_memory(raw.memory, inputs, outputs, section)
+        if raw.memory is not None
+        else None,
+        sources=tuple(raw.sources),
+    )
+    try:
+        calc.calculate(calculator, calc.form_values(calculator, {}))
+    except CalculatorError as exc:
+        raise section.error(
+            Message("defaults"),
+            "calculator.inputs",
+            Message("they do not compute: %(problems)s", problems=exc.text()),
+        ) from None
+    return calculator
+
+
+def _check_plain_labels(raw: _CalculatorIn, section: _Section) -> None:
+    """Labels show in menus, tables and charts: plain text, no $...$."""
+    labels: list[tuple[str, _TextIn]] = [("calculator.title", raw.title)]
+    for item in raw.inputs:
+        labels.append((f"calculator.inputs.{item.name}.label", item.label))
+        labels += [(f"calculator.inputs.{item.name}.choices", c.label) for c in item.choices]
+    labels += [(f"calculator.outputs.{o.id}.label", o.label) for o in raw.outputs]
+    labels += [(f"calculator.checks.{c.id}.label", c.label) for c in raw.checks]
+    if raw.memory is not None:
+        labels.append(("calculator.memory.title", raw.memory.title))
+        labels += [("calculator.memory.bars", bar.label) for bar in raw.memory.bars]
+    for located, label in labels:
+        if "$" in label.en or "$" in label.zh:
+            raise section.error(
+                Message("label %(label)s", label=repr(label.en)),
+                located,
+                Message("a label is plain text, without $...$ (menus and charts show it)"),
+            )
+
+
+def _check_calculator_name(
+    name: str, taken: set[str], section: _Section, what: Text, field: str
+) -> None:
+    if not is_identifier(name) or name in taken:
+        raise section.error(
+            what,
+            field,
+            Message(
+                "the name %(name)s is not free (a formula's name: lower-case letters, digits "
+                "and _, not an input, an output, a card formula or lang)",
+                name=repr(name),
+            ),
+        )
+
+
+def _calculator_number(
+    value: int | float | str, section: _Section, what: Text, field: str
+) -> Fraction:
+    if isinstance(value, str):
+        number = read_number(value)
+        if number is None:
+            raise section.error(
+                what, field, Message("%(value)s is not a number", value=repr(value))
+            )
+        return number
+    try:
+        return parse_number(value)
+    except FormulaError as exc:
+        raise section.error(what, field, exc.message) from None
+
+
+def _calculator_input(item: _CalculatorInputIn, taken: set[str], section: _Section) -> calc.Input:
+    what = Message("input %(name)s", name=repr(item.name))
+    field = f"calculator.inputs.{item.name}"
+    _check_calculator_name(item.name, taken, section, what, field)
+    label = _text(item.label)
+    help_text = _text(item.help) if item.help is not None else None
+    if item.choices:
+        if item.min is not None or item.max is not None or item.integer or item.unit != "1":
+            raise section.error(
+                what, field, Message("a choice input takes no unit, integer, min or max")
+            )
+        values = [c.value for c in item.choices]
+        if len(values) < 2 or len(set(values)) != len(values):
+            raise section.error(
+                what, field, Message("a choice input offers two choices or more, each once")
+            )
+        if str(item.default) not in values:
+            raise section.error(
+                what, f"{field}.default", Message("the default must be one of the choices")
+            )
+        choices = tuple(calc.Choice(c.value, _text(c.label)) for c in item.choices)
+        return calc.Input(item.name, label, help_text, str(item.default), choices=choices)
+    try:
+        get_unit(item.unit)
+    except UnitError as exc:
+        raise section.error(what, f"{field}.unit", exc.message) from None
+    if item.min is None or item.max is None:
+        raise section.error(
+            what, field, Message("a number input needs min and max (what a form accepts)")
+        )
+    low = _calculator_number(item.min, section, what, f"{field}.min")
+    high = _calculator_number(item.max, section, what, f"{field}.max")
+    default = _calculator_number(item.default, section, what, f"{field}.default")
+    if low > high:
+        raise section.error(what, f"{field}.min", Message("min is above max"))
+    if not low <= default <= high or (item.integer and default.denominator != 1):
+        raise section.error(
+            what,
+            f"{field}.default",
+            Message("the default is not a value the input accepts (min, max, integer)"),
+        )
+    if isinstance(item.default, float):
+        shown = str(int(item.default)) if item.default.is_integer() else repr(item.default)
+    else:
+        shown = str(item.default)
+    return calc.Input(item.name, label, help_text, shown, item.unit, item.integer, low, high)
+
+
+def _calculator_formula(
+    text: str,
+    names: frozenset[str],
+    definitions: Mapping[str, Formula],
+    section: _Section,
+    what: Text,
+    field: str,
+) -> Formula:
+    """A formula of the section, over ``names`` and the card's formulas (whose parameters must
+    be among ``names`` too)."""
+    try:
+        formula = parse_formula(text, names, definitions)
+    except FormulaError as exc:
+        raise section.error(what, field, exc.localized, exc.column, exc.message) from None
+    missing = sorted(formula.names - names)
+    if missing:
+        raise section.error(
+            what,
+            field,
+            Message(
+                "it uses %(names)s, which no input or output before it gives",
+                names=", ".join(missing),
+            ),
+        )
+    return formula
+
+
+def _calculator_when(
+    raw: Mapping[str, str | list[str]],
+    inputs: Sequence[calc.Input],
+    section: _Section,
+    what: Text,
+    field: str,
+) -> dict[str, frozenset[str]]:
+    when: dict[str, frozenset[str]] = {}
+    for name, wanted in raw.items():
+        found = next((i for i in inputs if i.name == name and i.is_choice), None)
+        if found is None:
+            raise section.error(
+                what, f"{field}.when", Message("%(name)s is no choice input", name=repr(name))
+            )
+        values = frozenset([wanted] if isinstance(wanted, str) else wanted)
+        for value in sorted(values):
+            if found.choice(value) is None:
+                raise section.error(
+                    what,
+                    f"{field}.when",
+                    Message(
+                        "%(value)s is not a choice of %(name)s", value=repr(value), name=repr(name)
+                    ),
+                )
+        when[name] = values
+    return when
+
+
+def _calculator_output(
+    raw: _CalculatorOutputIn,
+    inputs: Sequence[calc.Input],
+    names: frozenset[str],
+    definitions: Mapping[str, Formula],
+    section: _Section,
+    what: Text,
+    field: str,
+) -> calc.Output:
+    try:
+        get_unit(raw.unit)
+    except UnitError as exc:
+        raise section.error(what, f"{field}.unit", exc.message) from None
+    if (raw.formula is None) == (not raw.cases):
+        raise section.error(what, field, Message("give a formula or cases, one of the two"))
+    given = (
+        [_CaseIn(formula=raw.formula, latex=raw.latex)] if raw.formula is not None else raw.cases
+    )
+    cases = []
+    for number, item in enumerate(given, start=1):
+        where = f"{field}.formula" if raw.formula is not None else f"{field}.cases.{number}"
+        formula = _calculator_formula(item.formula, names, definitions, section, what, where)
+        bare = item.formula.strip()
+        cases.append(
+            calc.Case(
+                formula,
+                _calculator_when(item.when, inputs, section, what, where),
+                bare if bare in definitions else None,
+                item.latex,
+            )
+        )
+    _check_cases(cases, inputs, section, what, field)
+    return calc.Output(
+        raw.id,
+        _text(raw.label),
+        _text(raw.help) if raw.help is not None else None,
+        raw.unit,
+        raw.figures,
+        tuple(cases),
+    )
+
+
+def _check_cases(
+    cases: Sequence[calc.Case],
+    inputs: Sequence[calc.Input],
+    section: _Section,
+    what: Text,
+    field: str,
+) -> None:
+    """Some case applies under every combination of the choices the cases name, and every case
+    is the first to apply under one of them."""
+    named = [i.name for i in inputs if any(i.name in case.when for case in cases)]
+    combinations = calc.choice_combinations(inputs, named)
+    if combinations is None:
+        raise section.error(
+            what,
+            f"{field}.cases",
+            Message(
+                "its cases name choices with more than %(limit)s combinations",
+                limit=calc.MAX_CASE_COMBINATIONS,
+            ),
+        )
+    used: set[int] = set()
+    for chosen in combinations:
+        first = next((n for n, c in enumerate(cases) if calc.applies(c.when, chosen)), None)
+        if first is None:
+            shown = ", ".join(f"{name} = {value}" for name, value in chosen.items())
+            raise section.error(
+                what, f"{field}.cases", Message("no case applies when %(choices)s", choices=shown)
+            )
+        used.add(first)
+    for number in range(len(cases)):
+        if number not in used:
+            raise section.error(
+                what,
+                f"{field}.cases.{number + 1}",
+                Message(
+                    "case %(number)s never applies: the cases before it cover it", number=number + 1
+                ),
+            )
+
+
+def _calculator_condition(
+    raw: _ConditionIn,
+    names: frozenset[str],
+    definitions: Mapping[str, Formula],
+    section: _Section,
+    what: Text,
+    field: str,
+) -> Constraint:
+    if not raw.integer and raw.at_least is None and raw.at_most is None:
+        raise section.error(
+            what, field, Message("say what the value must be (integer, at_least or at_most)")
+        )
+
+    def formula(text: str | None, part: str) -> Formula | None:
+        if text is None:
+            return None
+        return _calculator_formula(text, names, definitions, section, what, f"{field}.{part}")
+
+    value = formula(raw.value, "value")
+    assert value is not None
+    return Constraint(
+        value, raw.integer, formula(raw.at_least, "at_least"), formula(raw.at_most, "at_most")
+    )
+
+
+def _calculator_memory(
+    raw: _MemoryIn,
+    inputs: Sequence[calc.Input],
+    outputs: Sequence[calc.Output],
+    section: _Section,
+) -> calc.Memory:
+    what = Message("memory")
+    capacity = next((i for i in inputs if i.name == raw.capacity and not i.is_choice), None)
+    if capacity is None or "B" not in dimension(capacity.unit) or capacity.low <= 0:
+        raise section.error(
+            what,
+            "calculator.memory.capacity",
+            Message("the GPU's memory is a number input in bytes (a unit such as GB) above 0"),
+        )
+    for bar in raw.bars:
+        for term in bar.terms:
+            output = next((o for o in outputs if o.id == term), None)
+            if output is None or "B" not in dimension(output.unit):
+                raise section.error(
+                    what,
+                    "calculator.memory.bars",
+                    Message("%(term)s is no output in bytes", term=repr(term)),
+                )
+    return calc.Memory(
+        _text(raw.title),
+        raw.capacity,
+        tuple(calc.MemoryBar(_text(bar.label), tuple(bar.terms)) for bar in raw.bars),
+    )
 
 
 def _text(value: _TextIn) -> Text:

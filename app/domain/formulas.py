@@ -229,6 +229,24 @@ class Formula:
         return evaluate(self, values)
 
 
+@dataclass(frozen=True, eq=False)
+class Constraint:
+    """``value`` is a whole number (``integer``) and lies within ``at_least``..``at_most``."""
+
+    value: Formula
+    integer: bool = False
+    at_least: Formula | None = None
+    at_most: Formula | None = None
+
+    def holds(self, values: Mapping[str, Fraction]) -> bool:
+        x = self.value.evaluate(values)
+        if self.integer and x.denominator != 1:
+            return False
+        if self.at_least is not None and x < self.at_least.evaluate(values):
+            return False
+        return self.at_most is None or x <= self.at_most.evaluate(values)
+
+
 def decimal_to_fraction(text: str) -> Fraction:
     """Exact value of a decimal literal such as ``1.3e9``, ``70_000`` or ``3/8``, refused (a
     :class:`FormulaError`) before anything is computed when its exponent is over

@@ -15,6 +15,7 @@ from app.domain import calculator as calc
 from app.domain.messages import Message
 from app.practice.questions import get_card
 from app.problems import NotFound
+from app.web.card_calculator import card_calculator_page, field_errors
 from app.web.templating import render_page
 
 router = APIRouter(include_in_schema=False)
@@ -46,8 +47,11 @@ def chart_labels(lang: str) -> dict[str, str]:
 def calculator_page(
     request: Request, card_id: str, catalog: CatalogDep, visitor: VisitorDep
 ) -> Response:
-    """Ψ, N_d, GPU memory, stage, offload, optional activations → per-rank memory by term."""
+    """The calculator the card declares, else (a card with the ZeRO formulas) the memory
+    calculator: Ψ, N_d, GPU memory, stage, offload, optional activations → memory by term."""
     card = get_card(catalog, card_id)
+    if card.calculator is not None:  # the card declares its calculator
+        return card_calculator_page(request, card, visitor.lang)
     if not calc.supports(card):
         raise NotFound(
             Message("This card has no memory calculator."),
@@ -60,11 +64,7 @@ def calculator_page(
     try:
         result = calc.calculate(card, calc.parse_inputs(values))
     except calc.CalculatorError as exc:
-        for error in exc.errors:
-            message = error.message.get(visitor.lang)
-            errors[error.field] = (
-                f"{errors[error.field]} {message}" if error.field in errors else message
-            )
+        errors = field_errors(exc, visitor.lang)
     context = {
         "card": card,
         "values": values,

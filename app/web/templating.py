@@ -28,6 +28,7 @@ from jinja2.runtime import Context
 from markupsafe import Markup
 from starlette.responses import Response
 
+from app.domain.calculator import has_calculator
 from app.domain.calendar import zone
 from app.domain.languages import LANGS, other_lang
 from app.domain.messages import Message, check_catalogs, translations
@@ -66,6 +67,7 @@ def make_pages() -> Jinja2Templates:
     env.filters["number"] = _number_filter
     env.filters["when"] = _when_filter
     env.globals["duration"] = format_duration
+    env.globals["has_calculator"] = has_calculator
     return pages
 
 
