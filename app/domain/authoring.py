@@ -156,7 +156,8 @@ def size_problem(raw: object) -> Text | None:
         )
     if size.formulas > MAX_FORMULAS:
         return Message(
-            "the draft has %(count)s formulas (card formulas, answers and pitfalls); a draft "
+            "the draft has %(count)s formulas (card formulas, answers, pitfalls and the "
+            "calculator's); a draft "
             "may have at most %(limit)s",
             count=size.formulas,
             limit=MAX_FORMULAS,
