@@ -47,7 +47,12 @@ from app.domain.export_plan import (
 )
 from app.domain.languages import Lang
 from app.domain.messages import Message
-from app.domain.moodle_calculated import NUMERIC_EXPORTS, NumericExport
+from app.domain.moodle_calculated import (
+    NUMERIC_EXPORTS,
+    NumericExport,
+    TemplateExport,
+    plan_calculated,
+)
 from app.problems import InvalidInput
 
 ExportFormat = Literal["apkg", "moodle", "qti"]
@@ -71,6 +76,7 @@ __all__ = [
     "apkg_bytes",
     "export_card",
     "export_published",
+    "moodle_calculated_plan",
     "moodle_calculated_xml",
     "moodle_xml",
 ]
@@ -156,6 +162,15 @@ def published_card(catalog: Catalog, card_id: str) -> Card:
     from app.practice.questions import get_card
 
     return get_card(catalog, card_id[:100], offered=False)  # a withdrawn card exports too
+
+
+def moodle_calculated_plan(
+    catalog: Catalog, card_id: str, lang: Lang
+) -> tuple[Card, tuple[TemplateExport, ...]]:
+    """The latest published version of a card and how each of its templates goes into a Moodle
+    export with calculated questions (NotFound for an unknown card)."""
+    card = published_card(catalog, card_id)
+    return card, plan_calculated(card, lang)
 
 
 def attachment_headers(export: ExportFile) -> dict[str, str]:

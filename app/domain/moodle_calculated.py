@@ -51,7 +51,7 @@ from .export_plan import mathjax_delimiters
 from .generation import Candidate, candidates, clash, figures_of, side
 from .giveaways import GIVEAWAY_MARGIN
 from .languages import Lang
-from .messages import Message
+from .messages import Message, plural_message
 from .moodle_formulas import (
     MoodleExpr,
     Untranslatable,
@@ -160,26 +160,36 @@ class TemplateExport:
         return len(self.datasets[0].values) if self.datasets else 0
 
     @property
-    def summary(self) -> Text:
-        """What the export does with the template, in a line."""
+    def detail(self) -> Text:
+        """Why fixed variants, or what Moodle gets."""
         if self.reason is not None:
-            return Message("fixed variants: %(reason)s", reason=self.reason)
+            return self.reason
         if self.items < self.combinations:
-            return Message(
-                "calculated: %(questions)s questions, one per position of the key by value, "
-                "over %(items)s of its %(combinations)s parameter combinations (Moodle lists "
-                "at most %(limit)s)",
-                questions=len(self.questions),
+            return plural_message(
+                "%(num)s question, one per position of the key by value, over %(items)s of its "
+                "%(combinations)s parameter combinations (Moodle lists at most %(limit)s)",
+                "%(num)s questions, one per position of the key by value, over %(items)s of its "
+                "%(combinations)s parameter combinations (Moodle lists at most %(limit)s)",
+                len(self.questions),
                 items=self.items,
                 combinations=self.combinations,
                 limit=MAX_DATASET_ITEMS,
             )
-        return Message(
-            "calculated: %(questions)s questions, one per position of the key by value, over "
-            "all %(items)s parameter combinations",
-            questions=len(self.questions),
+        return plural_message(
+            "%(num)s question, one per position of the key by value, over all %(items)s "
+            "parameter combinations",
+            "%(num)s questions, one per position of the key by value, over all %(items)s "
+            "parameter combinations",
+            len(self.questions),
             items=self.items,
         )
+
+    @property
+    def summary(self) -> Text:
+        """What the export does with the template, in a line."""
+        if self.reason is not None:
+            return Message("fixed variants: %(reason)s", reason=self.reason)
+        return Message("calculated: %(detail)s", detail=self.detail)
 
 
 def plan_calculated(card: Card, lang: Lang) -> tuple[TemplateExport, ...]:
