@@ -205,8 +205,8 @@ def moodle_calculated_xml(card: Card, lang: Lang, variants: int) -> str:
 
 def _report(card: Card, routes: tuple[TemplateExport, ...], lang: Lang) -> str:
     calculated = sum(1 for r in routes if r.calculated)
-    head = Message(
-        "infracards: %(card)s version %(version)s, numeric templates as Moodle calculated "
+    head = "infracards · " + Message(
+        "%(card)s version %(version)s, numeric templates as Moodle calculated "
         "multichoice questions where Moodle can compute them: %(calculated)s templates "
         "calculated, %(fixed)s as fixed variants.",
         card=card.id,
