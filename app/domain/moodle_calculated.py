@@ -246,7 +246,9 @@ def _items(template: Template) -> list[dict[str, Fraction]]:
         combinations = list(itertools.product(*(p.values for p in template.params.values())))
     if len(combinations) > MAX_DATASET_ITEMS:
         count = len(combinations)
-        combinations = [combinations[i * count // MAX_DATASET_ITEMS] for i in range(100)]
+        combinations = [
+            combinations[i * count // MAX_DATASET_ITEMS] for i in range(MAX_DATASET_ITEMS)
+        ]
     return [template.complete(dict(zip(names, c, strict=True))) for c in combinations]
 
 
@@ -257,7 +259,7 @@ def _where(template: Template, values: Mapping[str, Fraction]) -> str:
 @dataclass
 class _Pitfall:
     pitfall: Pitfall
-    expr: MoodleExpr
+    expr: MoodleExpr | None  # None: Moodle cannot compute it (or its explanation) exactly
     side: int  # -1 below the key at every item, 1 above, 0 neither throughout
     usable: bool
 
@@ -273,9 +275,6 @@ class _Planner:
         self.figures = figures_of(template)
         self.computed: dict[int, tuple[MoodleExpr, list[Fraction]]] = {}
 
-    def fixed(self, reason: Text) -> _Fixed:
-        return _Fixed(reason)
-
     def checked(self, formula_expr: MoodleExpr, exact: Sequence[Fraction]) -> int | None:
         """The first item where Moodle's double is not the exact value, or None."""
         for index, (values, value) in enumerate(zip(self.floats, exact, strict=True)):
@@ -289,12 +288,12 @@ class _Planner:
         try:
             key = translate(template.answer_formula)
         except Untranslatable as exc:
-            raise self.fixed(Message("its answer: %(reason)s", reason=exc.reason)) from None
+            raise _Fixed(Message("its answer: %(reason)s", reason=exc.reason)) from None
         made = [candidates(template, values) for values in self.items]
         answers = [answer for answer, _ in made]
         bad = self.checked(key, [a.value for a in answers if a.value is not None])
         if bad is not None:
-            raise self.fixed(
+            raise _Fixed(
                 Message(
                     "Moodle's arithmetic (in doubles) does not give its answer exactly at %(where)s",
                     where=_where(template, self.items[bad]),
@@ -307,7 +306,7 @@ class _Planner:
         chosen = self.positions(pitfalls, clashing)
         chance = Fraction(1, template.choices) + GIVEAWAY_MARGIN
         if not chosen or Fraction(1, len(chosen)) > chance:
-            raise self.fixed(
+            raise _Fixed(
                 Message(
                     "with the same pitfalls at every parameter combination, the key could take "
                     "only %(count)s of the %(choices)s positions by value (a learner could pick "
@@ -338,9 +337,9 @@ class _Planner:
             expr = translate(pitfall.formula)
             values = [shown[index].value for _, shown in made]
             usable = self.checked(expr, [v for v in values if v is not None]) is None
-            self.check_text(pitfall.explanation_template, None)
+            self.check_text(pitfall.explanation_template, Text.verbatim(pitfall.id))
         except (Untranslatable, _Fixed):
-            return _Pitfall(pitfall, Wildcard("_"), 0, False)
+            return _Pitfall(pitfall, None, 0, False)
         only = sides.pop() if len(sides) == 1 else 0
         return _Pitfall(pitfall, expr, only, usable and only != 0)
 
@@ -385,7 +384,7 @@ class _Planner:
 
     # --- texts --------------------------------------------------------------------------------
 
-    def check_text(self, text: TextTemplate, where: Text | None) -> None:
+    def check_text(self, text: TextTemplate, where: Text) -> None:
         """Every computed value of ``text`` (both languages) translated and exact at every item;
         ``_Fixed`` naming ``where`` otherwise."""
         for segment in (*text.en, *text.zh):
@@ -394,17 +393,17 @@ class _Planner:
             try:
                 expr = translate(segment.formula)
             except Untranslatable as exc:
-                raise self.fixed(
-                    Message("%(where)s: %(reason)s", where=where or "", reason=exc.reason)
+                raise _Fixed(
+                    Message("%(where)s: %(reason)s", where=where, reason=exc.reason)
                 ) from None
             exact = [segment.formula.evaluate(values) for values in self.items]
             bad = self.checked(expr, exact)
             if bad is not None:
-                raise self.fixed(
+                raise _Fixed(
                     Message(
                         "%(where)s: Moodle's arithmetic (in doubles) does not give "
                         "%(formula)s exactly at %(values)s",
-                        where=where or "",
+                        where=where,
                         formula=segment.formula.text,
                         values=_where(self.template, self.items[bad]),
                     )
@@ -422,45 +421,41 @@ class _Planner:
     ) -> CalculatedQuestion:
         template = self.template
         assert template.unit is not None
-        columns = [[a.value for a in answers]] + [
-            [shown[i].value for _, shown in made] for i in picked
-        ]
+        exprs = [key]
+        for p in chosen:
+            assert p.expr is not None  # only usable pitfalls are chosen
+            exprs.append(p.expr)
+        columns = [[a.value for a in answers]]
+        columns += [[shown[i].value for _, shown in made] for i in picked]
         exact = [[v for v in column if v is not None] for column in columns]
         unit = readable_unit([v for column in exact for v in column], template.unit, self.figures)
         spec = get_unit(unit)
         suffix = _suffix(unit, self.lang)
-        shown_forms = [self.answer_form(column, spec.scale, spec.whole) for column in exact]
-        exprs = [key, *(p.expr for p in chosen)]
+        values = [scaled(expr, spec.scale) for expr in exprs]
+        forms = [self.answer_form(column, spec.scale, spec.whole) for column in exact]
         displays = [
-            in_text(_shown(scaled(expr, spec.scale), form, column)) + suffix
-            for expr, form, column in zip(exprs, shown_forms, exact, strict=True)
+            in_text(_shown(value, form, column)) + suffix
+            for value, form, column in zip(values, forms, exact, strict=True)
         ]
-        named = self.parameters()
-        named["answer"] = displays[0]
-        built = [
-            CalculatedAnswer(
-                text=in_text(scaled(key, spec.scale)) + suffix,
-                correct=True,
-                pitfall=None,
-                value=scaled(key, spec.scale),
-                answer_format=shown_forms[0][0],
-                length=shown_forms[0][1],
-                shown=displays[0],
-            )
-        ]
-        for p, display, form in zip(chosen, displays[1:], shown_forms[1:], strict=True):
-            explanation = self.text(p.pitfall.explanation_template, {**named, "value": display})
+        named = {**self.parameters(), "answer": displays[0]}
+        built = []
+        for index, (value, form, display) in enumerate(zip(values, forms, displays, strict=True)):
+            pitfall = chosen[index - 1].pitfall if index else None
             built.append(
                 CalculatedAnswer(
-                    text=in_text(scaled(p.expr, spec.scale)) + suffix,
-                    correct=False,
-                    pitfall=p.pitfall,
-                    value=scaled(p.expr, spec.scale),
+                    text=in_text(value) + suffix,
+                    correct=pitfall is None,
+                    pitfall=pitfall,
+                    value=value,
                     answer_format=form[0],
                     length=form[1],
                     shown=display,
-                    title=mathjax_delimiters(p.pitfall.title.get(self.lang)),
-                    explanation=explanation,
+                    title=mathjax_delimiters(pitfall.title.get(self.lang)) if pitfall else "",
+                    explanation=(
+                        self.text(pitfall.explanation_template, {**named, "value": display})
+                        if pitfall
+                        else ""
+                    ),
                 )
             )
         below = [a for a, p in zip(built[1:], chosen, strict=True) if p.side < 0]
