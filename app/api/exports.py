@@ -34,7 +34,11 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
             "application/zip": {"schema": {"type": "string", "format": "binary"}},
         },
     },
-    400: {"model": ProblemPublic, "description": "invalid_export: the card cannot be exported."},
+    400: {
+        "model": ProblemPublic,
+        "description": "invalid_export: the card cannot be exported, or numeric=calculated "
+        "asked of a format other than moodle.",
+    },
     403: {"model": ProblemPublic, "description": "The token is not an instructor's."},
     404: {"model": ProblemPublic, "description": "Unknown card."},
 }
