@@ -11,12 +11,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypeAliasType
 
 from app.domain.languages import Lang
+from app.domain.moodle_calculated import NumericExport
 from app.models import CLIENT_ANSWER_ID_MAX
 
 # Named components of the OpenAPI document: one enum each, however many operations and models
 # use it (a generator makes one type of each).
 LangCode = TypeAliasType("Lang", Lang)
 QuestionMode = TypeAliasType("QuestionMode", Literal["choices", "typed"])
+NumericExportCode = TypeAliasType("NumericExport", NumericExport)
 
 ClientAnswerId = Field(
     min_length=1,

@@ -86,6 +86,7 @@ OPERATION_IDS = {
     "GET /instructor/cards/{card_id}/audit": "listCardAudit",
     "GET /instructor/cards/{card_id}/preview": "previewTemplate",
     "GET /instructor/cards/{card_id}/export": "exportCard",
+    "GET /instructor/cards/{card_id}/export/moodle-calculated": "planMoodleCalculated",
     "POST /instructor/cards/{card_id}/import": "importQuestions",
     "GET /instructor/cards/{card_id}/analytics": "getCardAnalytics",
 }

@@ -1,8 +1,10 @@
-"""Exports from one source: an Anki package (``.apkg``), Moodle XML (``multichoice``) and a
-QTI 3.0 package (app.authoring.qti).
+"""Exports from one source: an Anki package (``.apkg``), Moodle XML (:mod:`app.authoring.moodle`:
+``multichoice``, or numeric templates as ``calculatedmulti`` where Moodle can compute them) and a
+QTI 3.0 package (:mod:`app.authoring.qti`).
 
-Both write the fixed instances that :func:`app.domain.export_plan.plan_export` chooses (the same
-variants, the same texts, one language per file); this module only lays them out.
+All write the fixed instances that :func:`app.domain.export_plan.plan_export` chooses (the same
+variants, the same texts, one language per file), but for Moodle's calculated questions, which
+carry formulas instead (:mod:`app.domain.moodle_calculated`); these modules only lay them out.
 
 Anki (genanki): one note per variant; the front is the stem with the choices listed (a, b,
 c ...), the back the answer, each wrong choice with its pitfall's title and explanation (the
@@ -13,13 +15,7 @@ the note type and the deck have fixed ids for the same reason. The package is a 
 SQLite collection ``collection.anki2`` (the legacy schema that every Anki imports) and an empty
 ``media`` map.
 
-Moodle XML: a category pseudo-question, then one ``multichoice`` question per variant: a single
-answer, the key at fraction 100 and each pitfall at 0; each wrong answer's feedback is its
-pitfall's explanation with the variant's numbers, the key's feedback (and the combined feedback
-for any wrong answer) the worked solution. Answers are *not* shuffled: the generator already
-puts the key at a seeded, uniformly distributed position, and keeping the order keeps the
-letters a, b, c ... those of the service, the Anki notes and the analytics. Math is LaTeX in
-``\\( ... \\)`` for Moodle's MathJax filter.
+Moodle XML: see :mod:`app.authoring.moodle`.
 """
 
 from __future__ import annotations
@@ -36,6 +32,8 @@ from html import escape
 from pathlib import Path
 from typing import Literal
 
+from app.authoring.export_html import block_html, inline_html
+from app.authoring.moodle import moodle_calculated_xml, moodle_xml
 from app.domain.cards import Card
 from app.domain.catalog import Catalog
 from app.domain.export_plan import (
@@ -44,11 +42,17 @@ from app.domain.export_plan import (
     ExportError,
     ExportItem,
     ExportPlan,
-    paragraphs,
+    check_variants,
     plan_export,
 )
 from app.domain.languages import Lang
 from app.domain.messages import Message
+from app.domain.moodle_calculated import (
+    NUMERIC_EXPORTS,
+    NumericExport,
+    TemplateExport,
+    plan_calculated,
+)
 from app.problems import InvalidInput
 
 ExportFormat = Literal["apkg", "moodle", "qti"]
@@ -62,14 +66,18 @@ SUFFIXES: dict[ExportFormat, str] = {"apkg": ".apkg", "moodle": ".xml", "qti": "
 
 __all__ = [
     "FORMATS",
+    "NUMERIC_EXPORTS",
     "ExportError",
     "ExportFile",
     "ExportFormat",
+    "NumericExport",
     "anki_fields",
     "attachment_headers",
     "apkg_bytes",
     "export_card",
     "export_published",
+    "moodle_calculated_plan",
+    "moodle_calculated_xml",
     "moodle_xml",
 ]
 
@@ -87,10 +95,22 @@ def export_card(
     lang: Lang,
     variants: int = DEFAULT_VARIANTS,
     *,
+    numeric: str = "fixed",
     timestamp: float | None = None,
 ) -> ExportFile:
-    """One card's export in ``fmt`` (``apkg``, ``moodle`` or ``qti``); ExportError for a bad
-    request."""
+    """One card's export in ``fmt`` (``apkg``, ``moodle`` or ``qti``), numeric templates as
+    fixed variants or (``numeric="calculated"``, Moodle only) as calculated questions where
+    Moodle can compute them; ExportError for a bad request."""
+    if numeric not in NUMERIC_EXPORTS:
+        raise ExportError(
+            Message(
+                "unknown way to export numeric templates %(numeric)s (known: %(known)s)",
+                numeric=repr(numeric),
+                known=", ".join(NUMERIC_EXPORTS),
+            )
+        )
+    if numeric == "calculated" and fmt != "moodle":
+        raise ExportError(Message("calculated questions are a Moodle XML export (format moodle)"))
     if fmt not in FORMATS:
         raise ExportError(
             Message(
@@ -106,28 +126,51 @@ def export_card(
         content = qti_package(card, lang, variants)
     elif chosen == "apkg":
         content = apkg_bytes(plan_export(card, lang, variants), timestamp=timestamp)
+    elif numeric == "calculated":
+        content = moodle_calculated_xml(card, lang, check_variants(variants)).encode("utf-8")
     else:
         content = moodle_xml(plan_export(card, lang, variants)).encode("utf-8")
+    kind = "-calculated" if numeric == "calculated" else ""
     return ExportFile(
         content=content,
-        filename=f"{card.id}-{lang}{SUFFIXES[chosen]}",
+        filename=f"{card.id}-{lang}{kind}{SUFFIXES[chosen]}",
         media_type=MEDIA_TYPES[chosen],
     )
 
 
 def export_published(
-    catalog: Catalog, card_id: str, fmt: str, lang: Lang, variants: int = DEFAULT_VARIANTS
+    catalog: Catalog,
+    card_id: str,
+    fmt: str,
+    lang: Lang,
+    variants: int = DEFAULT_VARIANTS,
+    *,
+    numeric: str = "fixed",
 ) -> ExportFile:
     """The export of a card's latest published version (withdrawn or not), for the API and the
     dashboard alike: NotFound for an unknown card, InvalidInput for a card that cannot be
     exported."""
-    from app.practice.questions import get_card
-
-    card = get_card(catalog, card_id[:100], offered=False)  # a withdrawn card exports too
+    card = published_card(catalog, card_id)
     try:
-        return export_card(card, fmt, lang, variants)
+        return export_card(card, fmt, lang, variants, numeric=numeric)
     except ExportError as exc:
         raise InvalidInput(exc.text, code="invalid_export") from None
+
+
+def published_card(catalog: Catalog, card_id: str) -> Card:
+    """A card's latest published version, withdrawn or not (NotFound for an unknown card)."""
+    from app.practice.questions import get_card
+
+    return get_card(catalog, card_id[:100], offered=False)  # a withdrawn card exports too
+
+
+def moodle_calculated_plan(
+    catalog: Catalog, card_id: str, lang: Lang
+) -> tuple[Card, tuple[TemplateExport, ...]]:
+    """The latest published version of a card and how each of its templates goes into a Moodle
+    export with calculated questions (NotFound for an unknown card)."""
+    card = published_card(catalog, card_id)
+    return card, plan_calculated(card, lang)
 
 
 def attachment_headers(export: ExportFile) -> dict[str, str]:
@@ -136,18 +179,6 @@ def attachment_headers(export: ExportFile) -> dict[str, str]:
         "Content-Disposition": f'attachment; filename="{export.filename}"',
         "Cache-Control": "no-store",
     }
-
-
-# --- HTML shared by both formats --------------------------------------------------------------
-
-
-def _html(text: str) -> str:
-    """A text's paragraphs as ``<p>``, escaped (MathJax reads ``\\( ... \\)`` from the text)."""
-    return "".join(f"<p>{escape(p, quote=False)}</p>" for p in paragraphs(text))
-
-
-def _inline(text: str) -> str:
-    return escape(" ".join(paragraphs(text)), quote=False)
 
 
 # --- Anki -------------------------------------------------------------------------------------
@@ -174,17 +205,18 @@ def _stable_id(*parts: str) -> int:
 def anki_fields(item: ExportItem, plan: ExportPlan) -> list[str]:
     """The note's fields (HTML), in :data:`ANKI_FIELDS` order."""
     choices = "".join(
-        f'<li><span class="letter">{c.letter})</span> {_inline(c.text)}</li>' for c in item.choices
+        f'<li><span class="letter">{c.letter})</span> {inline_html(c.text)}</li>'
+        for c in item.choices
     )
-    question = f'<div class="stem">{_html(item.stem)}</div><ul class="choices">{choices}</ul>'
+    question = f'<div class="stem">{block_html(item.stem)}</div><ul class="choices">{choices}</ul>'
     key = item.key
     answer = (
         f'<p class="answer"><b>{escape(plan.label("answer"))}:</b> '
-        f"{key.letter}) {_inline(key.text)}</p>"
+        f"{key.letter}) {inline_html(key.text)}</p>"
     )
     pitfalls = "".join(_anki_pitfall(c) for c in item.pitfalls)
     pitfalls_html = f"<h4>{escape(plan.label('pitfalls'))}</h4><ul>{pitfalls}</ul>"
-    steps = "".join(f"<li>{_inline(step)}</li>" for step in item.solution)
+    steps = "".join(f"<li>{inline_html(step)}</li>" for step in item.solution)
     solution = f"<h4>{escape(plan.label('solution'))}</h4><ol>{steps}</ol>"
     source = escape(f"{plan.label('source')}: {item.reference}")
     return [question, answer, pitfalls_html, solution, source]
@@ -193,9 +225,9 @@ def anki_fields(item: ExportItem, plan: ExportPlan) -> list[str]:
 def _anki_pitfall(choice: ExportChoice) -> str:
     assert choice.explanation is not None and choice.pitfall_title is not None
     return (
-        f"<li><b>{choice.letter}) {_inline(choice.text)}</b> — "
-        f'<span class="pitfall-title">{_inline(choice.pitfall_title)}</span>'
-        f"{_html(choice.explanation)}</li>"
+        f"<li><b>{choice.letter}) {inline_html(choice.text)}</b> — "
+        f'<span class="pitfall-title">{inline_html(choice.pitfall_title)}</span>'
+        f"{block_html(choice.explanation)}</li>"
     )
 
 
@@ -256,91 +288,3 @@ def apkg_bytes(plan: ExportPlan, *, timestamp: float | None = None) -> bytes:
             archive.write(database, "collection.anki2")
             archive.writestr("media", "{}")
     return buffer.getvalue()
-
-
-# --- Moodle XML -------------------------------------------------------------------------------
-
-
-def _cdata(html: str) -> str:
-    return "<![CDATA[" + html.replace("]]>", "]]]]><![CDATA[>") + "]]>"
-
-
-def _text_element(tag: str, html: str, *, fmt: str = "html", indent: str = "    ") -> str:
-    return (
-        f'{indent}<{tag} format="{fmt}">\n{indent}  <text>{_cdata(html)}</text>\n{indent}</{tag}>'
-    )
-
-
-def _plain(value: str) -> str:
-    return escape(value, quote=True)
-
-
-def moodle_xml(plan: ExportPlan) -> str:
-    """The plan as a Moodle XML question file (one category, one multichoice per variant)."""
-    category = f"$course$/top/infracards/{plan.card_id}"
-    lines = [
-        '<?xml version="1.0" encoding="UTF-8"?>',
-        "<quiz>",
-        '  <question type="category">',
-        f"    <category><text>{_plain(category)}</text></category>",
-        '    <info format="html">',
-        f"      <text>{_cdata(_html(plan.title))}</text>",
-        "    </info>",
-        "  </question>",
-    ]
-    for item in plan.items:
-        lines.append(_moodle_question(item, plan))
-    lines.append("</quiz>")
-    return "\n".join(lines) + "\n"
-
-
-def _moodle_question(item: ExportItem, plan: ExportPlan) -> str:
-    q = item.question
-    name = f"{plan.card_id} · {item.point_number}. {q.template_id} · seed {q.seed}"
-    solution = _solution_html(item, plan)
-    parts = [
-        '  <question type="multichoice">',
-        f"    <name><text>{_plain(name)}</text></name>",
-        _text_element("questiontext", _html(item.stem)),
-        _text_element("generalfeedback", ""),
-        "    <defaultgrade>1</defaultgrade>",
-        "    <penalty>0.3333333</penalty>",
-        "    <hidden>0</hidden>",
-        f"    <idnumber>{_plain(_idnumber(item))}</idnumber>",
-        "    <single>true</single>",
-        "    <shuffleanswers>false</shuffleanswers>",
-        "    <answernumbering>abc</answernumbering>",
-        "    <showstandardinstruction>0</showstandardinstruction>",
-        _text_element("correctfeedback", _html(plan.label("correct"))),
-        _text_element("partiallycorrectfeedback", ""),
-        _text_element("incorrectfeedback", _html(plan.label("incorrect")) + solution),
-    ]
-    for choice in item.choices:
-        feedback = solution if choice.correct else _html(choice.explanation or "")
-        parts += [
-            f'    <answer fraction="{100 if choice.correct else 0}" format="html">',
-            f"      <text>{_cdata(_inline(choice.text))}</text>",
-            _text_element("feedback", feedback, indent="      "),
-            "    </answer>",
-        ]
-    parts += [
-        "    <tags>",
-        *(f"      <tag><text>{_plain(tag)}</text></tag>" for tag in item.tags),
-        "    </tags>",
-        "  </question>",
-    ]
-    return "\n".join(parts)
-
-
-def _solution_html(item: ExportItem, plan: ExportPlan) -> str:
-    steps = "".join(f"<li>{_inline(step)}</li>" for step in item.solution)
-    return f"<p><b>{escape(plan.label('solution'))}</b></p><ol>{steps}</ol>"
-
-
-def _idnumber(item: ExportItem) -> str:
-    """Moodle's question id number (at most 100 characters, unique within the category)."""
-    q = item.question
-    full = f"{q.template_id}-v{q.template_version}-s{q.seed}"
-    if len(full) <= 100:
-        return full
-    return hashlib.sha256(full.encode("utf-8")).hexdigest()[:32]

@@ -36,9 +36,17 @@ def check_cards(cards_dir: Path, report: bool = False) -> str:
 
 
 def export_questions(
-    cards_dir: Path, card_id: str, fmt: str, out: Path, lang: str, variants: str
+    cards_dir: Path,
+    card_id: str,
+    fmt: str,
+    out: Path,
+    lang: str,
+    variants: str,
+    numeric: str = "fixed",
 ) -> str:
-    """Write one card's fixed variants as an Anki package or Moodle XML; a one-line summary.
+    """Write one card's fixed variants as an Anki package, Moodle XML (numeric templates as
+    calculated questions where Moodle can compute them: ``numeric="calculated"``) or a QTI
+    package; a one-line summary.
 
     The arguments are checked before any card is read; only the exported card is validated
     over its domains (the others in the folder are read, so an unknown id lists them)."""
@@ -72,7 +80,9 @@ def export_questions(
     except CardError as exc:
         raise CliError(str(exc)) from None
     try:
-        export = export_card(card, fmt, "zh" if lang == "zh" else "en", int(variants))
+        export = export_card(
+            card, fmt, "zh" if lang == "zh" else "en", int(variants), numeric=numeric
+        )
     except ExportError as exc:
         raise CliError(str(exc)) from None
     except ModuleNotFoundError as exc:
@@ -81,7 +91,9 @@ def export_questions(
         out.write_bytes(export.content)
     except OSError as exc:
         raise CliError(f"cannot write {str(out)!r}: {exc.strerror or exc}") from None
-    return f"wrote {out} ({fmt}, {lang}, {card.id} v{card.version}, {len(export.content)} bytes)"
+    kind = ", calculated" if numeric == "calculated" else ""
+    size = len(export.content)
+    return f"wrote {out} ({fmt}{kind}, {lang}, {card.id} v{card.version}, {size} bytes)"
 
 
 def export_card(database_url: str, card_id: str, out: Path | None) -> str:

@@ -56,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--variants", default="5", metavar="N", help="fixed variants per template (default: 5)"
     )
+    export.add_argument(
+        "--numeric",
+        default="fixed",
+        metavar="fixed|calculated",
+        help="numeric templates in Moodle XML: fixed variants (default) or calculated "
+        "multichoice questions where Moodle can compute them",
+    )
     export.add_argument("--cards-dir", type=Path, help="default: CARDS_DIR or cards/")
     backup_cmd = commands.add_parser(
         "backup", help="copy the SQLite database to a file, consistent while servers run"
@@ -106,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.out,
                     args.lang,
                     args.variants,
+                    args.numeric,
                 )
             )
         elif args.command == "backup":

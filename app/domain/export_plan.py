@@ -1,7 +1,8 @@
 """What an export holds: which variants of each template, and the texts of each question.
 
-Exports (Anki, Moodle XML: :mod:`app.authoring.exports`) write *fixed instances*: a fixed set of
-variants per template, each a question with its choices, its key, every shown pitfall's
+Exports (Anki, Moodle XML: :mod:`app.authoring.exports`) write *fixed instances* (but for
+Moodle's calculated questions, which carry formulas: :mod:`app.domain.moodle_calculated`): a
+fixed set of variants per template, each a question with its choices, its key, every shown pitfall's
 explanation with the variant's numbers, and the worked solution. This module decides which
 variants and which texts, in one language; it does no I/O and knows no file format.
 

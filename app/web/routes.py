@@ -9,6 +9,7 @@ from app.web.analytics import router as analytics_router
 from app.web.authoring import card_form as authoring_card_form
 from app.web.authoring import cards as authoring_cards
 from app.web.authoring import editor as authoring_editor
+from app.web.authoring import exports as authoring_exports
 from app.web.authoring import imports as authoring_imports
 from app.web.calculator import router as calculator_router
 from app.web.classes import router as classes_router
@@ -24,6 +25,7 @@ PAGE_ROUTERS = (
     authoring_cards.router,
     authoring_card_form.router,
     authoring_editor.router,
+    authoring_exports.router,
     authoring_imports.router,
     calculator_router,
     analytics_router,

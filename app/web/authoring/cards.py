@@ -10,12 +10,10 @@ from fastapi import APIRouter, Form, Query, Request
 from starlette.responses import JSONResponse, Response
 
 from app.authoring import history, service
-from app.authoring.exports import ExportFormat, attachment_headers, export_published
 from app.authoring.validation import ValidationJob
 from app.deps import ContextDep, DbDep, InstructorVisitor
 from app.domain.authoring import Checked, new_card_document
 from app.domain.cards import SLUG_PATTERN
-from app.domain.languages import Lang
 from app.domain.messages import Message, plural_message
 from app.domain.texts import Text
 from app.problems import InvalidInput, Problem
@@ -218,19 +216,3 @@ def draft_diff_page(
     old, changes = history.draft_diff(db=db, card_id=card_id[:100], lang=visitor.lang)
     context = {"card_id": card_id, "changes": changes, "old": old, "new": None}
     return render_page(request, "instructor_diff.html", context, lang=visitor.lang)
-
-
-@router.get("/cards/{card_id}/export")
-def export_file(
-    card_id: str,
-    ctx: ContextDep,
-    visitor: InstructorVisitor,
-    fmt: Annotated[ExportFormat, Query(alias="format")],
-    language: Annotated[Lang | None, Query()] = None,
-) -> Response:
-    """The card's latest published version as an Anki package or a Moodle XML file, in
-    ``language`` (the page's by default): the same file as the API's export."""
-    export = export_published(ctx.catalog, card_id, fmt, language or visitor.lang)
-    return Response(
-        content=export.content, media_type=export.media_type, headers=attachment_headers(export)
-    )
