@@ -100,6 +100,7 @@ def read_my_today(
         own_time=facts.own_time,
         resume=ResumePublic(
             session_id=resume.session_id,
+            scope=resume.scope,
             card_id=resume.card_id,
             mode=resume.mode,
             answered=resume.answered,
@@ -115,6 +116,7 @@ def read_my_today(
         days_to_exam=facts.days_to_exam,
         next=NextActionPublic(
             action=facts.next.action,
+            scope=facts.next.scope,
             card_id=facts.next.card_id,
             mode=facts.next.mode,
             point=facts.next.point,
