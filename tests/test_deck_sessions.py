@@ -428,3 +428,22 @@ def test_a_deck_session_with_nothing_to_practise_offers_the_deck(client):
     assert deck_forms(page.text) == {"Practise the deck": "mixed"}
     refused = client.post("/sessions", data={**form, "mode": "point"})
     assert refused.status_code == 400  # a mode the deck has not (InvalidInput)
+
+
+def test_a_deck_exam_on_the_web_ends_with_the_decks_past_exams(client, app):
+    card_page = client.get(f"/cards/{ZERO}")
+    form = {"csrf_token": csrf(card_page.text), "scope": "deck", "mode": "exam", "size": "3"}
+    page = client.post("/sessions", data=form)
+    assert page.template.name == "practice.html" and 'id="countdown"' in page.text
+    for _ in range(3):
+        fields = form_fields(page.text)
+        state = page.context["state"]
+        position = app.state.context.signer.verify(fields["token"]).position
+        identity = question_id_at(state.row, position.position, app.state.context.seed_secret)
+        shown = app.state.catalog.variant(identity)
+        page = client.post("/answers", data={**fields, "choice_id": shown.correct_choice_id})
+        assert "verdict" not in page.text  # no feedback before the end
+    assert page.template.name == "summary.html"
+    assert [c.card_id for c in page.context["summary"].cards] == [MEGATRON, ZERO, ACTIVATION]
+    assert "Your exams on the deck" in page.text
+    assert [e.right for e in page.context["past_exams"]] == [3]
