@@ -447,3 +447,36 @@ def test_a_deck_exam_on_the_web_ends_with_the_decks_past_exams(client, app):
     assert [c.card_id for c in page.context["summary"].cards] == [MEGATRON, ZERO, ACTIVATION]
     assert "Your exams on the deck" in page.text
     assert [e.right for e in page.context["past_exams"]] == [3]
+
+
+def test_on_postgres_a_deck_review_runs_to_its_summary(pg_url, tmp_path, cards):
+    import dataclasses
+
+    from conftest import FakeClock, make_settings
+    from fastapi.testclient import TestClient
+
+    from app.cli import migrate
+    from app.main import create_app
+
+    migrate(pg_url)
+    app = create_app(make_settings(tmp_path, pg_url), cards=cards)
+    clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
+    app.state.context = dataclasses.replace(app.state.context, clock=clock)
+    with TestClient(app) as client:
+        auth = new_learner(client)
+        for card in (ACTIVATION, ZERO):
+            answer_loose(client, app, auth, card, right=False)
+        clock.advance(minutes=3)
+        session = deck(client, auth, "review")
+        served = served_all(client, app, auth, session)
+        assert [s["question"]["card_id"] for s in served] == [ZERO, ACTIVATION]
+        summary = get(client, auth, session["session_id"], "/summary").json()
+        assert [(c["card_id"], c["right"]) for c in summary["cards"]] == [
+            (ZERO, 1),
+            (ACTIVATION, 1),
+        ]
+        exam = deck(client, auth, "exam", size=1)
+        served_all(client, app, auth, exam)
+        exams = client.get(f"{API}/me/exams", headers=auth).json()
+        assert [e["session_id"] for e in exams] == [exam["session_id"]]
+    app.state.sessionmaker.kw["bind"].dispose()
