@@ -480,3 +480,24 @@ def test_on_postgres_a_deck_review_runs_to_its_summary(pg_url, tmp_path, cards):
         exams = client.get(f"{API}/me/exams", headers=auth).json()
         assert [e["session_id"] for e in exams] == [exam["session_id"]]
     app.state.sessionmaker.kw["bind"].dispose()
+
+
+def test_a_running_exams_wrong_answers_are_no_mistakes_to_offer_yet(client, app):
+    web_answer(client, app, ZERO, right=False)  # a mistake on ZeRO
+    card_page = client.get(f"/cards/{MEGATRON}")
+    form = {"csrf_token": csrf(card_page.text), "card_id": MEGATRON, "mode": "exam", "size": "2"}
+    page = client.post("/sessions", data=form)
+    for number in range(2):
+        fields = form_fields(page.text)
+        state = page.context["state"]
+        position = app.state.context.signer.verify(fields["token"]).position
+        identity = question_id_at(state.row, position.position, app.state.context.seed_secret)
+        shown = app.state.catalog.variant(identity)
+        wrong = next(c.id for c in shown.choices if c.pitfall)
+        page = client.post("/answers", data={**fields, "choice_id": wrong})
+        if number == 0:  # the exam runs: its wrong answer is not told, not even as an offer
+            offers = deck_forms(client.get("/cards").text)
+            assert "My mistakes on every card" not in offers
+            assert "Practise the deck" in offers  # two cards started tells nothing
+    assert page.template.name == "summary.html"  # over: now it may be told
+    assert "My mistakes on every card" in deck_forms(client.get("/cards").text)

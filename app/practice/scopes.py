@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
 from app.domain.cards import Card, Template
@@ -171,11 +171,20 @@ class DeckReach:
 NOTHING_TO_DO = DeckReach({}, (), ())
 
 
-def deck_reach(*, db: Session, catalog: Catalog, learner_id: str, now: datetime) -> DeckReach:
-    """The learner's :class:`DeckReach` (the cards no longer offered left out)."""
+def deck_reach(
+    *,
+    db: Session,
+    catalog: Catalog,
+    learner_id: str,
+    now: datetime,
+    told: ColumnElement[bool] | None = None,
+) -> DeckReach:
+    """The learner's :class:`DeckReach` (the cards no longer offered left out); ``told``: the
+    attempts whose result may be told (app.practice.mistakes.results_told): a running exam's
+    wrong answers are no mistakes to offer yet, or the offer would tell them."""
     order = [card.id for card in catalog.cards()]
     due = _due(db, learner_id, now)
-    mistaken = _mistaken(db, learner_id, None)
+    mistaken = _mistaken(db, learner_id, None, told)
     started = set(_started(db, learner_id))
     return DeckReach(
         due={card_id: len(due[card_id]) for card_id in order if due.get(card_id)},
@@ -187,13 +196,18 @@ def deck_reach(*, db: Session, catalog: Catalog, learner_id: str, now: datetime)
 # --- what the learner's answers say ------------------------------------------------------------
 
 
-def _mistaken(db: Session, learner_id: str, only: Collection[str] | None) -> dict[str, set[str]]:
+def _mistaken(
+    db: Session,
+    learner_id: str,
+    only: Collection[str] | None,
+    told: ColumnElement[bool] | None = None,
+) -> dict[str, set[str]]:
     """The templates the learner answered wrong (mistakes not marked understood), per card;
-    ``only``: of these templates."""
+    ``only``: of these templates; ``told``: of these attempts."""
     rows = db.execute(
         select(Attempt.card_id, Attempt.template_id)
         .where(
-            Attempt.learner_id == learner_id,
+            Attempt.learner_id == learner_id if told is None else told,
             Attempt.correct.is_(False),
             Attempt.dismissed.is_(False),
         )

@@ -187,7 +187,11 @@ def check_scope_and_mode(scope: str, mode: str, card_id: str | None) -> None:
     without its card and a deck session with one."""
     if scope not in SCOPE_MODES:
         raise InvalidInput(
-            Message("unknown scope %(scope)s (known: card, deck)", scope=repr(scope)),
+            Message(
+                "unknown scope %(scope)s (known: %(known)s)",
+                scope=repr(scope),
+                known=", ".join(SCOPE_MODES),
+            ),
             code="invalid_scope",
         )
     if (card_id is None) != (scope == "deck"):

@@ -77,14 +77,21 @@ class Today:
 
 
 def today(
-    *, db: Session, catalog: Catalog, learner_id: str | None, now: datetime, zone_name: str
+    *,
+    db: Session,
+    catalog: Catalog,
+    learner_id: str | None,
+    now: datetime,
+    zone_name: str,
+    told: ColumnElement[bool] | None = None,
 ) -> Today:
-    """The Today facts of a learner (None: a visitor who never answered)."""
+    """The Today facts of a learner (None: a visitor who never answered); ``told``: the
+    attempts whose result may be told (app.practice.mistakes.results_told)."""
     local_today = local_day(now, zone_name)
     if learner_id is None:
         return _first_visit(catalog, local_today, zone_name)
     due_now, due_later = due_counts(db=db, learner_id=learner_id, now=now, zone_name=zone_name)
-    deck = deck_reach(db=db, catalog=catalog, learner_id=learner_id, now=now)
+    deck = deck_reach(db=db, catalog=catalog, learner_id=learner_id, now=now, told=told)
     review_card = deck.most_due
     durations = db.scalars(
         select(Attempt.duration_ms)

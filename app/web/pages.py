@@ -33,7 +33,7 @@ def card_list(request: Request, db: DbDep, ctx: ContextDep, visitor: VisitorDep)
         progress = deck_progress(
             db=db, learner_id=learner_id, now=now, catalog=ctx.catalog, told=told
         )
-        deck = deck_reach(db=db, catalog=ctx.catalog, learner_id=learner_id, now=now)
+        deck = deck_reach(db=db, catalog=ctx.catalog, learner_id=learner_id, now=now, told=told)
     context = {
         "cards": ctx.catalog.cards(),
         "progress": progress,

@@ -133,7 +133,7 @@ def _review_page(
     for item in items:
         by_card[item.card_id] = by_card.get(item.card_id, 0) + 1
     deck = (
-        deck_reach(db=db, catalog=catalog, learner_id=learner_id, now=now)
+        deck_reach(db=db, catalog=catalog, learner_id=learner_id, now=now, told=told)
         if learner_id
         else NOTHING_TO_DO
     )
