@@ -14,12 +14,20 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select
-from test_api import API, assert_problem, new_learner
-from test_api_sessions import SESSIONS, answer_served, get, next_question, send, session_variant
-from test_web import csrf, form_fields
+from test_api import API, assert_problem, new_learner, variant_of
+from test_api_sessions import (
+    SESSIONS,
+    answer_served,
+    get,
+    next_question,
+    on_postgres,
+    send,
+    session_variant,
+    unknown_to_another_learner,
+)
+from test_web import csrf, form_fields, shown_variant, wrong_of
 
 from app.api.session_schemas import SessionScope
-from app.domain.identity import QuestionId
 from app.domain.practice import SCOPES
 from app.models import Attempt, PracticeSession
 from app.practice.sessions import question_id_at
@@ -53,18 +61,11 @@ def ask(client, card_id, point, seed):
     return response.json()
 
 
-def variant(app, body):
-    identity = QuestionId(
-        body["card_id"], body["point"], body["template_id"], body["template_version"], body["seed"]
-    )
-    return app.state.catalog.variant(identity)
-
-
 def answer_loose(client, app, auth, card_id, *, right):
     """A question of the card answered outside any session: the question asked."""
     point, seed = NUMERIC[card_id]
     body = ask(client, card_id, point, seed)
-    shown = variant(app, body)
+    shown = variant_of(app, body)
     assert shown.content.template.kind == "numeric"
     choice = shown.correct_choice_id if right else next(c.id for c in shown.choices if c.pitfall)
     payload = {"token": body["token"], "choice_id": choice, "client_answer_id": uuid.uuid4().hex}
@@ -118,7 +119,7 @@ def test_a_deck_review_serves_what_is_due_on_two_cards_with_fresh_numbers(client
         assert item["question"]["template_id"] == before["template_id"]
         assert item["question"]["seed"] != before["seed"]
         now_params = session_variant(app, item).params
-        assert now_params != variant(app, before).params  # new numbers
+        assert now_params != variant_of(app, before).params  # new numbers
     assert get(client, auth, session["session_id"]).json()["card_id"] is None
 
 
@@ -251,16 +252,7 @@ def test_a_deck_sessions_answers_sync_with_their_cards(client, app, auth):
 
 
 def test_another_learners_deck_session_is_unknown(client, app, auth):
-    session = deck(client, auth, "mixed", size=2)
-    served = next_question(client, auth, session["session_id"])
-    stranger = new_learner(client)
-    for what in ("", "/question", "/summary"):
-        assert_problem(get(client, stranger, session["session_id"], what), 404, "session_not_found")
-    finish = client.post(f"{SESSIONS}/{session['session_id']}/finish", headers=stranger)
-    assert_problem(finish, 404, "session_not_found")
-    answer = send(client, stranger, session["session_id"], served["question"]["token"], "a")
-    assert_problem(answer, 404, "session_not_found")
-    assert get(client, auth, session["session_id"]).json()["answered"] == 0
+    unknown_to_another_learner(client, auth, deck(client, auth, "mixed", size=2))
 
 
 @pytest.mark.parametrize(
@@ -403,11 +395,10 @@ def test_the_pages_offer_the_deck_and_run_a_deck_review(client, app, clock):
         card = page.context["card"]
         seen.append(card.id)
         assert f"From the card {card.title.en.split('$')[0]}" in html.unescape(page.text)
-        fields = form_fields(page.text)
-        position = app.state.context.signer.verify(fields["token"]).position
-        identity = question_id_at(state.row, position.position, app.state.context.seed_secret)
-        shown = app.state.catalog.variant(identity)
-        feedback = client.post("/answers", data={**fields, "choice_id": shown.correct_choice_id})
+        shown = shown_variant(app, page)
+        feedback = client.post(
+            "/answers", data={**form_fields(page.text), "choice_id": shown.correct_choice_id}
+        )
         next_url = re.search(r'class="button" href="([^"]+)"', feedback.text).group(1)
         page = client.get(html.unescape(next_url))
     assert seen == [ZERO, ACTIVATION]  # learning order: ZeRO before Activation Memory
@@ -436,12 +427,10 @@ def test_a_deck_exam_on_the_web_ends_with_the_decks_past_exams(client, app):
     page = client.post("/sessions", data=form)
     assert page.template.name == "practice.html" and 'id="countdown"' in page.text
     for _ in range(3):
-        fields = form_fields(page.text)
-        state = page.context["state"]
-        position = app.state.context.signer.verify(fields["token"]).position
-        identity = question_id_at(state.row, position.position, app.state.context.seed_secret)
-        shown = app.state.catalog.variant(identity)
-        page = client.post("/answers", data={**fields, "choice_id": shown.correct_choice_id})
+        shown = shown_variant(app, page)
+        page = client.post(
+            "/answers", data={**form_fields(page.text), "choice_id": shown.correct_choice_id}
+        )
         assert "verdict" not in page.text  # no feedback before the end
     assert page.template.name == "summary.html"
     assert [c.card_id for c in page.context["summary"].cards] == [MEGATRON, ZERO, ACTIVATION]
@@ -450,19 +439,7 @@ def test_a_deck_exam_on_the_web_ends_with_the_decks_past_exams(client, app):
 
 
 def test_on_postgres_a_deck_review_runs_to_its_summary(pg_url, tmp_path, cards):
-    import dataclasses
-
-    from conftest import FakeClock, make_settings
-    from fastapi.testclient import TestClient
-
-    from app.cli import migrate
-    from app.main import create_app
-
-    migrate(pg_url)
-    app = create_app(make_settings(tmp_path, pg_url), cards=cards)
-    clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
-    app.state.context = dataclasses.replace(app.state.context, clock=clock)
-    with TestClient(app) as client:
+    with on_postgres(pg_url, tmp_path, cards) as (app, clock, client):
         auth = new_learner(client)
         for card in (ACTIVATION, ZERO):
             answer_loose(client, app, auth, card, right=False)
@@ -479,7 +456,6 @@ def test_on_postgres_a_deck_review_runs_to_its_summary(pg_url, tmp_path, cards):
         served_all(client, app, auth, exam)
         exams = client.get(f"{API}/me/exams", headers=auth).json()
         assert [e["session_id"] for e in exams] == [exam["session_id"]]
-    app.state.sessionmaker.kw["bind"].dispose()
 
 
 def test_a_running_exams_wrong_answers_are_no_mistakes_to_offer_yet(client, app):
@@ -488,13 +464,8 @@ def test_a_running_exams_wrong_answers_are_no_mistakes_to_offer_yet(client, app)
     form = {"csrf_token": csrf(card_page.text), "card_id": MEGATRON, "mode": "exam", "size": "2"}
     page = client.post("/sessions", data=form)
     for number in range(2):
-        fields = form_fields(page.text)
-        state = page.context["state"]
-        position = app.state.context.signer.verify(fields["token"]).position
-        identity = question_id_at(state.row, position.position, app.state.context.seed_secret)
-        shown = app.state.catalog.variant(identity)
-        wrong = next(c.id for c in shown.choices if c.pitfall)
-        page = client.post("/answers", data={**fields, "choice_id": wrong})
+        wrong = wrong_of(app, page).id
+        page = client.post("/answers", data={**form_fields(page.text), "choice_id": wrong})
         if number == 0:  # the exam runs: its wrong answer is not told, not even as an offer
             offers = deck_forms(client.get("/cards").text)
             assert "My mistakes on every card" not in offers
