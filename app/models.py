@@ -136,7 +136,8 @@ class CardVersion(Base):
 
 
 class PracticeSession(Base):
-    """A run of questions in one mode (point, card, mistakes, review, exam) with a fixed plan."""
+    """A run of questions in one mode (point, card, mistakes, review, exam; mixed on the deck)
+    with a fixed plan, on one card or on the deck (``card_id`` null: every card at once)."""
 
     __tablename__ = "practice_sessions"
 
@@ -144,10 +145,13 @@ class PracticeSession(Base):
     learner_id: Mapped[str] = mapped_column(
         ForeignKey("learners.id", ondelete="CASCADE"), index=True
     )
-    card_id: Mapped[str] = mapped_column(String(SLUG_MAX))
+    # The session's card; null for a session spanning the deck (its questions name their cards).
+    card_id: Mapped[str | None] = mapped_column(String(SLUG_MAX))
     mode: Mapped[str] = mapped_column(String(16))
     point: Mapped[str | None] = mapped_column(String(SLUG_MAX))
-    # The planned questions, in order: [{"point": slug, "template_id": id}, ...].
+    # The planned questions, in order: [{"card_id": id, "point": slug, "template_id": id,
+    # "template_version": n}, ...]; a plan stored before deck sessions names no card (the
+    # session's own).
     plan: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     started_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     deadline_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
@@ -155,6 +159,18 @@ class PracticeSession(Base):
     # "Type the answer": numeric questions are answered with a number and a unit, no choices
     # shown (statements keep their choices).
     typed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+
+    @property
+    def scope(self) -> str:
+        """``card`` (one card's session) or ``deck`` (every card at once):
+        app.domain.practice.SCOPES."""
+        return "deck" if self.card_id is None else "card"
+
+    def planned_card(self, position: int) -> str:
+        """The card of the question planned at ``position``."""
+        card_id = self.plan[position].get("card_id", self.card_id)
+        assert card_id is not None, "a deck session's plan names the card of each question"
+        return str(card_id)
 
 
 class Attempt(Base):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import typing
 import uuid
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -313,8 +314,8 @@ def test_an_answer_after_finishing_is_refused(client, app, auth):
 # --- refusals ------------------------------------------------------------------------------------
 
 
-def test_another_learners_session_is_unknown(client, auth):
-    session = start(client, auth, "card", size=2)
+def unknown_to_another_learner(client, auth, session):
+    """Everything of ``session`` is a 404 to another learner, who answers nothing in it."""
     served = next_question(client, auth, session["session_id"])
     stranger = new_learner(client)
     for what in ("", "/question", "/summary"):
@@ -323,8 +324,12 @@ def test_another_learners_session_is_unknown(client, auth):
     assert_problem(finish, 404, "session_not_found")
     answer = send(client, stranger, session["session_id"], served["question"]["token"], "a")
     assert_problem(answer, 404, "session_not_found")
-    assert_problem(get(client, auth, "no-such-session"), 404, "session_not_found")
     assert get(client, auth, session["session_id"]).json()["answered"] == 0
+
+
+def test_another_learners_session_is_unknown(client, auth):
+    unknown_to_another_learner(client, auth, start(client, auth, "card", size=2))
+    assert_problem(get(client, auth, "no-such-session"), 404, "session_not_found")
 
 
 def test_a_session_answers_only_its_own_questions(client, auth):
@@ -375,7 +380,10 @@ def test_sessions_need_a_learner_token(client):
     assert response.headers["WWW-Authenticate"] == "Bearer"
 
 
-def test_on_postgres_an_exam_runs_to_its_summary(pg_url, tmp_path, cards):
+@contextmanager
+def on_postgres(pg_url, tmp_path, cards):
+    """An app on a migrated PostgreSQL database, with a clock the test moves: (app, clock,
+    client)."""
     import dataclasses
 
     from conftest import FakeClock, make_settings
@@ -388,7 +396,15 @@ def test_on_postgres_an_exam_runs_to_its_summary(pg_url, tmp_path, cards):
     app = create_app(make_settings(tmp_path, pg_url), cards=cards)
     clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
     app.state.context = dataclasses.replace(app.state.context, clock=clock)
-    with TestClient(app) as client:
+    try:
+        with TestClient(app) as client:
+            yield app, clock, client
+    finally:
+        app.state.sessionmaker.kw["bind"].dispose()
+
+
+def test_on_postgres_an_exam_runs_to_its_summary(pg_url, tmp_path, cards):
+    with on_postgres(pg_url, tmp_path, cards) as (app, clock, client):
         auth = new_learner(client)
         exam = start(client, auth, "exam", size=2)
         deadline = datetime.fromisoformat(exam["deadline_at"])
@@ -404,4 +420,3 @@ def test_on_postgres_an_exam_runs_to_its_summary(pg_url, tmp_path, cards):
             summary = get(client, auth, exam["session_id"], "/summary").json()
             assert (summary["right"], summary["wrong"], summary["unanswered"]) == (1, 0, 1)
             assert datetime.fromisoformat(summary["session"]["ended_at"]) == deadline
-    app.state.sessionmaker.kw["bind"].dispose()

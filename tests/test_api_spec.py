@@ -66,7 +66,9 @@ def test_shared_enums_are_components(spec):
         "mistakes",
         "review",
         "exam",
+        "mixed",
     ]
+    assert spec["components"]["schemas"]["SessionScope"]["enum"] == ["card", "deck"]
     text = json.dumps({**spec, "components": {}})
     assert '"enum": ["en", "zh"]' not in text and '"enum": ["choices", "typed"]' not in text
     (lang,) = [p for p in spec["paths"][f"{API}/cards"]["get"]["parameters"] if p["name"] == "lang"]

@@ -410,18 +410,22 @@ class Flow:
             served.session_id, client=self.learner, body=body
         )
 
-    def practice_session(self, mode: Any, size: int, **scope: Any) -> None:
-        """A session in ``mode`` answered to its end (right, wrong, right, ... by the card's
-        keys; a typed question with a number), then its summary, counted by hand."""
+    def practice_session(self, mode: Any, size: int, deck: bool = False, **scope: Any) -> list[str]:
+        """A session in ``mode`` on the card (or on the deck) answered to its end (right,
+        wrong, right, ... by the card's keys; a typed question with a number), then its summary,
+        counted by hand: the cards of its questions, in order."""
         models = self.models
+        on = {"scope": models.SessionScope.DECK} if deck else {"card_id": CARD_ID}
         session = self.op("sessions", "create_session").sync_detailed(
             client=self.learner,
-            body=models.SessionCreate(card_id=CARD_ID, mode=mode, size=size, **scope),
+            body=models.SessionCreate(mode=mode, size=size, **on, **scope),
         )
         assert session.status_code == 201 and session.headers["Location"]
         assert isinstance(session.parsed, models.SessionPublic)
         session_id = session.parsed.session_id
         assert session.parsed.mode == mode and session.parsed.size == size
+        assert session.parsed.card_id == (None if deck else CARD_ID)
+        cards: list[str] = []
         get_question = self.op("sessions", "get_session_question")
         right = wrong = 0
         while True:
@@ -431,7 +435,9 @@ class Flow:
                 break
             assert isinstance(served.parsed, models.SessionQuestionPublic)
             question = served.parsed.question
-            assert question.card_id == CARD_ID and served.parsed.position == right + wrong
+            assert served.parsed.position == right + wrong
+            assert deck or question.card_id == CARD_ID
+            cards.append(question.card_id)
             if question.mode == models.QuestionMode.TYPED:
                 unit = question.typed_units[0]
                 answered = self.session_answer(served.parsed, value="1", unit=unit)
@@ -449,6 +455,16 @@ class Flow:
         assert (summary.right, summary.wrong, summary.unanswered) == (right, wrong, 0)
         assert summary.session.over and len(summary.questions) == right + wrong
         assert sum(p.right for p in summary.points) == right
+        assert [q.card_id for q in summary.questions] == cards
+        assert [c.card_id for c in summary.cards] == list(dict.fromkeys(sorted(
+            cards, key=self.deck_order.index)))  # fmt: skip
+        return cards
+
+    @property
+    def deck_order(self) -> list[str]:
+        """The cards in learning order, as the card list gives them."""
+        listed = self.op("cards", "list_cards").sync(client=self.learner)
+        return [card.id for card in listed]
 
     def practice_sessions(self) -> None:
         modes = self.models.SessionMode
@@ -457,7 +473,25 @@ class Flow:
         self.practice_session(modes.POINT, 2, point=TYPED_POINT, typed=True)
         self.practice_session(modes.MISTAKES, 2)
         self.practice_session(modes.REVIEW, 2)
+        self.deck_session()
         self.timed_exam()
+
+    def deck_session(self) -> None:
+        """Mixed sessions on the deck: it draws from the cards the learner has answered on,
+        the ZeRO card alone so far; once a question of another card is answered, from both,
+        in turn and in learning order."""
+        modes = self.models.SessionMode
+        assert self.practice_session(modes.MIXED, 2, deck=True) == [CARD_ID, CARD_ID]
+        other = next(card for card in self.deck_order if card != CARD_ID)
+        body = self.models.SessionCreate(card_id=other, mode=modes.CARD, size=1)
+        session = self.op("sessions", "create_session").sync(client=self.learner, body=body)
+        served = self.op("sessions", "get_session_question").sync(
+            session.session_id, client=self.learner
+        )
+        self.session_answer(served, choice_id=self.keys(served)[0])
+        mixed = self.practice_session(modes.MIXED, 4, deck=True)
+        first, second = sorted((CARD_ID, other), key=self.deck_order.index)
+        assert mixed == [first, second, first, second]
 
     def timed_exam(self) -> None:
         """An exam of 3: a right answer and a wrong one stored without their result, the clock

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -9,7 +11,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from conftest import make_settings
 from fastapi.testclient import TestClient
-from sqlalchemy import inspect
+from sqlalchemy import MetaData, Table, insert, inspect, select
 
 from app.cli import alembic_config, migrate
 from app.db import Base, make_engine
@@ -100,3 +102,108 @@ def test_the_app_is_quiet_on_a_migrated_database(settings, cards, caplog):
     ):
         pass
     assert caplog.text == ""
+
+
+# --- deck sessions (d8a2f6c4e1b9): a practice session may have no card -----------------------
+
+BEFORE_DECK, DECK = "c0d4a7e2b9f1", "d8a2f6c4e1b9"
+
+
+def _table(connection, name: str) -> Table:
+    return Table(name, MetaData(), autoload_with=connection)
+
+
+def _attempt(session_id: str, position: int) -> dict:
+    return {
+        "learner_id": "learner-1",
+        "card_id": "zero-memory-offload",
+        "card_version": 1,
+        "point": "optimizer-memory",
+        "template_id": "p1-gb-vs-gib",
+        "template_version": 1,
+        "seed": 5,
+        "params": {"psi": "175000000000"},
+        "choices": [],
+        "choice_id": "a",
+        "correct_choice_id": "a",
+        "correct": True,
+        "client_answer_id": f"answer-{session_id}",
+        "first_answer": True,
+        "practice_session_id": session_id,
+        "position": position,
+        "dismissed": False,
+        "created_at": datetime(2026, 12, 5, 9, 0),
+    }
+
+
+def check_deck_sessions_migration(url: str) -> None:
+    """Upgrading keeps the sessions stored before (their plans name no card); a session on the
+    deck is then stored without a card. Downgrading keeps a deck session's answers, detached
+    from it as answers given outside a session, and drops the deck session alone."""
+    config = alembic_config(url)
+    command.upgrade(config, BEFORE_DECK)
+    engine = make_engine(url)
+    started = datetime(2026, 12, 5, 8, 0)
+    old_plan = [{"point": "optimizer-memory", "template_id": "p1-gb-vs-gib", "template_version": 1}]
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                insert(_table(connection, "learners")),
+                [{"id": "learner-1", "kind": "app", "role": "learner", "created_at": started}],
+            )
+            connection.execute(
+                insert(_table(connection, "practice_sessions")),
+                [{"id": "old", "learner_id": "learner-1", "card_id": "zero-memory-offload",
+                  "mode": "card", "plan": old_plan, "started_at": started}],
+            )  # fmt: skip
+            connection.execute(insert(_table(connection, "attempts")), [_attempt("old", 0)])
+        command.upgrade(config, DECK)
+        with engine.begin() as connection:
+            sessions = _table(connection, "practice_sessions")
+            assert next(c for c in sessions.columns if c.name == "card_id").nullable
+            attempts = _table(connection, "attempts")
+            in_session = select(attempts.c.practice_session_id, attempts.c.position)
+            assert [tuple(r) for r in connection.execute(in_session)] == [("old", 0)]
+            deck_plan = [{"card_id": "megatron-3d-pipeline", **old_plan[0]}]
+            connection.execute(
+                insert(sessions),
+                [{"id": "deck", "learner_id": "learner-1", "card_id": None, "mode": "review",
+                  "plan": deck_plan, "started_at": started}],
+            )  # fmt: skip
+            connection.execute(insert(_table(connection, "attempts")), [_attempt("deck", 0)])
+            rows = connection.execute(
+                select(sessions.c.id, sessions.c.card_id, sessions.c.plan).order_by(sessions.c.id)
+            ).all()
+            assert [tuple(r) for r in rows] == [
+                ("deck", None, deck_plan),
+                ("old", "zero-memory-offload", old_plan),
+            ]
+        command.downgrade(config, BEFORE_DECK)
+        with engine.begin() as connection:
+            sessions = _table(connection, "practice_sessions")
+            assert not next(c for c in sessions.columns if c.name == "card_id").nullable
+            assert connection.scalars(select(sessions.c.id)).all() == ["old"]
+            attempts = _table(connection, "attempts")
+            kept = connection.execute(
+                select(
+                    attempts.c.client_answer_id,
+                    attempts.c.practice_session_id,
+                    attempts.c.position,
+                ).order_by(attempts.c.client_answer_id)
+            ).all()
+            assert [tuple(r) for r in kept] == [
+                ("answer-deck", None, None),
+                ("answer-old", "old", 0),
+            ]
+        command.upgrade(config, "head")
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_deck_sessions_migration_keeps_every_answer(tmp_path):
+    check_deck_sessions_migration(f"sqlite:///{tmp_path / 'deck.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_deck_sessions_migration_keeps_every_answer(pg_url):
+    check_deck_sessions_migration(pg_url)

@@ -123,6 +123,7 @@ def test_today_in_the_learner_s_days(client, app, auth, clock, db):
     assert today["resume"] is None
     assert today["next"] == {
         "action": "review",
+        "scope": "card",
         "card_id": CARD,
         "mode": "review",
         "point": None,
@@ -163,6 +164,7 @@ def test_a_first_visit_is_invited_to_its_first_question(client, auth, clock):
     first = deck[0]["points"][0]["slug"]
     assert today["next"] == {
         "action": "start",
+        "scope": "card",
         "card_id": first_card,
         "mode": "point",
         "point": first,
@@ -192,6 +194,7 @@ def test_an_unfinished_session_is_resumed_when_nothing_is_due(client, app, auth,
     today = me_today(client, auth)
     assert today["resume"] == {
         "session_id": row.id,
+        "scope": "card",
         "card_id": CARD,
         "mode": "card",
         "answered": 0,

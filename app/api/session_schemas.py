@@ -1,5 +1,5 @@
-"""JSON shapes of practice sessions: starting one, its state, its next question, its summary, an
-exam's past results."""
+"""JSON shapes of practice sessions: starting one (on a card or on the deck), its state, its next
+question, its summary, an exam's past results."""
 
 from __future__ import annotations
 
@@ -9,25 +9,44 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from typing_extensions import TypeAliasType
 
-from app.domain.practice import MAX_SIZE
+from app.domain.practice import MAX_SIZE, SCOPE_MODES
 from app.schemas import PitfallPublic, QuestionPublic
 
-# One named enum (a generator makes one type of it); app.domain.practice.MODES, in its order
-# (tests/test_api_sessions.py holds the two together).
-SessionMode = TypeAliasType("SessionMode", Literal["point", "card", "mistakes", "review", "exam"])
+# One named enum each (a generator makes one type of it); app.domain.practice.MODES and SCOPES,
+# in their order (tests/test_api_sessions.py holds them together).
+SessionMode = TypeAliasType(
+    "SessionMode", Literal["point", "card", "mistakes", "review", "exam", "mixed"]
+)
+SessionScope = TypeAliasType("SessionScope", Literal["card", "deck"])
 
 TemplateId = Annotated[str, StringConstraints(min_length=1, max_length=100)]
 SESSION_EXAMPLE = {"card_id": "zero-memory-offload", "mode": "exam", "size": 10}
+DECK_SESSION_EXAMPLE = {"scope": "deck", "mode": "review"}
 
 
 class SessionCreate(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [SESSION_EXAMPLE]})
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [SESSION_EXAMPLE, DECK_SESSION_EXAMPLE]}
+    )
 
-    card_id: str = Field(min_length=1, max_length=100)
+    scope: SessionScope = Field(
+        default="card",
+        description="card: a session on card_id; deck: a session on every card at once, the "
+        "cards interleaved (no card_id), in mode mixed, mistakes, review or exam.",
+    )
+    card_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="The card (scope card); none for scope deck.",
+    )
     mode: SessionMode = Field(
         description="point: one exam point's questions; card: the whole card, mixed; mistakes: "
         "the templates you answered wrong; review: the templates due for review; exam: the whole "
-        "card against the clock (90 s a question), no feedback until it ends."
+        "card against the clock (90 s a question), no feedback until it ends. On the deck: "
+        "mixed: questions from every card you have answered on (every card before a first "
+        "answer), shared evenly and interleaved; mistakes and review: those of every card; "
+        "exam: the mixed questions against the clock."
     )
     point: str | None = Field(
         default=None,
@@ -57,6 +76,12 @@ class SessionCreate(BaseModel):
 
     @model_validator(mode="after")
     def _scope_of_its_mode(self) -> SessionCreate:
+        if self.scope == "card" and self.card_id is None:
+            raise ValueError("card_id is needed for scope card")
+        if self.scope == "deck" and self.card_id is not None:
+            raise ValueError("scope deck spans every card: no card_id")
+        if self.mode not in SCOPE_MODES[self.scope]:
+            raise ValueError(f"mode {self.mode} is not one of scope {self.scope}'s")
         if self.point is not None and self.mode != "point":
             raise ValueError("point is for mode point only")
         if self.templates is not None and self.mode != "mistakes":
@@ -66,7 +91,8 @@ class SessionCreate(BaseModel):
 
 class SessionPublic(BaseModel):
     session_id: str
-    card_id: str
+    scope: SessionScope = Field(description="card: on card_id; deck: on every card at once.")
+    card_id: str | None = Field(description="The session's card; null for scope deck.")
     mode: SessionMode
     point: str | None = Field(description="mode point: the exam point's slug; else null.")
     typed: bool
@@ -103,13 +129,23 @@ class SessionQuestionPublic(BaseModel):
 
 
 class PointScorePublic(BaseModel):
+    card_id: str
     point: str = Field(description="The exam point's slug.")
     right: int
     wrong: int
     unanswered: int
 
 
+class CardScorePublic(BaseModel):
+    card_id: str
+    right: int
+    wrong: int
+    unanswered: int
+    points: list[PointScorePublic] = Field(description="Per exam point, in the card's order.")
+
+
 class PitfallFallenPublic(BaseModel):
+    card_id: str
     template_id: str
     pitfall_id: str
     title: str
@@ -120,6 +156,7 @@ class SummaryQuestionPublic(BaseModel):
     """One question of the session: what was asked, the answer given, the key."""
 
     position: int
+    card_id: str = Field(description="The card the question is from.")
     point: str
     template_id: str
     stem: str
@@ -140,11 +177,17 @@ class SessionSummaryPublic(BaseModel):
     wrong: int
     unanswered: int
     seconds: int = Field(description="Time spent, from the start to the end (or the last answer).")
-    points: list[PointScorePublic] = Field(description="Per exam point, in the card's order.")
+    cards: list[CardScorePublic] = Field(
+        description="Per card, in learning order (one for a session on a card), each with its "
+        "exam points."
+    )
+    points: list[PointScorePublic] = Field(
+        description="Per exam point, card after card (the cards' points, flat)."
+    )
     pitfalls: list[PitfallFallenPublic] = Field(description="Most often fallen for first.")
     wrong_templates: list[str] = Field(
         description="The templates answered wrong: a mistakes session's templates to practise "
-        "these again."
+        "these again (in the session's scope: on the deck for a session on the deck)."
     )
     questions: list[SummaryQuestionPublic] = Field(
         description="The questions answered so far; every question once the session is over."

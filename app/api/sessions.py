@@ -1,4 +1,5 @@
-"""Practice sessions for the app: start one in a mode on a card, take its questions in order,
+"""Practice sessions for the app: start one in a mode on a card or on the deck (every card at once,
+interleaved), take its questions in order,
 answer them, end it, read its summary; an exam's past results. The same services and rules as
 the web's sessions (app.practice.sessions, app.practice.session_flow): an exam tells nothing of
 its answers before it ends, an answer after a session's end is not counted (409), another
@@ -14,6 +15,7 @@ from fastapi import APIRouter, Path, Query, Request, Response, status
 from app.api import present
 from app.api.responses import JSONBytesResponse
 from app.api.session_schemas import (
+    CardScorePublic,
     ExamResultPublic,
     PitfallFallenPublic,
     PointScorePublic,
@@ -36,7 +38,7 @@ from app.practice.session_flow import (
     seconds_left,
 )
 from app.practice.sessions import SessionState, finish_session, load_session, start_session
-from app.practice.summaries import QuestionLine, past_exams, summarise
+from app.practice.summaries import PointScore, QuestionLine, past_exams, summarise
 from app.problems import UnprocessableInput
 from app.schemas import (
     AnswerConflictPublic,
@@ -62,6 +64,7 @@ def _session(state: SessionState, now: datetime) -> SessionPublic:
     ended = state.ended_at(now)
     return SessionPublic(
         session_id=row.id,
+        scope=row.scope,  # type: ignore[arg-type]
         card_id=row.card_id,
         mode=row.mode,  # type: ignore[arg-type]
         point=row.point,
@@ -99,23 +102,26 @@ def _session(state: SessionState, now: datetime) -> SessionPublic:
         },
         422: {
             "model": ProblemPublic,
-            "description": "A malformed body: an unknown mode, a size out of 1 to 100, a point "
-            "or templates for another mode.",
+            "description": "A malformed body: an unknown mode or one its scope lacks, a card_id "
+            "missing (scope card) or given (scope deck), a size out of 1 to 100, a point or "
+            "templates for another mode.",
         },
     },
 )
 def create_session(
     body: SessionCreate, response: Response, db: DbDep, ctx: ContextDep, learner: ApiLearner
 ) -> SessionPublic:
-    """Start a practice session on a card: its questions are chosen now, after your latest
-    answers (rounds over the templates in scope, no key you saw in your last 10 answers). A
-    timed exam has 90 seconds a question; its deadline is in the answer."""
+    """Start a practice session on a card, or on the deck (scope deck: every card at once, the
+    cards interleaved): its questions are chosen now, after your latest answers (rounds over the
+    templates in scope, no key you saw in your last 10 answers). A timed exam has 90 seconds a
+    question; its deadline is in the answer."""
     now = ctx.clock()
     row = start_session(
         db=db,
         catalog=ctx.catalog,
         learner_id=learner.id,
         card_id=body.card_id,
+        scope=body.scope,
         mode=body.mode,
         seed_secret=ctx.seed_secret,
         point=body.point,
@@ -282,12 +288,20 @@ def read_session_summary(
         wrong=summary.wrong,
         unanswered=summary.unanswered,
         seconds=summary.seconds,
-        points=[
-            PointScorePublic(point=s.point, right=s.right, wrong=s.wrong, unanswered=s.unanswered)
-            for s in summary.points
+        cards=[
+            CardScorePublic(
+                card_id=c.card_id,
+                right=c.right,
+                wrong=c.wrong,
+                unanswered=c.unanswered,
+                points=[_point_score(s) for s in c.points],
+            )
+            for c in summary.cards
         ],
+        points=[_point_score(s) for s in summary.points],
         pitfalls=[
             PitfallFallenPublic(
+                card_id=p.card_id,
                 template_id=p.template_id,
                 pitfall_id=p.pitfall_id,
                 title=p.title.get(lang),
@@ -300,10 +314,21 @@ def read_session_summary(
     )
 
 
+def _point_score(score: PointScore) -> PointScorePublic:
+    return PointScorePublic(
+        card_id=score.card_id,
+        point=score.point,
+        right=score.right,
+        wrong=score.wrong,
+        unanswered=score.unanswered,
+    )
+
+
 def _question_line(line: QuestionLine, lang: str) -> SummaryQuestionPublic:
     chosen = line.chosen
     return SummaryQuestionPublic(
         position=line.position,
+        card_id=line.card_id,
         point=line.variant.id.point,
         template_id=line.variant.id.template_id,
         stem=line.variant.stem.get(lang),
@@ -327,14 +352,19 @@ def _question_line(line: QuestionLine, lang: str) -> SummaryQuestionPublic:
     responses={404: {"model": ProblemPublic, "description": "card_not_found."}},
 )
 def list_my_exams(
-    card_id: Annotated[str, Query(max_length=100, description="The card's id.")],
     db: DbDep,
     ctx: ContextDep,
     learner: ApiLearner,
+    card_id: Annotated[
+        str | None,
+        Query(max_length=100, description="The card's id; omitted: your exams on the deck."),
+    ] = None,
 ) -> list[ExamResultPublic]:
-    """Your last 10 exams on a card that are over, newest first: when each started, its score
-    and the time it used (an exam still running is not listed)."""
-    card = get_card(ctx.catalog, card_id, offered=False)
+    """Your last 10 exams on a card (or, without card_id, on the deck) that are over, newest
+    first: when each started, its score and the time it used (an exam still running is not
+    listed)."""
+    if card_id is not None:
+        card_id = get_card(ctx.catalog, card_id, offered=False).id
     return [
         ExamResultPublic(
             session_id=exam.session_id,
@@ -343,5 +373,5 @@ def list_my_exams(
             size=exam.size,
             seconds=exam.seconds,
         )
-        for exam in past_exams(db=db, learner_id=learner.id, card_id=card.id, now=ctx.clock())
+        for exam in past_exams(db=db, learner_id=learner.id, card_id=card_id, now=ctx.clock())
     ]

@@ -85,9 +85,14 @@ def read_my_today(
     """What the Today page shows: reviews due now and the minutes they take, the session to
     resume, the streak, the days to the exam, and the one suggested next action. Sends an
     ``ETag``: an app refreshing with ``If-None-Match`` gets a 304 while nothing changed."""
-    results_told(db=db, catalog=ctx.catalog, learner_id=learner.id, now=ctx.clock())
+    told = results_told(db=db, catalog=ctx.catalog, learner_id=learner.id, now=ctx.clock())
     facts = today(
-        db=db, catalog=ctx.catalog, learner_id=learner.id, now=ctx.clock(), zone_name=_zone(learner)
+        db=db,
+        catalog=ctx.catalog,
+        learner_id=learner.id,
+        now=ctx.clock(),
+        zone_name=_zone(learner),
+        told=told,
     )
     resume = facts.resume
     body = TodayPublic(
@@ -100,6 +105,7 @@ def read_my_today(
         own_time=facts.own_time,
         resume=ResumePublic(
             session_id=resume.session_id,
+            scope=resume.scope,
             card_id=resume.card_id,
             mode=resume.mode,
             answered=resume.answered,
@@ -115,6 +121,7 @@ def read_my_today(
         days_to_exam=facts.days_to_exam,
         next=NextActionPublic(
             action=facts.next.action,
+            scope=facts.next.scope,
             card_id=facts.next.card_id,
             mode=facts.next.mode,
             point=facts.next.point,

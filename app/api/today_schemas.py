@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.session_schemas import SessionScope
+
 
 class LearnerUpdate(BaseModel):
     """``PATCH /me``: what the app tells the server about the learner."""
@@ -25,7 +27,8 @@ class LearnerUpdate(BaseModel):
 
 class ResumePublic(BaseModel):
     session_id: str
-    card_id: str
+    scope: SessionScope
+    card_id: str | None = Field(description="The session's card; null for a session on the deck.")
     mode: str
     answered: int
     size: int
@@ -42,10 +45,12 @@ class StreakPublic(BaseModel):
 
 class NextActionPublic(BaseModel):
     action: Literal["review", "resume", "start"] = Field(
-        description="review: start a review session on card_id; resume: open session_id; "
-        "start: start a session of mode on card_id (point: its first exam point, on a first "
-        "visit)."
+        description="review: start a review session on card_id (scope deck: on every card, "
+        "when reviews are due on several); resume: open session_id; start: start a session of "
+        "mode on card_id (point: its first exam point, on a first visit; scope deck: mode mixed "
+        "on every card, once several cards are started)."
     )
+    scope: SessionScope = Field(description="deck: the session spans every card (no card_id).")
     card_id: str | None
     mode: str | None
     point: str | None

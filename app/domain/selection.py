@@ -114,17 +114,46 @@ def choose_questions(
     """
     if not scope:
         return []
-    history = list(seen)
-    shown: dict[str, int] = {}
-    point_turns: dict[str, int] = {}
-    picks: list[Pick] = []
-    for position in range(count):
-        pick = _choose(card_id, scope, wider, history, shown, point_turns, seeds, position, rng)
-        picks.append(pick)
-        history.append(pick.seen())
-        shown[pick.template.id] = shown.get(pick.template.id, 0) + 1
-        point_turns[pick.template.point] = point_turns.get(pick.template.point, 0) + 1
-    return picks
+    chooser = Chooser(card_id, scope, history=list(seen), rng=rng, wider=wider)
+    return [chooser.choose(position, seeds) for position in range(count)]
+
+
+class Chooser:
+    """The questions of one card's ``scope``, one at a time, by the rules of this module.
+
+    Choosers of several cards may share one ``history`` (a session spanning the deck): each
+    pick joins it, so a card's next question knows what every card asked before it, while the
+    rounds over templates and exam points are each card's own."""
+
+    def __init__(
+        self,
+        card_id: str,
+        scope: Sequence[Template],
+        *,
+        history: list[SeenQuestion],
+        rng: random.Random,
+        wider: Sequence[Template] = (),
+    ) -> None:
+        if not scope:
+            raise ValueError("a chooser needs at least one template in scope")
+        self.card_id = card_id
+        self.scope = scope
+        self.wider = wider
+        self.history = history
+        self.rng = rng
+        self.shown: dict[str, int] = {}
+        self.point_turns: dict[str, int] = {}
+
+    def choose(self, position: int, seeds: Seeds) -> Pick:
+        """The question at ``position`` of the sequence (its seeds: ``seeds(position, draw)``)."""
+        pick = _choose(
+            self.card_id, self.scope, self.wider, self.history, self.shown, self.point_turns,
+            seeds, position, self.rng,
+        )  # fmt: skip
+        self.history.append(pick.seen())
+        self.shown[pick.template.id] = self.shown.get(pick.template.id, 0) + 1
+        self.point_turns[pick.template.point] = self.point_turns.get(pick.template.point, 0) + 1
+        return pick
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc, new_id, now_utc
 from app.db import write_transaction
-from app.domain.cards import Card, Template
 from app.domain.catalog import Catalog
 from app.domain.identity import QuestionId
 from app.domain.messages import Message
@@ -27,23 +26,23 @@ from app.domain.practice import (
     DEFAULT_SIZE,
     EXAM_SECONDS_PER_QUESTION,
     MAX_SIZE,
-    MODES,
+    SCOPE_MODES,
+    plan_deck_session,
     plan_session,
     position_seed,
-    same_points,
     session_end,
 )
-from app.models import Attempt, PracticeSession, ReviewItem, ReviewLog
+from app.models import Attempt, PracticeSession, ReviewLog
 from app.practice.changes import session_change, told_at
 from app.practice.questions import (
     Question,
     QuestionSigner,
     SessionPosition,
     get_card,
-    point_slug,
     regenerate,
 )
 from app.practice.recent import recent_answers
+from app.practice.scopes import card_part, deck_parts
 from app.practice.storing import rate_stored
 from app.problems import Conflict, InvalidInput, NotFound
 
@@ -113,27 +112,12 @@ class SessionOver(Conflict):
         self.session_id = row.id
 
 
-class NothingToPractise(Conflict):
-    """A mistakes or review session with nothing in scope (a new learner, mistakes understood)."""
-
-    def __init__(self, mode: str, *, narrowed: bool = False) -> None:
-        if mode == "review":
-            text = Message("Nothing is due for review right now.")
-        elif narrowed:
-            text = Message("Nothing left to practise here: you marked this mistake as understood.")
-        else:
-            text = Message("No mistakes to practise yet: answer some questions first.")
-        super().__init__(text, code="nothing_to_practise")
-        self.mode = mode
-        self.narrowed = narrowed
-
-
 def start_session(
     *,
     db: Session,
     catalog: Catalog,
     learner_id: str,
-    card_id: str,
+    card_id: str | None,
     mode: str,
     seed_secret: bytes,
     point: str | int | None = None,
@@ -141,66 +125,54 @@ def start_session(
     templates: list[str] | None = None,
     now: datetime | None = None,
     typed: bool = False,
+    scope: str = "card",
 ) -> PracticeSession:
-    """A new session of ``mode`` on a card (``templates`` narrows mistakes mode to those;
-    ``typed``: numeric questions are answered by typing the number and its unit).
+    """A new session of ``mode`` on a card, or on the deck (``scope`` ``deck``, no card: every
+    card at once, interleaved); ``templates`` narrows mistakes mode to those; ``typed``: numeric
+    questions are answered by typing the number and its unit.
 
     Its questions are chosen now, after the learner's latest answers (app.domain.selection):
     "practise again" on one template is a mistakes session narrowed to it."""
     now = now or now_utc()
-    if mode not in MODES:
-        raise InvalidInput(
-            Message(
-                "unknown mode %(mode)s (known: %(known)s)", mode=repr(mode), known=", ".join(MODES)
-            ),
-            code="invalid_mode",
-        )
-    card = get_card(catalog, card_id)
+    check_scope_and_mode(scope, mode, card_id)
     size = DEFAULT_SIZE[mode] if size is None else size
     if not 1 <= size <= MAX_SIZE:
         raise InvalidInput(
             Message("a session has 1 to %(limit)s questions", limit=MAX_SIZE), code="invalid_size"
         )
-    slug: str | None = None
-    wider: list[Template] = []
-    if mode == "point":
-        slug = point_slug(card, point if point is not None else card.points[0].slug)
-        found = card.point_by_slug(slug)
-        assert found is not None
-        scope = list(found.templates)
-    elif mode in ("card", "exam"):
-        scope = card.templates()
-    else:
-        scope = (
-            _mistaken_templates(db, card, learner_id, templates)
-            if mode == "mistakes"
-            else _due_templates(db, card, learner_id, now)
-        )
-        if not scope:
-            raise NothingToPractise(mode, narrowed=mode == "mistakes" and templates is not None)
-        if mode == "review":
-            size = min(size, len(scope))
-        # A review serves its due templates themselves (with new numbers), never others instead.
-        wider = scope if mode == "review" else same_points(card, scope)
     session_id = new_id()
-    plan = plan_session(
-        card,
-        scope,
-        size,
-        seen=recent_answers(db=db, catalog=catalog, learner_id=learner_id),
-        seeds=lambda position, draw: position_seed(seed_secret, session_id, position, draw),
-        rng=random.Random(secrets.randbits(64)),
-        wider=wider,
-    )
+    seen = recent_answers(db=db, catalog=catalog, learner_id=learner_id)
+
+    def seeds(position: int, draw: int) -> int:
+        return position_seed(seed_secret, session_id, position, draw)
+
+    rng = random.Random(secrets.randbits(64))
+    slug: str | None = None
+    if card_id is None:
+        parts = deck_parts(
+            db=db, catalog=catalog, learner_id=learner_id, mode=mode, size=size, now=now,
+            templates=templates,
+        )  # fmt: skip
+        plan = plan_deck_session(parts, seen=seen, seeds=seeds, rng=rng)
+    else:
+        card = get_card(catalog, card_id)
+        card_id = card.id
+        part, slug = card_part(
+            db=db, card=card, learner_id=learner_id, mode=mode, size=size, now=now, point=point,
+            templates=templates,
+        )  # fmt: skip
+        plan = plan_session(
+            card, part.scope, part.count, seen=seen, seeds=seeds, rng=rng, wider=part.wider
+        )
     row = PracticeSession(
         id=session_id,
         learner_id=learner_id,
-        card_id=card.id,
+        card_id=card_id,
         mode=mode,
         point=slug,
         plan=[p.to_json() for p in plan],
         started_at=now,
-        deadline_at=now + timedelta(seconds=EXAM_SECONDS_PER_QUESTION * size)
+        deadline_at=now + timedelta(seconds=EXAM_SECONDS_PER_QUESTION * len(plan))
         if mode == "exam"
         else None,
         typed=typed,
@@ -210,40 +182,34 @@ def start_session(
     return row
 
 
-def _mistaken_templates(
-    db: Session, card: Card, learner_id: str, only: list[str] | None
-) -> list[Template]:
-    query = select(Attempt.template_id).where(
-        Attempt.learner_id == learner_id,
-        Attempt.card_id == card.id,
-        Attempt.correct.is_(False),
-        Attempt.dismissed.is_(False),
-    )
-    wrong = set(db.scalars(query.distinct()).all())
-    db.commit()
-    if only is not None:
-        wrong &= set(only)
-    return _templates(card, sorted(wrong))
-
-
-def _due_templates(db: Session, card: Card, learner_id: str, now: datetime) -> list[Template]:
-    ids = db.scalars(
-        select(ReviewItem.template_id)
-        .where(
-            ReviewItem.learner_id == learner_id,
-            ReviewItem.card_id == card.id,
-            ReviewItem.due_by(now),
+def check_scope_and_mode(scope: str, mode: str, card_id: str | None) -> None:
+    """Refuse a mode its scope does not have (app.domain.practice.SCOPE_MODES), a card session
+    without its card and a deck session with one."""
+    if scope not in SCOPE_MODES:
+        raise InvalidInput(
+            Message(
+                "unknown scope %(scope)s (known: %(known)s)",
+                scope=repr(scope),
+                known=", ".join(SCOPE_MODES),
+            ),
+            code="invalid_scope",
         )
-        .order_by(ReviewItem.due_at)
-    ).all()
-    db.commit()
-    return _templates(card, list(ids))
-
-
-def _templates(card: Card, ids: list[str]) -> list[Template]:
-    """The templates of ``card`` with these ids (one removed since is not practised any more)."""
-    found = (card.template(template_id) for template_id in ids)
-    return [template for template in found if template is not None]
+    if (card_id is None) != (scope == "deck"):
+        text = (
+            Message("A session on the deck has no card_id: it spans every card.")
+            if scope == "deck"
+            else Message("A session on a card needs its card_id.")
+        )
+        raise InvalidInput(text, code="invalid_scope")
+    if mode not in SCOPE_MODES[scope]:
+        raise InvalidInput(
+            Message(
+                "unknown mode %(mode)s (known: %(known)s)",
+                mode=repr(mode),
+                known=", ".join(SCOPE_MODES[scope]),
+            ),
+            code="invalid_mode",
+        )
 
 
 def load_session(*, db: Session, learner_id: str, session_id: str) -> SessionState:
@@ -315,7 +281,7 @@ def question_id_at(row: PracticeSession, position: int, secret: bytes) -> Questi
         raise NotFound(Message("no such question in this session"), code="position_not_found")
     planned = row.plan[position]
     return QuestionId(
-        card_id=row.card_id,
+        card_id=row.planned_card(position),
         point=str(planned["point"]),
         template_id=str(planned["template_id"]),
         template_version=int(planned["template_version"]),

@@ -1,5 +1,6 @@
-"""A practice session's summary: right and wrong per exam point, the pitfalls fallen for, the
-time it took, and each question with the learner's answer and the key; an exam's past results."""
+"""A practice session's summary: right and wrong per card and exam point, the pitfalls fallen for,
+the time it took, and each question with the learner's answer and the key; an exam's past
+results."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from app.practice.sessions import SessionState, question_id_at
 
 @dataclass(frozen=True)
 class PointScore:
+    card_id: str
     point: str
     right: int
     wrong: int
@@ -29,7 +31,28 @@ class PointScore:
 
 
 @dataclass(frozen=True)
+class CardScore:
+    """A card's part of a summary: its exam points' scores, in the card's order."""
+
+    card_id: str
+    points: list[PointScore]
+
+    @property
+    def right(self) -> int:
+        return sum(s.right for s in self.points)
+
+    @property
+    def wrong(self) -> int:
+        return sum(s.wrong for s in self.points)
+
+    @property
+    def unanswered(self) -> int:
+        return sum(s.unanswered for s in self.points)
+
+
+@dataclass(frozen=True)
 class PitfallFallen:
+    card_id: str
     template_id: str
     pitfall_id: str
     title: Text
@@ -60,6 +83,10 @@ class QuestionLine:
         return self.chosen is not None and self.chosen.pitfall is None
 
     @property
+    def card_id(self) -> str:
+        return self.variant.id.card_id
+
+    @property
     def pitfall(self) -> Pitfall | None:
         return (
             self.typed_pitfall
@@ -71,27 +98,34 @@ class QuestionLine:
 @dataclass(frozen=True)
 class Summary:
     mode: str
-    card_id: str
+    card_id: str | None  # None: a session spanning the deck
     size: int
     right: int
     wrong: int
     unanswered: int
-    points: list[PointScore]
+    cards: list[CardScore]  # in learning order (one for a one-card session)
     pitfalls: list[PitfallFallen]
     seconds: int
     wrong_templates: list[str]
     questions: list[QuestionLine]
 
+    @property
+    def points(self) -> list[PointScore]:
+        """Every exam point's score, card after card."""
+        return [score for card in self.cards for score in card.points]
+
 
 def summarise(*, catalog: Catalog, state: SessionState, now: datetime, secret: bytes) -> Summary:
-    """Right and wrong per exam point, the pitfalls fallen for, the time spent, and each question
-    answered (every question once the session is over; an exam lists none before its end, when
-    nothing of it is told)."""
-    per_point: dict[str, list[int]] = {}
-    pitfalls: dict[tuple[str, str], int] = {}
+    """Right and wrong per card and exam point, the pitfalls fallen for, the time spent, and each
+    question answered (every question once the session is over; an exam lists none before its
+    end, when nothing of it is told)."""
+    row = state.row
+    per_point: dict[tuple[str, str], list[int]] = {}
+    pitfalls: dict[tuple[str, str, str], int] = {}
     wrong_templates: list[str] = []
-    for position, planned in enumerate(state.row.plan):
-        score = per_point.setdefault(str(planned["point"]), [0, 0, 0])
+    for position, planned in enumerate(row.plan):
+        where = (row.planned_card(position), str(planned["point"]))
+        score = per_point.setdefault(where, [0, 0, 0])
         attempt = state.answered.get(position)
         if attempt is None:
             score[2] += 1
@@ -102,40 +136,56 @@ def summarise(*, catalog: Catalog, state: SessionState, now: datetime, secret: b
             if attempt.template_id not in wrong_templates:
                 wrong_templates.append(attempt.template_id)
             if attempt.pitfall_id:
-                key = (attempt.template_id, attempt.pitfall_id)
+                key = (attempt.card_id, attempt.template_id, attempt.pitfall_id)
                 pitfalls[key] = pitfalls.get(key, 0) + 1
     last = max((as_utc(a.created_at) for a in state.answered.values()), default=None)
     ended = state.ended_at(now)
     end = ended or last or now
     fallen = []
-    for (template_id, pitfall_id), times in sorted(pitfalls.items(), key=lambda kv: -kv[1]):
-        template = catalog.template_anywhere(state.row.card_id, template_id)
+    for (card_id, template_id, pitfall_id), times in sorted(
+        pitfalls.items(), key=lambda kv: -kv[1]
+    ):
+        template = catalog.template_anywhere(card_id, template_id)
         pitfall = (
             next((p for p in template.pitfalls if p.id == pitfall_id), None) if template else None
         )
         title = pitfall.title if pitfall else Text.verbatim(pitfall_id)
-        fallen.append(PitfallFallen(template_id, pitfall_id, title, times))
-    card = catalog.latest(state.row.card_id)
-    order = [p.slug for p in card.points] if card else []
-    points = sorted(
-        (PointScore(slug, *score) for slug, score in per_point.items()),
-        key=lambda s: order.index(s.point) if s.point in order else len(order),
-    )
+        fallen.append(PitfallFallen(card_id, template_id, pitfall_id, title, times))
+    cards = _card_scores(catalog, per_point)
     return Summary(
-        mode=state.row.mode,
-        card_id=state.row.card_id,
+        mode=row.mode,
+        card_id=row.card_id,
         size=state.size,
-        right=sum(s.right for s in points),
-        wrong=sum(s.wrong for s in points),
-        unanswered=sum(s.unanswered for s in points),
-        points=points,
+        right=sum(c.right for c in cards),
+        wrong=sum(c.wrong for c in cards),
+        unanswered=sum(c.unanswered for c in cards),
+        cards=cards,
         pitfalls=fallen,
-        seconds=max(0, int((end - as_utc(state.row.started_at)).total_seconds())),
+        seconds=max(0, int((end - as_utc(row.started_at)).total_seconds())),
         wrong_templates=wrong_templates,
         questions=_question_lines(
             catalog, state, secret, over=ended is not None, withheld=state.withholds_feedback(now)
         ),
     )
+
+
+def _card_scores(catalog: Catalog, per_point: dict[tuple[str, str], list[int]]) -> list[CardScore]:
+    """The scores per exam point grouped by card: the cards in learning order (one no longer
+    offered last), each card's exam points in its order (one no longer on it last)."""
+    deck = [card.id for card in catalog.cards()]
+    by_card: dict[str, list[PointScore]] = {}
+    for (card_id, slug), score in per_point.items():
+        by_card.setdefault(card_id, []).append(PointScore(card_id, slug, *score))
+    cards = []
+    for card_id in sorted(by_card, key=lambda c: (deck.index(c) if c in deck else len(deck), c)):
+        card = catalog.latest(card_id)
+        order = [p.slug for p in card.points] if card else []
+        points = sorted(
+            by_card[card_id],
+            key=lambda s: order.index(s.point) if s.point in order else len(order),
+        )
+        cards.append(CardScore(card_id, points))
+    return cards
 
 
 def _question_lines(
@@ -205,15 +255,19 @@ PAST_EXAMS = 10
 
 
 def past_exams(
-    *, db: Session, learner_id: str, card_id: str, now: datetime, limit: int = PAST_EXAMS
+    *, db: Session, learner_id: str, card_id: str | None, now: datetime, limit: int = PAST_EXAMS
 ) -> list[ExamResult]:
-    """The learner's latest exams on a card that are over (newest first): an exam past its
-    deadline counts as over here too, whether or not its summary was ever opened."""
+    """The learner's latest exams on a card (``card_id`` None: on the deck) that are over
+    (newest first): an exam past its deadline counts as over here too, whether or not its
+    summary was ever opened."""
+    on_card = (
+        PracticeSession.card_id.is_(None) if card_id is None else PracticeSession.card_id == card_id
+    )
     rows = db.scalars(
         select(PracticeSession)
         .where(
             PracticeSession.learner_id == learner_id,
-            PracticeSession.card_id == card_id,
+            on_card,
             PracticeSession.mode == "exam",
         )
         .order_by(PracticeSession.started_at.desc(), PracticeSession.id)

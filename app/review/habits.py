@@ -18,7 +18,9 @@ from app.domain import habits
 from app.domain.calendar import day_start, local_day
 from app.domain.cards import Card, Pitfall
 from app.domain.catalog import Catalog
+from app.domain.practice import Scope
 from app.models import Attempt, PracticeSession, ReviewItem, ReviewLog
+from app.practice.scopes import NOTHING_TO_DO, DeckReach, deck_reach
 from app.review.service import due_counts
 
 RECENT_TIMES = 50  # the learner's median answer time is taken over their last 50 timed answers
@@ -28,23 +30,30 @@ STREAK_HORIZON_DAYS = 800  # answers older than this do not extend a streak show
 @dataclass(frozen=True)
 class Resume:
     session_id: str
-    card_id: str
+    card_id: str | None  # None: a session spanning the deck
     mode: str
     answered: int
     size: int
 
+    @property
+    def scope(self) -> Scope:
+        return "deck" if self.card_id is None else "card"
+
 
 @dataclass(frozen=True)
 class NextAction:
-    """The one button of Today: ``review`` (start a review session on ``card_id``), ``resume``
-    (open ``session_id``), ``start`` (start a session of ``mode`` on ``card_id``, ``point`` for a
-    first visit)."""
+    """The one button of Today: ``review`` (start a review session on ``card_id``, or on the
+    deck when reviews are due on several cards), ``resume`` (open ``session_id``), ``start``
+    (start a session of ``mode`` on ``card_id``, ``point`` for a first visit; a mixed session
+    on the deck once several cards are started). ``scope`` is ``deck`` for a session on every
+    card (``card_id`` None)."""
 
     action: habits.Action
     card_id: str | None
     mode: str | None
     point: str | None
     session_id: str | None
+    scope: Scope = "card"
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,7 @@ class Today:
     due_now: int
     due_later_today: int
     review_card_id: str | None  # the card with the most reviews due
+    deck: DeckReach  # what there is to do on each card
     minutes: int
     seconds_per_question: float
     own_time: bool  # True: the learner's median answer time, False: the stated default
@@ -67,20 +77,22 @@ class Today:
 
 
 def today(
-    *, db: Session, catalog: Catalog, learner_id: str | None, now: datetime, zone_name: str
+    *,
+    db: Session,
+    catalog: Catalog,
+    learner_id: str | None,
+    now: datetime,
+    zone_name: str,
+    told: ColumnElement[bool] | None = None,
 ) -> Today:
-    """The Today facts of a learner (None: a visitor who never answered)."""
+    """The Today facts of a learner (None: a visitor who never answered); ``told``: the
+    attempts whose result may be told (app.practice.mistakes.results_told)."""
     local_today = local_day(now, zone_name)
     if learner_id is None:
         return _first_visit(catalog, local_today, zone_name)
     due_now, due_later = due_counts(db=db, learner_id=learner_id, now=now, zone_name=zone_name)
-    due_cards = db.execute(
-        select(ReviewItem.card_id, func.count())
-        .where(ReviewItem.learner_id == learner_id, ReviewItem.due_by(now))
-        .group_by(ReviewItem.card_id)
-        .order_by(func.count().desc(), ReviewItem.card_id)
-    ).all()
-    review_card = next((c for c, _ in due_cards if catalog.offered(c) is not None), None)
+    deck = deck_reach(db=db, catalog=catalog, learner_id=learner_id, now=now, told=told)
+    review_card = deck.most_due
     durations = db.scalars(
         select(Attempt.duration_ms)
         .where(Attempt.learner_id == learner_id, Attempt.duration_ms.is_not(None))
@@ -115,13 +127,19 @@ def today(
     )
     card = catalog.offered(last_card) if last_card else None
     card = card or _first_card(catalog)
-    if action == "review":
+    if action == "review" and deck.review:
+        next_ = NextAction("review", None, "review", None, None, "deck")
+    elif action == "review":
         next_ = NextAction("review", review_card, "review", None, None)
     elif action == "resume":
         assert resume is not None
-        next_ = NextAction("resume", resume.card_id, resume.mode, None, resume.session_id)
+        next_ = NextAction(
+            "resume", resume.card_id, resume.mode, None, resume.session_id, resume.scope
+        )
     elif total == 0 and card is not None:
         next_ = NextAction("start", card.id, "point", card.points[0].slug, None)
+    elif deck.mixed:
+        next_ = NextAction("start", None, "mixed", None, None, "deck")
     else:
         next_ = NextAction("start", card.id if card else None, "card", None, None)
     return Today(
@@ -130,6 +148,7 @@ def today(
         due_now=due_now,
         due_later_today=due_later,
         review_card_id=review_card,
+        deck=deck,
         minutes=habits.minutes_for(due_now, median),
         seconds_per_question=median if median is not None else habits.DEFAULT_SECONDS_PER_QUESTION,
         own_time=median is not None,
@@ -156,6 +175,7 @@ def _first_visit(catalog: Catalog, local_today: date, zone_name: str) -> Today:
         due_now=0,
         due_later_today=0,
         review_card_id=None,
+        deck=NOTHING_TO_DO,
         minutes=0,
         seconds_per_question=habits.DEFAULT_SECONDS_PER_QUESTION,
         own_time=False,
@@ -176,7 +196,8 @@ def _first_visit(catalog: Catalog, local_today: date, zone_name: str) -> Today:
 
 
 def _resume(db: Session, catalog: Catalog, learner_id: str, now: datetime) -> Resume | None:
-    """The latest session not finished, with a question left and time left, on a card offered."""
+    """The latest session not finished, with a question left and time left, on a card offered
+    (or on the deck)."""
     rows = db.scalars(
         select(PracticeSession)
         .where(PracticeSession.learner_id == learner_id, PracticeSession.finished_at.is_(None))
@@ -186,7 +207,7 @@ def _resume(db: Session, catalog: Catalog, learner_id: str, now: datetime) -> Re
     for row in rows:
         if row.deadline_at is not None and as_utc(row.deadline_at) < now:
             continue
-        if catalog.offered(row.card_id) is None:
+        if row.card_id is not None and catalog.offered(row.card_id) is None:
             continue
         answered = (
             db.scalar(

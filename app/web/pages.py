@@ -11,6 +11,7 @@ from app.domain.messages import Message
 from app.domain.practice import DEFAULT_SIZE
 from app.practice.mistakes import results_told
 from app.practice.questions import get_card
+from app.practice.scopes import NOTHING_TO_DO, deck_reach
 from app.problems import NotFound
 from app.review.service import deck_progress
 from app.web.templating import render_page
@@ -21,8 +22,10 @@ router = APIRouter(include_in_schema=False)
 @router.get("/cards")
 def card_list(request: Request, db: DbDep, ctx: ContextDep, visitor: VisitorDep) -> Response:
     """The deck in learning order, with the visitor's progress on each card (Today, ``/``,
-    lists the cards too)."""
+    lists the cards too) and the sessions on the whole deck where several cards have something
+    to do."""
     progress = {}
+    deck = NOTHING_TO_DO
     if visitor.learner is not None:
         now = ctx.clock()
         learner_id = visitor.learner.id
@@ -30,7 +33,14 @@ def card_list(request: Request, db: DbDep, ctx: ContextDep, visitor: VisitorDep)
         progress = deck_progress(
             db=db, learner_id=learner_id, now=now, catalog=ctx.catalog, told=told
         )
-    context = {"cards": ctx.catalog.cards(), "progress": progress}
+        deck = deck_reach(db=db, catalog=ctx.catalog, learner_id=learner_id, now=now, told=told)
+    context = {
+        "cards": ctx.catalog.cards(),
+        "progress": progress,
+        "deck": deck,
+        "sizes": DEFAULT_SIZE,
+        "csrf_token": visitor.csrf_token,
+    }
     return render_page(request, "cards.html", context, lang=visitor.lang)
 
 

@@ -21,7 +21,7 @@ from app.domain.cards import Card
 from app.domain.identity import MAX_SEED
 from app.domain.languages import other_lang
 from app.domain.messages import Message
-from app.domain.practice import MAX_SIZE, MODES
+from app.domain.practice import MAX_SIZE, SCOPE_MODES
 from app.domain.texts import Text
 from app.domain.typed import accepted_units, typed_figures, unit_label
 from app.models import Attempt
@@ -32,9 +32,9 @@ from app.practice.answers import (
     resolve_token,
 )
 from app.practice.questions import Question, new_question, regenerate
+from app.practice.scopes import NothingToPractise
 from app.practice.session_flow import next_question, seconds_left
 from app.practice.sessions import (
-    NothingToPractise,
     SessionOver,
     SessionState,
     finish_session,
@@ -121,19 +121,23 @@ def start(
     size: Annotated[int | None, Form(ge=1, le=MAX_SIZE)] = None,
     templates: Annotated[str | None, Form(max_length=5000)] = None,
     typed: Annotated[str | None, Form(max_length=8)] = None,
+    scope: Annotated[str, Form(max_length=8)] = "card",
 ) -> Response:
-    """Start a session in a mode (``typed``: "Type the answer"), then show its first question."""
+    """Start a session in a mode on a card or on the deck (``scope``; ``typed``: "Type the
+    answer"), then show its first question."""
     check_csrf(visitor, csrf_token)
-    if mode not in MODES:
+    if mode not in SCOPE_MODES.get(scope, ()):
         raise InvalidInput(Message("Unknown practice mode."), code="invalid_mode")
     learner = web_learner(db, visitor)
     chosen = [t for t in templates.split(",") if t] if templates else None
+    on_card = card_id if scope == "card" else None
     try:
         row = start_session(
             db=db,
             catalog=ctx.catalog,
             learner_id=learner.id,
-            card_id=card_id,
+            card_id=on_card,
+            scope=scope,
             mode=mode,
             seed_secret=ctx.seed_secret,
             point=point or None,
@@ -143,7 +147,7 @@ def start(
             typed=bool(typed),
         )
     except NothingToPractise as nothing:
-        return nothing_page(request, ctx, visitor, card_id, nothing, chosen)
+        return nothing_page(request, ctx, visitor, on_card, nothing, chosen)
     return _see_other(link(f"/sessions/{row.id}", visitor.lang))
 
 

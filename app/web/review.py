@@ -19,6 +19,7 @@ from app.practice.mistakes import (
     pitfall_filters,
     results_told,
 )
+from app.practice.scopes import NOTHING_TO_DO, deck_reach
 from app.problems import InvalidInput
 from app.review.service import days_until, due_counts, due_items, progress
 from app.web.charts import progress_charts
@@ -131,9 +132,15 @@ def _review_page(
     by_card: dict[str, int] = {}
     for item in items:
         by_card[item.card_id] = by_card.get(item.card_id, 0) + 1
+    deck = (
+        deck_reach(db=db, catalog=catalog, learner_id=learner_id, now=now, told=told)
+        if learner_id
+        else NOTHING_TO_DO
+    )
     context = {
         "due_now": due_now,
         "due_later": later,
+        "deck": deck,
         "items": items,
         "by_card": by_card,
         "cards": {c.id: c for c in catalog.cards()},

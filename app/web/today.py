@@ -36,14 +36,16 @@ def day_text(day: date | None, lang: str) -> str:
 def today_page(request: Request, db: DbDep, ctx: ContextDep, visitor: VisitorDep) -> Response:
     """Today: the reviews due, the session to resume, the streak, the exam, one Start button."""
     learner_id = visitor.learner.id if visitor.learner else None
+    told = None
     if learner_id is not None:
-        results_told(db=db, catalog=ctx.catalog, learner_id=learner_id, now=ctx.clock())
+        told = results_told(db=db, catalog=ctx.catalog, learner_id=learner_id, now=ctx.clock())
     facts = today(
         db=db,
         catalog=ctx.catalog,
         learner_id=learner_id,
         now=ctx.clock(),
         zone_name=visitor.time_zone,
+        told=told,
     )
     cards = ctx.catalog.cards()
     next_card = ctx.catalog.offered(facts.next.card_id) if facts.next.card_id else None
