@@ -81,12 +81,14 @@ def make_engine(
     url: str,
     *,
     sqlite_synchronous: str = "full",
+    sqlite_foreign_keys: bool = True,
     timeouts: DatabaseTimeouts | None = None,
     **kwargs: Any,
 ) -> Engine:
     """An engine for ``url``; SQLite connections get WAL, busy_timeout and synchronous=FULL
     (the WAL fsynced at every commit: an acknowledged write survives a power loss), or NORMAL
-    when ``sqlite_synchronous="normal"`` is asked for."""
+    when ``sqlite_synchronous="normal"`` is asked for, and enforce foreign keys unless
+    ``sqlite_foreign_keys=False`` (migrations: see migrations/env.py)."""
     if sqlite_synchronous.upper() not in ("NORMAL", "FULL"):
         raise ValueError(f"sqlite_synchronous must be normal or full, not {sqlite_synchronous!r}")
     timeouts = timeouts if timeouts is not None else DatabaseTimeouts()
@@ -100,7 +102,7 @@ def make_engine(
             kwargs.setdefault("pool_size", SQLITE_POOL_SIZE)
             kwargs.setdefault("max_overflow", SQLITE_POOL_OVERFLOW)
         engine = create_engine(url, **kwargs)
-        _install_sqlite_hooks(engine, sqlite_synchronous.upper())
+        _install_sqlite_hooks(engine, sqlite_synchronous.upper(), sqlite_foreign_keys)
         guard_text(engine)
         _install_sqlite_busy_timeout(engine, timeouts)
         engine_health(engine)  # failures are recorded (and counted) for SQLite too
@@ -120,7 +122,9 @@ def make_engine(
     return engine
 
 
-def _install_sqlite_hooks(engine: Engine, synchronous: str = "FULL") -> None:
+def _install_sqlite_hooks(
+    engine: Engine, synchronous: str = "FULL", foreign_keys: bool = True
+) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy emit BEGIN (see _on_begin), not the sqlite3 module.
@@ -130,7 +134,7 @@ def _install_sqlite_hooks(engine: Engine, synchronous: str = "FULL") -> None:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
             cursor.execute(f"PRAGMA synchronous={synchronous}")
-            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
         finally:
             cursor.close()
 

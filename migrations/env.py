@@ -3,6 +3,13 @@
 The database URL comes from ``sqlalchemy.url`` when the caller set one (the CLI and the tests do),
 otherwise from the app settings (``DATABASE_URL``). A caller may also hand over an open
 connection in ``config.attributes["connection"]``.
+
+On SQLite, migrations run with foreign keys not enforced, as SQLite's and Alembic's documentation
+ask for table rebuilds: batch mode changes a table by copying it and dropping the old one, and
+with foreign keys enforced that drop first deletes the old rows, firing every ``ON DELETE``
+of the tables that point at it (a rebuilt ``learners`` would delete every attempt and token).
+Before the migrations commit (one transaction: SQLite's DDL is transactional), ``PRAGMA
+foreign_key_check`` must find every reference whole; otherwise nothing is committed.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 from logging.config import fileConfig
 
 from alembic import context
+from sqlalchemy import Connection
 from sqlalchemy.pool import NullPool
 
 from app import models  # noqa: F401  (registers the tables on Base.metadata)
@@ -52,14 +60,32 @@ def run_migrations_online() -> None:
         return
     url = _url()
     ensure_sqlite_folder(url)
-    engine = make_engine(url, poolclass=NullPool)
+    engine = make_engine(url, poolclass=NullPool, sqlite_foreign_keys=False)
     try:
         with engine.connect() as connection:
-            _configure(connection=connection)
+            # SQLite's DDL is transactional (the engine's hooks emit BEGIN): every migration of
+            # a run commits together or not at all.
+            _configure(connection=connection, transactional_ddl=connection.dialect.name == "sqlite")
             with context.begin_transaction():
                 context.run_migrations()
+                if connection.dialect.name == "sqlite":
+                    _check_foreign_keys(connection)
     finally:
         engine.dispose()
+
+
+class BrokenReferences(RuntimeError):
+    """A migration left rows that point at rows that do not exist (nothing was committed)."""
+
+
+def _check_foreign_keys(connection: Connection) -> None:
+    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+    if broken:
+        table, rowid, parent, _ = broken[0]
+        raise BrokenReferences(
+            f"the migration would leave {len(broken)} row(s) pointing at rows that do not exist "
+            f"(first: {table} row {rowid} -> {parent}); nothing was changed"
+        )
 
 
 if context.is_offline_mode():

@@ -104,6 +104,97 @@ def test_the_app_is_quiet_on_a_migrated_database(settings, cards, caplog):
     assert caplog.text == ""
 
 
+# --- a database of the first release, upgraded: every row kept ------------------------------
+
+FIRST, REVIEWS = "dd07bc22cb1c", "5b1e0c9a7d42"
+
+
+def check_history_survives_every_migration(url: str) -> None:
+    """A learner's token, attempt and rating stored by the first releases are all there at the
+    head. (On SQLite a migration that rebuilds a table drops the old one; with foreign keys
+    enforced that drop deleted every attempt and token of the rebuilt ``learners``, and detached
+    the ratings of the rebuilt ``attempts``.)"""
+    config = alembic_config(url)
+    command.upgrade(config, FIRST)
+    engine = make_engine(url)
+    at = datetime(2026, 11, 29, 9, 0)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                insert(_table(connection, "learners")),
+                [{"id": "learner-1", "kind": "anonymous", "created_at": at}],
+            )
+            connection.execute(
+                insert(_table(connection, "learner_tokens")),
+                [{"learner_id": "learner-1", "token_hash": "h" * 64, "created_at": at}],
+            )
+            first = {
+                k: v
+                for k, v in _attempt("none", 0).items()
+                if k not in ("first_answer", "practice_session_id", "position", "dismissed")
+            }
+            connection.execute(insert(_table(connection, "attempts")), [{**first, "point": 1}])
+        command.upgrade(config, REVIEWS)
+        with engine.begin() as connection:
+            item = connection.execute(
+                insert(_table(connection, "review_items")).returning(
+                    _table(connection, "review_items").c.id
+                ),
+                [{"learner_id": "learner-1", "card_id": "zero-memory-offload",
+                  "point": "optimizer-memory", "template_id": "p1-gb-vs-gib", "state": {},
+                  "due_at": at, "reviews": 1, "lapses": 0}],
+            ).scalar_one()  # fmt: skip
+            attempt_id = connection.scalar(select(_table(connection, "attempts").c.id))
+            connection.execute(
+                insert(_table(connection, "review_logs")),
+                [{"review_item_id": item, "attempt_id": attempt_id, "rating": 3,
+                  "reviewed_at": at, "due_after": at}],
+            )  # fmt: skip
+        command.upgrade(config, "head")
+        with engine.connect() as connection:
+            tokens = _table(connection, "learner_tokens")
+            attempts = _table(connection, "attempts")
+            logs = _table(connection, "review_logs")
+            assert connection.scalars(select(tokens.c.learner_id)).all() == ["learner-1"]
+            assert connection.scalars(select(attempts.c.client_answer_id)).all() == ["answer-none"]
+            assert connection.scalars(select(logs.c.attempt_id)).all() == [attempt_id]
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_first_release_history_survives_every_migration(tmp_path):
+    check_history_survives_every_migration(f"sqlite:///{tmp_path / 'first.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_first_release_history_survives_every_migration(pg_url):
+    check_history_survives_every_migration(pg_url)
+
+
+def test_a_migration_that_would_break_a_reference_commits_nothing(tmp_path):
+    """The references are checked before the migrations commit (SQLite, where they are not
+    enforced while tables are rebuilt): a broken one stops the upgrade and leaves the database
+    at its revision."""
+    url = f"sqlite:///{tmp_path / 'broken.db'}"
+    config = alembic_config(url)
+    command.upgrade(config, FIRST)
+    engine = make_engine(url, sqlite_foreign_keys=False)
+    try:
+        with engine.begin() as connection:  # an attempt of a learner that does not exist
+            first = {
+                k: v
+                for k, v in _attempt("none", 0).items()
+                if k not in ("first_answer", "practice_session_id", "position", "dismissed")
+            }
+            connection.execute(insert(_table(connection, "attempts")), [{**first, "point": 1}])
+        with pytest.raises(Exception, match="pointing at rows that do not exist"):
+            command.upgrade(config, "head")
+        with engine.connect() as connection:
+            assert MigrationContext.configure(connection).get_current_revision() == FIRST
+    finally:
+        engine.dispose()
+
+
 # --- deck sessions (d8a2f6c4e1b9): a practice session may have no card -----------------------
 
 BEFORE_DECK, DECK = "c0d4a7e2b9f1", "d8a2f6c4e1b9"

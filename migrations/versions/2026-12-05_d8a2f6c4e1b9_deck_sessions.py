@@ -13,7 +13,7 @@ Downgrading cannot keep a session without a card: its answers stay (attempts car
 but are detached from it, as answers given outside a session, and the deck sessions go.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
@@ -25,7 +25,7 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    _keeping_answers_in_their_sessions(lambda: _card_id(nullable=True))
+    _card_id(nullable=True)
 
 
 def downgrade() -> None:
@@ -35,30 +35,11 @@ def downgrade() -> None:
         f"WHERE practice_session_id IN ({deck})"
     )
     op.execute("DELETE FROM practice_sessions WHERE card_id IS NULL")
-    _keeping_answers_in_their_sessions(lambda: _card_id(nullable=False))
+    _card_id(nullable=False)
 
 
 def _card_id(*, nullable: bool) -> None:
+    # On SQLite a table copy: foreign keys are not enforced while migrations run (env.py), so
+    # dropping the old table leaves every answer in its session.
     with op.batch_alter_table("practice_sessions", schema=None) as batch_op:
         batch_op.alter_column("card_id", existing_type=sa.String(length=100), nullable=nullable)
-
-
-def _keeping_answers_in_their_sessions(alter: Callable[[], None]) -> None:
-    """SQLite changes a column by copying the table and dropping the old one; with foreign keys
-    enforced (the app's connections), that drop deletes the old rows first, and ``ON DELETE SET
-    NULL`` would detach every answer from its session. The links are kept aside and put back
-    (PostgreSQL alters the column in place)."""
-    if op.get_bind().dialect.name != "sqlite":
-        alter()
-        return
-    op.execute(
-        "CREATE TEMPORARY TABLE answers_in_sessions AS "
-        "SELECT id, practice_session_id FROM attempts WHERE practice_session_id IS NOT NULL"
-    )
-    alter()
-    op.execute(
-        "UPDATE attempts SET practice_session_id = (SELECT kept.practice_session_id "
-        "FROM answers_in_sessions AS kept WHERE kept.id = attempts.id) "
-        "WHERE id IN (SELECT id FROM answers_in_sessions)"
-    )
-    op.execute("DROP TABLE answers_in_sessions")
