@@ -213,6 +213,26 @@ def test_an_exam_withholds_everything_until_it_ends(client, app, auth, clock):
     assert [(e["session_id"], e["right"], e["size"]) for e in exams] == [(exam["session_id"], 1, 2)]
 
 
+def test_a_running_exams_wrong_answer_is_no_mistake_to_practise_until_it_ends(client, app, auth):
+    """A mistakes session started beside a running exam (another tab, the app) would serve the
+    template answered wrong in it, telling the learner which answer was wrong; it is a mistake
+    to practise once the exam ends."""
+    exam = start(client, auth, "exam", size=2)
+    served = next_question(client, auth, exam["session_id"])
+    variant = session_variant(app, served)
+    wrong = next(c.id for c in variant.choices if c.pitfall is not None)
+    answer_served(client, auth, served, wrong)
+    for scope in ({"card_id": CARD_ID}, {"scope": "deck"}):
+        refused = client.post(SESSIONS, json={**scope, "mode": "mistakes"}, headers=auth)
+        assert_problem(refused, 409, "nothing_to_practise")
+    second = next_question(client, auth, exam["session_id"])
+    answer_served(client, auth, second, session_variant(app, second).correct_choice_id)
+    assert get(client, auth, exam["session_id"]).json()["over"]
+    mistakes = start(client, auth, "mistakes")
+    practised = next_question(client, auth, mistakes["session_id"])
+    assert practised["question"]["template_id"] == served["question"]["template_id"]
+
+
 def test_an_answer_after_the_exams_end_is_refused_and_not_counted(client, app, auth, clock):
     exam = start(client, auth, "exam", size=3)
     served = next_question(client, auth, exam["session_id"])

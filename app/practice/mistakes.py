@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 
-from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.orm import Session
 
 from app.auth.service import as_utc
@@ -24,6 +24,7 @@ from app.domain.typed import TypedAnswer
 from app.models import Attempt
 from app.practice.changes import next_change
 from app.practice.questions import find_variant
+from app.practice.scopes import told_of
 from app.practice.sessions import running_exams, settle_ended_exams
 from app.practice.storing import regrade, stored_question
 
@@ -92,23 +93,13 @@ def results_told(
     exams that ran out of time unseen are ended (their answers rated), and the attempts whose
     result may be told are these (:func:`told`)."""
     running = settle_ended_exams(db=db, catalog=catalog, learner_id=learner_id, now=now)
-    return _told_of(learner_id, running)
+    return told_of(learner_id, running)
 
 
 def told(db: Session, learner_id: str, now: datetime) -> ColumnElement[bool]:
     """The learner's attempts whose result may be told: not those of an exam still running
     (app.practice.sessions.running_exams), listed once it ends."""
-    return _told_of(learner_id, running_exams(db=db, learner_id=learner_id, now=now))
-
-
-def _told_of(learner_id: str, running: frozenset[str]) -> ColumnElement[bool]:
-    mine = Attempt.learner_id == learner_id
-    if not running:
-        return mine
-    return and_(
-        mine,
-        or_(Attempt.practice_session_id.is_(None), Attempt.practice_session_id.not_in(running)),
-    )
+    return told_of(learner_id, running_exams(db=db, learner_id=learner_id, now=now))
 
 
 def list_attempts(

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, select
+from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
 from app.domain.cards import Card, Template
@@ -55,9 +55,12 @@ def card_part(
     now: datetime,
     point: str | int | None = None,
     templates: Collection[str] | None = None,
+    withheld: frozenset[str] = frozenset(),
 ) -> tuple[CardPart, str | None]:
     """The card's templates a session of ``mode`` practises, ``size`` questions of them (a
-    review asks each template due once), and the exam point's slug of a point session."""
+    review asks each template due once), and the exam point's slug of a point session;
+    ``withheld``: the sessions whose results are not told yet (running exams: their wrong
+    answers are no mistakes to practise, or the session would tell them)."""
     if mode == "point":
         slug = point_slug(card, point if point is not None else card.points[0].slug)
         found = card.point_by_slug(slug)
@@ -66,7 +69,8 @@ def card_part(
     if mode in ("card", "exam"):
         return CardPart(card, card.templates(), size), None
     if mode == "mistakes":
-        scope = _templates(card, sorted(_mistaken(db, learner_id, templates).get(card.id, ())))
+        mistaken = _mistaken(db, learner_id, templates, told_of(learner_id, withheld))
+        scope = _templates(card, sorted(mistaken.get(card.id, ())))
         if not scope:
             raise NothingToPractise(mode, narrowed=templates is not None)
         return CardPart(card, scope, size, wider=same_points(card, scope)), None
@@ -89,6 +93,7 @@ def deck_parts(
     size: int,
     now: datetime,
     templates: Collection[str] | None = None,
+    withheld: frozenset[str] = frozenset(),
 ) -> list[CardPart]:
     """Each offered card's part of a deck session of ``mode`` (in learning order), ``size``
     questions in all:
@@ -116,7 +121,7 @@ def deck_parts(
             if (scope := [template for of, template in chosen if of is card])
         ]
     elif mode == "mistakes":
-        mistaken = _mistaken(db, learner_id, templates)
+        mistaken = _mistaken(db, learner_id, templates, told_of(learner_id, withheld))
         scopes = [(card, _templates(card, sorted(mistaken.get(card.id, ())))) for card in cards]
         scopes = [(card, scope) for card, scope in scopes if scope]
         counts = share(size, [len(scope) for _, scope in scopes])
@@ -194,6 +199,18 @@ def deck_reach(
 
 
 # --- what the learner's answers say ------------------------------------------------------------
+
+
+def told_of(learner_id: str, withheld: Collection[str]) -> ColumnElement[bool]:
+    """The learner's attempts whose result may be told: none of the ``withheld`` sessions'
+    (app.practice.sessions.running_exams: exams still running)."""
+    mine = Attempt.learner_id == learner_id
+    if not withheld:
+        return mine
+    return and_(
+        mine,
+        or_(Attempt.practice_session_id.is_(None), Attempt.practice_session_id.not_in(withheld)),
+    )
 
 
 def _mistaken(

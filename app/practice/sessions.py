@@ -148,10 +148,12 @@ def start_session(
 
     rng = random.Random(secrets.randbits(64))
     slug: str | None = None
+    # A running exam's wrong answers are no mistakes to practise until it ends.
+    withheld = running_exams(db=db, learner_id=learner_id, now=now) if mode == "mistakes" else None
     if card_id is None:
         parts = deck_parts(
             db=db, catalog=catalog, learner_id=learner_id, mode=mode, size=size, now=now,
-            templates=templates,
+            templates=templates, withheld=withheld or frozenset(),
         )  # fmt: skip
         plan = plan_deck_session(parts, seen=seen, seeds=seeds, rng=rng)
     else:
@@ -159,7 +161,7 @@ def start_session(
         card_id = card.id
         part, slug = card_part(
             db=db, card=card, learner_id=learner_id, mode=mode, size=size, now=now, point=point,
-            templates=templates,
+            templates=templates, withheld=withheld or frozenset(),
         )  # fmt: skip
         plan = plan_session(
             card, part.scope, part.count, seen=seen, seeds=seeds, rng=rng, wider=part.wider
