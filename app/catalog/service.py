@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import write_transaction
 from app.domain.cards import Card, CardError, parse_card
 from app.domain.catalog import OLD_VERSIONS_CACHED, Catalog, VersionCache, check_versions
-from app.domain.manifests import VersionManifest, document_hash, manifest_of
+from app.domain.manifests import VersionManifest, card_manifest, document_hash, manifest_of
 from app.models import CardState, CardVersion
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def stored_card(db: Session, card_id: str) -> Callable[[int], Card | None]:
 
 
 def store_version(db: Session, card: Card) -> None:
-    manifest = manifest_of(card.document)
+    manifest = card_manifest(card)
     db.add(
         CardVersion(
             card_id=card.id,
@@ -194,7 +194,7 @@ class LiveCatalog:
     ) -> None:
         self._sessions = sessions
         self._files = dict(files)
-        self._file_hashes = {card_id: document_hash(c.document) for card_id, c in files.items()}
+        self._file_hashes = {card_id: card_manifest(c).document for card_id, c in files.items()}
         # The card files found identical to their stored version: (card id, version).
         self._files_stored: set[tuple[str, int]] = set()
         self.every = refresh_every_s

@@ -21,7 +21,7 @@ from pathlib import Path
 from .cards import Card, CardError, ExamPoint, Template, find_template_document, read_cards
 from .generation import Variant, generate
 from .identity import QuestionId
-from .manifests import VersionManifest, manifest_of
+from .manifests import VersionManifest, card_manifest
 from .manifests import document_hash as document_hash
 from .messages import Message
 from .validation import validate_card
@@ -85,10 +85,10 @@ def check_versions(
     (:func:`app.domain.versions.compare_templates`, on that older version compiled by ``load``,
     given its card version). The stored versions are otherwise compared by their manifests.
     """
-    mine = manifest_of(new.document)
+    mine = card_manifest(new)
     older: dict[int, Card | None] = {}
     for found in stored:
-        old = manifest_of(found.document) if isinstance(found, Card) else found
+        old = card_manifest(found) if isinstance(found, Card) else found
         if old.card_id != new.id:
             continue
         if old.version == new.version and old.document != mine.document:
@@ -248,7 +248,7 @@ class Catalog:
             self._compiled[(card.id, card.version)] = card
             known = self._manifests.setdefault(card.id, {})
             if card.version not in known:
-                known[card.version] = manifest_of(card.document)
+                known[card.version] = card_manifest(card)
         self._latest: dict[str, Card] = {}
         for card_id, versions in self._manifests.items():
             for version in sorted(versions, reverse=True):

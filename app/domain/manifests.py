@@ -15,8 +15,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from weakref import WeakKeyDictionary
 
-from .cards import document_templates
+from .cards import Card, document_templates
 
 
 def _digest(value: object) -> str:
@@ -116,3 +117,17 @@ def manifest_of(document: Mapping[str, Any]) -> VersionManifest:
         ),
         templates=templates,
     )
+
+
+# A compiled card's document never changes: its manifest (a digest of the whole document and of
+# each template) is computed once per card object. Every app start-up, catalog refresh and
+# publication asks for it, several times per card.
+_card_manifests: WeakKeyDictionary[Card, VersionManifest] = WeakKeyDictionary()
+
+
+def card_manifest(card: Card) -> VersionManifest:
+    """:func:`manifest_of` the card's document, computed once per card object."""
+    found = _card_manifests.get(card)
+    if found is None:
+        found = _card_manifests[card] = manifest_of(card.document)
+    return found
