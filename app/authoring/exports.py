@@ -89,18 +89,9 @@ class ExportFile:
     media_type: str
 
 
-def export_card(
-    card: Card,
-    fmt: str,
-    lang: Lang,
-    variants: int = DEFAULT_VARIANTS,
-    *,
-    numeric: str = "fixed",
-    timestamp: float | None = None,
-) -> ExportFile:
-    """One card's export in ``fmt`` (``apkg``, ``moodle`` or ``qti``), numeric templates as
-    fixed variants or (``numeric="calculated"``, Moodle only) as calculated questions where
-    Moodle can compute them; ExportError for a bad request."""
+def check_export_request(fmt: str, numeric: str = "fixed") -> None:
+    """ExportError unless ``fmt`` is a known format and ``numeric`` a known way to export numeric
+    templates for it (checked before any card is read or validated)."""
     if numeric not in NUMERIC_EXPORTS:
         raise ExportError(
             Message(
@@ -119,6 +110,21 @@ def export_card(
                 known=", ".join(FORMATS),
             )
         )
+
+
+def export_card(
+    card: Card,
+    fmt: str,
+    lang: Lang,
+    variants: int = DEFAULT_VARIANTS,
+    *,
+    numeric: str = "fixed",
+    timestamp: float | None = None,
+) -> ExportFile:
+    """One card's export in ``fmt`` (``apkg``, ``moodle`` or ``qti``), numeric templates as
+    fixed variants or (``numeric="calculated"``, Moodle only) as calculated questions where
+    Moodle can compute them; ExportError for a bad request."""
+    check_export_request(fmt, numeric)
     chosen: ExportFormat = next(f for f in FORMATS if f == fmt)
     if chosen == "qti":
         from app.authoring.qti import qti_package

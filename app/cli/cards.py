@@ -64,11 +64,13 @@ def export_questions(
     except ExportError as exc:
         raise CliError(str(exc)) from None
     try:
-        from app.authoring.exports import FORMATS, export_card
+        from app.authoring.exports import check_export_request, export_card
     except ModuleNotFoundError as exc:
         raise CliError(f"exports need the package {exc.name!r} (pip install genanki)") from None
-    if fmt not in FORMATS:
-        raise CliError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")
+    try:
+        check_export_request(fmt, numeric)
+    except ExportError as exc:
+        raise CliError(str(exc)) from None
     if not out.parent.is_dir():
         raise CliError(f"cannot write {str(out)!r}: its folder does not exist")
     try:

@@ -70,7 +70,7 @@ from typing import Literal
 from .calculator_input import MAX_TEXT as MAX_TEXT
 from .calculator_input import CalculatorError as CalculatorError
 from .calculator_input import FieldError as FieldError
-from .calculator_input import FormReader, group_digits, listed
+from .calculator_input import FormReader, capacity_marker, chart_start, group_digits, listed
 from .cards import Card
 from .messages import Message
 from .texts import Text
@@ -679,12 +679,7 @@ def stacked_bar_svg(result: Result, labels: Mapping[str, str]) -> str:
         return f"{float(value * scale):.2f}"
 
     title = labels["title"]
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" role="img" aria-labelledby="calc-chart-title" '
-        f'class="calc-svg">',
-        f'<title id="calc-chart-title">{escape(title)}</title>',
-    ]
+    out = [chart_start(width, height, title)]
     for index, (name, parts) in enumerate(rows):
         y = top + index * (bar_h + gap)
         total = sum((v for _, v in parts), Fraction(0))
@@ -709,16 +704,8 @@ def stacked_bar_svg(result: Result, labels: Mapping[str, str]) -> str:
             offset += value
     line_x = float(left + capacity * scale)
     bottom = top + len(rows) * (bar_h + gap) - gap + 8
-    out.append(
-        f'<line x1="{line_x:.2f}" y1="{top - 22}" x2="{line_x:.2f}" y2="{bottom}" '
-        f'stroke="currentColor" stroke-width="2" stroke-dasharray="5 4" class="calc-capacity"/>'
-    )
-    anchor = "end" if line_x > width / 2 else "start"
-    shift = -5 if anchor == "end" else 5
-    out.append(
-        f'<text x="{line_x + shift:.2f}" y="{top - 20}" font-size="14" fill="currentColor" '
-        f'text-anchor="{anchor}">{escape(labels["gpu"])} {escape(format_bytes(capacity))}</text>'
-    )
+    gpu = f"{labels['gpu']} {format_bytes(capacity)}"
+    out.append(capacity_marker(line_x, top - 22, bottom, top - 20, width, gpu))
     legend_top = bottom + 14
     for index, key in enumerate(legend_keys):
         column, row = index % 3, index // 3

@@ -1,5 +1,5 @@
-"""What every calculator's form shares: numbers read as people type them, and one message per
-field for what cannot be used.
+"""What every calculator's form shares: numbers read as people type them, one message per
+field for what cannot be used, and the GPU-memory line of its chart.
 
 A calculator's inputs are read as numbers only (:func:`read_number`: digits, a decimal point,
 an exponent, thousands commas, a K/M/B/T suffix); no text a person typed ever reaches the formula
@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from html import escape
 
 from .bilingual import Text
 from .messages import Message, contextual_message
@@ -177,3 +178,27 @@ class FormReader:
         """A whole number from ``low`` to ``high``."""
         value = self.within(field, label, low, high, whole=True, required=required)
         return None if value is None else int(value)
+
+
+def chart_start(width: int, height: int, title: str) -> str:
+    """The opening of a calculator's chart: an SVG of ``width`` × ``height`` named by ``title``."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" role="img" aria-labelledby="calc-chart-title" '
+        f'class="calc-svg"><title id="calc-chart-title">{escape(title)}</title>'
+    )
+
+
+def capacity_marker(
+    x: float, top: float, bottom: float, label_y: float, width: float, label: str
+) -> str:
+    """A chart's dashed vertical line at the GPU's memory (``x``), from ``top`` to ``bottom``,
+    and its ``label`` at ``label_y``, on the side of the line with room (an SVG fragment)."""
+    anchor = "end" if x > width / 2 else "start"
+    shift = -5 if anchor == "end" else 5
+    return (
+        f'<line x1="{x:.2f}" y1="{top}" x2="{x:.2f}" y2="{bottom}" '
+        f'stroke="currentColor" stroke-width="2" stroke-dasharray="5 4" class="calc-capacity"/>'
+        f'<text x="{x + shift:.2f}" y="{label_y}" font-size="14" fill="currentColor" '
+        f'text-anchor="{anchor}">{escape(label)}</text>'
+    )

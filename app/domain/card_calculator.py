@@ -26,7 +26,15 @@ from fractions import Fraction
 from html import escape
 
 from .bilingual import Text
-from .calculator_input import MAX_TEXT, CalculatorError, FieldError, FormReader, listed
+from .calculator_input import (
+    MAX_TEXT,
+    CalculatorError,
+    FieldError,
+    FormReader,
+    capacity_marker,
+    chart_start,
+    listed,
+)
 from .formulas import Constraint, Formula, FormulaError
 from .messages import Message
 from .units import format_readable, get_unit
@@ -385,12 +393,7 @@ def memory_chart_svg(result: Result, lang: str, labels: Mapping[str, str]) -> st
     row_h = label_h + bar_h + gap
     height = top + len(result.bars) * row_h + 6
     title = labels["title"]
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" role="img" aria-labelledby="calc-chart-title" '
-        f'class="calc-svg">',
-        f'<title id="calc-chart-title">{escape(title)}</title>',
-    ]
+    out = [chart_start(width, height, title)]
     for index, bar in enumerate(result.bars):
         y = top + index * row_h
         total = format_readable(bar.total, "B", 3, lang)
@@ -413,16 +416,7 @@ def memory_chart_svg(result: Result, lang: str, labels: Mapping[str, str]) -> st
             offset += term.value
     line_x = float(left + capacity * scale)
     bottom = top + len(result.bars) * row_h - gap + 6
-    out.append(
-        f'<line x1="{line_x:.2f}" y1="{top - 12}" x2="{line_x:.2f}" y2="{bottom}" '
-        f'stroke="currentColor" stroke-width="2" stroke-dasharray="5 4" class="calc-capacity"/>'
-    )
-    anchor = "end" if line_x > width / 2 else "start"
-    shift = -5 if anchor == "end" else 5
-    out.append(
-        f'<text x="{line_x + shift:.2f}" y="{top - 14}" font-size="14" fill="currentColor" '
-        f'text-anchor="{anchor}">{escape(labels["gpu"])} '
-        f"{escape(format_readable(capacity, 'B', 3, lang))}</text>"
-    )
+    gpu = f"{labels['gpu']} {format_readable(capacity, 'B', 3, lang)}"
+    out.append(capacity_marker(line_x, top - 12, bottom, top - 14, width, gpu))
     out.append("</svg>")
     return "".join(out)
