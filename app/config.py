@@ -20,6 +20,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.auth.ratelimit import NEW_LEARNERS_IN_ALL, NEW_LEARNERS_PER_ADDRESS
+from app.db import PG_POOL_SIZE
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET_KEY_FILE = "secret_key"
@@ -86,6 +87,10 @@ class Settings(BaseSettings):
     db_connect_timeout_s: int = Field(default=5, ge=1, le=300)
     db_statement_timeout_s: float = Field(default=10.0, gt=0, le=3600)
     db_pool_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    # PostgreSQL: connections each server process keeps open (app.db.make_engine; the catalog's
+    # refresher holds one more). Workers × (this + 1) must stay under the server's
+    # max_connections (100 by default).
+    db_pool_size: int = Field(default=PG_POOL_SIZE, ge=1, le=1000)
     # SQLite: how long a write waits for the file lock.
     sqlite_busy_timeout_ms: int = Field(default=5000, ge=0, le=600_000)
     # Retry-After of a 503 for a database failure; also how long a failed connection attempt

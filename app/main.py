@@ -192,7 +192,10 @@ def create_app(
         retry_after_s=settings.db_retry_after_s,
     )
     engine = make_engine(
-        settings.database_url, sqlite_synchronous=settings.sqlite_synchronous, timeouts=timeouts
+        settings.database_url,
+        sqlite_synchronous=settings.sqlite_synchronous,
+        timeouts=timeouts,
+        **({} if is_sqlite(settings.database_url) else {"pool_size": settings.db_pool_size}),
     )
 
     @asynccontextmanager

@@ -22,9 +22,9 @@ from pydantic import BaseModel
 
 BASELINE_DB_ENV = "BENCH_BASELINE_DB"
 TABLE = "bench_rows"
-# Connections per process: as many as the app's engine may open (SQLAlchemy's 5 + 10 overflow),
-# all kept open (overflow connections closed on return would make the baseline reconnect).
-POSTGRES_POOL = 15
+# Connections per process: as many as the app's engine keeps (app.db.PG_POOL_SIZE, no
+# overflow), all kept open (overflow connections closed on return would make it reconnect).
+POSTGRES_POOL = 20
 
 
 class BaselineRow(BaseModel):

@@ -170,6 +170,52 @@ def test_concurrent_duplicates_store_one_attempt_postgres(pg_url, cards, card):
         engine.dispose()
 
 
+@pytest.mark.postgres
+def test_postgres_keeps_its_pool_of_connections_under_load_above_it(tmp_path, pg_url, cards):
+    """Sixteen threads at once against the app's pool of four: they wait their turn on the four
+    connections it keeps, and the server never sees a fifth (an overflow connection would be
+    opened and closed again and again, each a new server process)."""
+    from app.cli import migrate
+    from app.main import create_app
+    from conftest import make_settings
+
+    migrate(pg_url)
+    app = create_app(make_settings(tmp_path, pg_url, db_pool_size=4), cards=cards)
+    engine, sessions = app.state.engine, app.state.sessionmaker
+    opened: list[int] = []
+    event.listen(engine, "connect", lambda *_: opened.append(1))
+    most_seen, errors = [0], []
+
+    def work() -> None:
+        try:
+            for _ in range(10):
+                with sessions() as db:
+                    seen = db.scalar(
+                        text(
+                            "SELECT count(*) FROM pg_stat_activity "
+                            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                            "AND backend_type = 'client backend'"
+                        )
+                    )
+                    most_seen[0] = max(most_seen[0], int(seen) + 1)
+                    db.execute(text("SELECT pg_sleep(0.005)"))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(16)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert errors == []
+        assert len(opened) <= 4  # the pool's own, opened once
+        assert most_seen[0] <= 4  # connections of this database the server had at once
+        assert engine.pool.size() == 4
+    finally:
+        engine.dispose()
+
+
 def run_concurrent_duplicates(sessions, cards, card, threads: int = 8) -> None:
     learner = new_learner(sessions)
     token, key = token_for(card, POINT, 5), str(uuid.uuid4())
