@@ -175,9 +175,10 @@ def test_postgres_keeps_its_pool_of_connections_under_load_above_it(tmp_path, pg
     """Sixteen threads at once against the app's pool of four: they wait their turn on the four
     connections it keeps, and the server never sees a fifth (an overflow connection would be
     opened and closed again and again, each a new server process)."""
+    from conftest import make_settings
+
     from app.cli import migrate
     from app.main import create_app
-    from conftest import make_settings
 
     migrate(pg_url)
     app = create_app(make_settings(tmp_path, pg_url, db_pool_size=4), cards=cards)
