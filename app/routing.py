@@ -236,7 +236,17 @@ def query_values(query_string: bytes) -> dict[str, str]:
     name), without building the multi-dict."""
     if not query_string:
         return {}
-    return dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
+    text = query_string.decode("latin-1")
+    if "%" in text or "+" in text:
+        return dict(parse_qsl(text, keep_blank_values=True))
+    # Nothing to unquote (``seed=5``): parse_qsl's split on "&" and first "=", without its
+    # per-pair unquoting calls.
+    values = {}
+    for pair in text.split("&"):
+        if pair:
+            name, _, value = pair.partition("=")
+            values[name] = value
+    return values
 
 
 class BodyTooLarge(HTTPException):

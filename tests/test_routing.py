@@ -317,6 +317,9 @@ def test_the_hot_routes_send_the_headers_of_their_documented_path_operations(
         b"semi=1;other=2",
         b"raw=\xe9\xff",
         b"=blank&%=pct",
+        b"a=1=2&b==&c",
+        b"&&",
+        b"seed=12&lang=en-US&seed=13",
     ],
 )
 def test_query_values_are_what_starlette_s_query_params_give(query_string):

@@ -53,6 +53,9 @@ def make_pages() -> Jinja2Templates:
     check_catalogs(LANGS)  # at start: a missing compiled catalog is an error, not English pages
     pages = Jinja2Templates(directory=PAGES_DIR)
     env = pages.env
+    # The pages ship with the code and change only with it (a restart): no file checks on every
+    # render (three os.stat calls for a question page).
+    env.auto_reload = False
     env.add_extension("jinja2.ext.i18n")
     env.newstyle_gettext = True  # type: ignore[attr-defined]
     # Formulas are named in the page's language (their spoken words), hence the context.
