@@ -75,8 +75,9 @@ def json_text(value: Any) -> str:
 # anyio's default threadpool has 40 threads; one more for the answer writer.
 SQLITE_POOL_SIZE = 41
 SQLITE_POOL_OVERFLOW = 10
-# PostgreSQL connections a server process keeps (Settings.db_pool_size): each is a server
-# process, so fewer than the threads; a thread waits for a free one (DB_POOL_TIMEOUT_S).
+# PostgreSQL connections a process keeps, no more (Settings.db_pool_size): with overflow, load
+# above the pool opened and closed a server process every request or two, each planning its
+# statements afresh (1,491 connections in one service-bench run; 122 with this pool).
 PG_POOL_SIZE = 20
 
 
@@ -111,11 +112,7 @@ def make_engine(
         engine_health(engine)  # failures are recorded (and counted) for SQLite too
         return engine
     kwargs.setdefault("pool_pre_ping", True)
-    if "poolclass" not in kwargs:
-        # A fixed pool: SQLAlchemy closes an overflow connection when it is given back, so load
-        # above the pool (64 requests at once against 5 + 10) opened and closed a server process
-        # every request or two, each parsing and planning its statements afresh (measured:
-        # 1,491 connections in one run of the service bench; 122 with this pool).
+    if "poolclass" not in kwargs:  # fixed: an overflow connection is closed when given back
         kwargs.setdefault("pool_size", PG_POOL_SIZE)
         kwargs.setdefault("max_overflow", 0)
     driver = make_url(url).get_driver_name()
