@@ -109,8 +109,8 @@ def test_the_cards_share_one_history_of_keys(cards):
     question has pushed it out of the last ten."""
     megatron, zero = cards[MEGATRON], cards[ZERO]
     statement = next(t for t in zero.templates() if t.kind == "statement")
-    seen = [SeenQuestion(statement.id, question_key(statement, {}), {})] + [
-        SeenQuestion(f"other-{n}", f"other-key-{n}", {}) for n in range(9)
+    seen = [SeenQuestion(ZERO, statement.id, question_key(statement, {}), {})] + [
+        SeenQuestion(MEGATRON, f"other-{n}", f"other-key-{n}", {}) for n in range(9)
     ]
     zero_part = CardPart(zero, [statement], 1, wider=same_points(zero, [statement]))
     alone = plan_deck_session([zero_part], seen=seen, seeds=seeds, rng=random.Random(5))

@@ -40,7 +40,7 @@ def choose(card, scope, count, seen=(), stream=0, wider=()):
 def seen_of(card, template_id, **values):
     template = card.template(template_id)
     exact = {name: Fraction(value) for name, value in values.items()}
-    return SeenQuestion(template_id, question_key(template, exact), exact)
+    return SeenQuestion(card.id, template_id, question_key(template, exact), exact)
 
 
 # --- keys -------------------------------------------------------------------------------------
@@ -150,6 +150,31 @@ def test_practising_again_changes_only_what_the_key_depends_on_but_all_of_it(car
     for stream in range(20):
         (pick,) = choose(card, [template], 1, seen=seen, stream=stream)
         assert pick.values["psi"] != 175 * 10**9 and pick.values["n_d"] != 8
+
+
+def test_another_cards_template_of_the_same_id_is_another_template(card):
+    """Templates are named within their card: an answer to another card's "p1-total-16psi"
+    (in a deck session's shared history) neither asks for new numbers here nor moves this card's
+    template back in its round; only its key, a number the learner saw, is blocked."""
+    template = card.template("p1-total-16psi")
+    mine = seen_of(card, template.id, psi=175 * 10**9)
+    theirs = SeenQuestion("another-card", template.id, "B:1", mine.values)
+    for stream in range(10):
+        (fresh,) = choose(card, [template], 1, stream=stream)
+        (pick,) = choose(card, [template], 1, seen=[theirs], stream=stream)
+        assert (pick.seed, pick.values) == (fresh.seed, fresh.values)
+        (again,) = choose(card, [template], 1, seen=[mine], stream=stream)
+        assert again.values["psi"] != 175 * 10**9
+    other = next(t for t in card.point_by_slug(template.point).templates if t.id != template.id)
+    # This card's own answer to the template puts it after the other one; another card's not.
+    orders = {
+        tuple(p.template.id for p in choose(card, [template, other], 2, seen=[theirs], stream=s))
+        for s in range(20)
+    }
+    assert len(orders) == 2  # as with no history: either comes first, by the tie-break
+    assert {
+        choose(card, [template, other], 1, seen=[mine], stream=s)[0].template.id for s in range(20)
+    } == {other.id}
 
 
 def test_a_statement_practised_again_gives_way_to_another_template_of_its_point(card):

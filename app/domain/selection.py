@@ -44,6 +44,7 @@ _BASE_UNIT = {name: family[0] for family in FAMILIES for name in family}
 class SeenQuestion:
     """A question the learner answered, and so saw the key of in its feedback."""
 
+    card_id: str
     template_id: str
     key: str
     values: Mapping[str, Fraction]
@@ -53,6 +54,7 @@ class SeenQuestion:
 class Pick:
     """A chosen question: its template and the seed of its variant (the ``draw``-th tried)."""
 
+    card_id: str
     template: Template
     seed: int
     draw: int
@@ -60,7 +62,7 @@ class Pick:
     values: Mapping[str, Fraction]
 
     def seen(self) -> SeenQuestion:
-        return SeenQuestion(self.template.id, self.key, self.values)
+        return SeenQuestion(self.card_id, self.template.id, self.key, self.values)
 
 
 def question_key(template: Template, values: Mapping[str, Fraction]) -> str:
@@ -178,8 +180,9 @@ def _choose(
 ) -> Pick:
     recent = history[-RECENT_ANSWERS:]
     blocked = {s.key for s in recent}
-    last_values = {s.template_id: s.values for s in recent}
-    last_seen = {s.template_id: i for i, s in enumerate(history)}
+    # Templates are named within their card: another card's template of the same id is another.
+    last_values = {s.template_id: s.values for s in recent if s.card_id == card_id}
+    last_seen = {s.template_id: i for i, s in enumerate(history) if s.card_id == card_id}
 
     def order(templates: Sequence[Template]) -> list[Template]:
         shuffled = list(templates)
@@ -216,9 +219,9 @@ def _choose(
         for template in order(group):
             found = best_try(template)
             if found.stale == (0, 0):
-                return Pick(template, found.seed, found.draw, found.key, found.values)
+                return Pick(card_id, template, found.seed, found.draw, found.key, found.values)
             if group is scope and (stalest is None or found.stale < stalest[0]):
                 stalest = (found.stale, template, found)
     assert stalest is not None
     _, template, found = stalest
-    return Pick(template, found.seed, found.draw, found.key, found.values)
+    return Pick(card_id, template, found.seed, found.draw, found.key, found.values)

@@ -48,4 +48,4 @@ def seen_question(
     values = {name: Fraction(value) for name, value in (params or {}).items()}
     if set(values) != set(template.params):
         return None
-    return SeenQuestion(template.id, question_key(template, values), values)
+    return SeenQuestion(question.card_id, template.id, question_key(template, values), values)
