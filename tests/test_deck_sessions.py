@@ -367,6 +367,7 @@ def test_the_pages_offer_the_deck_and_run_a_deck_review(client, app, clock):
     assert cards == {
         "Review everything due": "review",
         "Practise the deck": "mixed",
+        "Timed exam on the deck": "exam",
         "My mistakes on every card": "mistakes",
     }
     today = client.get("/")
@@ -380,6 +381,7 @@ def test_the_pages_offer_the_deck_and_run_a_deck_review(client, app, clock):
     assert zh == {
         "复习全部到期的题": "review",
         "练习整套卡组": "mixed",
+        "整套卡组限时考试": "exam",
         "所有卡片上的错题": "mistakes",
     }
     client.get("/", params={"lang": "en"})
