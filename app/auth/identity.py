@@ -11,9 +11,9 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from app.domain.messages import Message
-from app.models import Learner
 from app.problems import InvalidInput
 
 GUEST = "guest"
@@ -38,7 +38,17 @@ class LearnerRef:
         return self.kind == ACCOUNT
 
 
-def learner_ref(learner: Learner, token_id: int | None = None) -> LearnerRef:
+class LearnerColumns(Protocol):
+    """What a LearnerRef is made of: a Learner, or a row of these columns."""
+
+    id: str
+    kind: str
+    role: str
+    email: str | None
+    time_zone: str | None
+
+
+def learner_ref(learner: LearnerColumns, token_id: int | None = None) -> LearnerRef:
     return LearnerRef(
         id=learner.id,
         kind=learner.kind,

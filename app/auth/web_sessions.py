@@ -31,24 +31,26 @@ SESSION_TOUCH_EVERY = timedelta(hours=1)
 
 
 def _visitor_statement() -> Select[Any]:
-    """What visitor_for_web_session reads, built once: a web session's learner, its reviews due
-    at ``now`` and the next due time (correlated subqueries)."""
+    """What visitor_for_web_session reads, built once: a web session's learner (what a
+    LearnerRef holds), its reviews due at ``now`` and the next due time (correlated
+    subqueries). Columns, not an ORM entity: it runs on the connection, as a page view does."""
     now: BindParameter[datetime] = bindparam("now")
-    of_learner = ReviewItem.learner_id == Learner.id
+    learners, sessions = Learner.__table__, WebSession.__table__
+    of_learner = ReviewItem.learner_id == learners.c.id
     due_now = select(func.count()).where(of_learner, ReviewItem.due_by(now))
     next_due = select(func.min(ReviewItem.due_at)).where(of_learner, ~ReviewItem.due_by(now))
     return (
         select(
-            Learner,
-            WebSession.id,
-            WebSession.last_seen_at,
-            due_now.scalar_subquery(),
-            next_due.scalar_subquery(),
+            *learners.c["id", "kind", "role", "email", "time_zone"],
+            sessions.c.id.label("session_id"),
+            sessions.c.last_seen_at,
+            due_now.scalar_subquery().label("due_count"),
+            next_due.scalar_subquery().label("next_due_at"),
         )
-        .join(WebSession, WebSession.learner_id == Learner.id)
+        .join(sessions, sessions.c.learner_id == learners.c.id)
         .where(
-            WebSession.token_hash == bindparam("token_hash"),
-            WebSession.expires_at > bindparam("alive_at"),
+            sessions.c.token_hash == bindparam("token_hash"),
+            sessions.c.expires_at > bindparam("alive_at"),
         )
     )
 
@@ -61,22 +63,20 @@ def visitor_for_web_session(*, db: Session, secret: str, now: datetime) -> Known
     app.review.service.due_counts counts them) and when the next one falls due, in one read;
     None for an unknown or expired session."""
     values = {"now": now, "token_hash": hash_secret(secret), "alive_at": now_utc()}
-    row = db.execute(_VISITOR, values).first()
+    row = db.connection().execute(_VISITOR, values).first()
     db.commit()
     if row is None:
         return None
-    learner, session_id, last_seen, due_count, next_due_at = row
     touched = now_utc()
-    if touched - as_utc(last_seen) > SESSION_TOUCH_EVERY:
+    if touched - as_utc(row.last_seen_at) > SESSION_TOUCH_EVERY:
         with write_transaction(db):
             db.execute(
                 update(WebSession)
-                .where(WebSession.id == session_id)
+                .where(WebSession.id == row.session_id)
                 .values(last_seen_at=touched, expires_at=touched + SESSION_LIFETIME)
             )
-    return KnownVisitor(
-        learner_ref(learner), int(due_count), None if next_due_at is None else as_utc(next_due_at)
-    )
+    next_due_at = None if row.next_due_at is None else as_utc(row.next_due_at)
+    return KnownVisitor(learner_ref(row), int(row.due_count), next_due_at)
 
 
 def start_web_session(
