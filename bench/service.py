@@ -2,6 +2,7 @@
 
     python bench/service.py                          # 3000 requests per endpoint, 64 connections
     python bench/service.py --requests 10000 --workers 1 --postgres none --json
+    python bench/service.py --learners 256           # learners that are seldom in the caches
 
 The pieces: ``service_baseline.py`` (the ceilings' app), ``service_servers.py`` (uvicorn
 processes, fresh databases), ``service_load.py`` with ``service_wrk.lua`` (wrk sends a prepared
@@ -24,11 +25,11 @@ whose speed drifts during the run slows both sides of a ratio alike:
    IMMEDIATE``, ``synchronous=NORMAL``, like the app's database);
 2. the app (``uvicorn app.main:create_app --factory``), freshly migrated: ``GET /healthz``; ``GET
    /api/v1/cards/zero-memory-offload/points/{n}/question?seed=...`` (anonymous, n and seed
-   varied); ``POST /api/v1/answers`` from 32 learners in turn, each POST with its learner's
-   bearer token, to its own question (fetched beforehand by that learner, bound to it) and with a
-   fresh ``client_answer_id``: every one is a first answer (grade, store the attempt, rate the
-   review, bring a pitfall fallen for twice forward); the same POSTs again with ids already
-   stored (the idempotent replay path).
+   varied); ``POST /api/v1/answers`` from 32 learners (``--learners``) in turn, each POST with
+   its learner's bearer token, to its own question (fetched beforehand by that learner, bound to
+   it) and with a fresh ``client_answer_id``: every one is a first answer (grade, store the
+   attempt, rate the review, bring a pitfall fallen for twice forward); the same POSTs again
+   with ids already stored (the idempotent replay path).
 
 Each endpoint gets a short warm-up in the first round (not reported; the question GET a longer
 one, enough to fill every worker's caches as a server up for a while has them), then ``--requests``
@@ -66,6 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from service_load import find_wrk  # noqa: E402
 from service_scenario import (  # noqa: E402
+    LEARNERS,
     Options,
     ScenarioResult,
     question_warmup_count,
@@ -117,6 +119,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             args.rounds,
             args.http,
             args.loop,
+            args.learners,
         )
         backends = [b for b in args.backends if b == "sqlite" or pg]
         if "postgres" in args.backends and not pg and args.backends == ["postgres"]:
@@ -345,6 +348,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="asyncio",
         help="uvicorn's event loop for both servers (default asyncio, as deployed; uvloop "
         "must be installed)",
+    )
+    parser.add_argument(
+        "--learners",
+        type=positive_int,
+        default=LEARNERS,
+        help=f"learners answering, and browsers loading pages, in turn (default {LEARNERS}: "
+        "each comes back within milliseconds, so the app's 5 s caches of tokens and browser "
+        "sessions nearly always hold it; with more, fewer requests find their learner cached, "
+        "as when people practise)",
     )
     parser.add_argument("--wrk", default=None, help="the wrk executable (default: wrk on PATH)")
     parser.add_argument("--seed", type=int, default=0, help="seed for question numbers and seeds")

@@ -36,7 +36,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 CARD_ID = "zero-memory-offload"
 MAX_SEED = 2**31 - 1  # app.domain.identity.MAX_SEED
 QUESTION_BATCH = 50  # GET .../questions?count= when fetching the answer phase's questions
-LEARNERS = 32  # the answer phase's learners, each answering its own questions in turn
+LEARNERS = 32  # default learners (and browsers), each answering its own questions in turn
 
 
 def progress(message: str) -> None:
@@ -92,6 +92,10 @@ class Options:
     # uvicorn's HTTP implementation and event loop, the same for the baseline app and the app
     http: str = "httptools"
     loop: str = "asyncio"
+    # The learners answering (and browsers loading pages) in turn: with the default 32 each
+    # comes back within milliseconds, so the app's 5-second caches of tokens and browser
+    # sessions nearly always hold it; more learners come back less often, as people do.
+    learners: int = LEARNERS
 
     @property
     def server_args(self) -> list[str]:
@@ -212,9 +216,9 @@ def baseline_phases(backend: str) -> list[Phase]:
 
 
 def app_phases(
-    server: Server, rng: random.Random, pool_size: int, answered: list[Spec]
+    server: Server, rng: random.Random, pool_size: int, answered: list[Spec], learners: int
 ) -> list[Phase]:
-    """The app's endpoints; creates ``LEARNERS`` learners and fetches the question tokens first
+    """The app's endpoints; creates ``learners`` learners and fetches the question tokens first
     (with each learner's bearer token, so they are bound to it): ``pool_size`` distinct
     questions, one per answer POST, so that every answer is its learner's first to its question
     and rates a review. The POSTs take the learners in turn (each sent with its own token), as
@@ -225,7 +229,7 @@ def app_phases(
     """
     with httpx.Client(base_url=server.url, timeout=REQUEST_TIMEOUT_S, trust_env=False) as client:
         bearers = []
-        for _ in range(LEARNERS):
+        for _ in range(learners):
             created = client.post("/api/v1/learners")
             if created.status_code != 201:
                 raise BenchError(
@@ -236,7 +240,7 @@ def app_phases(
         if CARD_ID not in cards:
             raise BenchError(f"the app serves no card {CARD_ID!r} (it has {sorted(cards)})")
         points = [point["number"] for point in cards[CARD_ID]["points"]]
-        per_learner = -(-pool_size // LEARNERS)
+        per_learner = -(-pool_size // learners)
         shares: list[list[tuple[str, str, list[str]]]] = []
         for bearer in bearers:
             mine: list[tuple[str, str, list[str]]] = []
@@ -275,7 +279,7 @@ def app_phases(
             i = next(answer_index)
             bearer, token, choices = pool[i % len(pool)]
             # Every choice in turn, so right and wrong answers (with pitfalls) are both stored.
-            choice = choices[(i // LEARNERS) % len(choices)]
+            choice = choices[(i // learners) % len(choices)]
             body = json_body(token=token, choice_id=choice, client_answer_id=str(uuid.uuid4()))
             specs.append(("POST", "/api/v1/answers", body, bearer))
         return specs
@@ -319,9 +323,9 @@ WEB_FORM = "application/x-www-form-urlencoded"
 
 
 def web_phases(
-    server: Server, rng: random.Random, pool_size: int, setup_ids: set[str]
+    server: Server, rng: random.Random, pool_size: int, setup_ids: set[str], learners: int
 ) -> list[Phase]:
-    """The web practice loop as a learner practises in the browser: ``LEARNERS`` browsers (each
+    """The web practice loop as a learner practises in the browser: ``learners`` browsers (each
     a guest with its session cookie that has answered once, so it has its learner) load question
     pages, ``GET /cards/{card}/points/{n}/practice?seed=`` (the stem and choices as MathML, the
     form), and post the answer form, ``POST /answers`` (the page's CSRF token, the question's
@@ -333,7 +337,7 @@ def web_phases(
         points = [point["number"] for point in cards[CARD_ID]["points"]]
         questions: list[tuple[str, list[str]]] = []
         seen: set[tuple[object, ...]] = set()
-        while len(questions) < pool_size + LEARNERS:
+        while len(questions) < pool_size + learners:
             response = api.get(
                 f"/api/v1/cards/{CARD_ID}/questions", params={"count": QUESTION_BATCH}
             )
@@ -345,7 +349,7 @@ def web_phases(
                     seen.add(key)
                     questions.append((question["token"], [c["id"] for c in question["choices"]]))
     browsers: list[tuple[str, str]] = []  # (its Cookie header line, its CSRF token)
-    for number in range(LEARNERS):
+    for number in range(learners):
         with httpx.Client(base_url=server.url, timeout=REQUEST_TIMEOUT_S, trust_env=False) as web:
             page = web.get(web_question_path(points[number % len(points)], number))
             found = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
@@ -376,7 +380,7 @@ def web_phases(
                 "GET",
                 web_question_path(rng.choice(points), rng.randint(0, MAX_SEED)),
                 "",
-                browsers[i % LEARNERS][0],
+                browsers[i % learners][0],
             )
             for i in range(count)
         ]
@@ -387,13 +391,13 @@ def web_phases(
         specs = []
         for _ in range(count):
             i = next(answer_index)
-            cookie, csrf = browsers[i % LEARNERS]
+            cookie, csrf = browsers[i % learners]
             token, choices = questions[i % len(questions)]
             body = urlencode(
                 {
                     "csrf_token": csrf,
                     "token": token,
-                    "choice_id": choices[(i // LEARNERS) % len(choices)],
+                    "choice_id": choices[(i // learners) % len(choices)],
                     "client_answer_id": uuid.uuid4().hex,
                 }
             )
@@ -490,6 +494,11 @@ def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
         "DATA_DIR": str(data_dir),
         "SECRET_KEY": secrets.token_urlsafe(48),
     }
+    # Its learners and browsers all come from 127.0.0.1: room for them under the new-learner
+    # limits (the defaults allow 100 an hour from one address).
+    room = f"{2 * opts.learners + 100}/hour"
+    app_env.setdefault("NEW_LEARNERS_PER_ADDRESS", room)
+    app_env.setdefault("NEW_LEARNERS_IN_ALL", room)
     progress("  migrating ...")
     migrate(app_env)
     answered: list[Spec] = []
@@ -519,9 +528,9 @@ def run_scenario(db: Database, workers: int, opts: Options) -> ScenarioResult:
     ):
         pool = warmup_count(opts.requests) + opts.requests
         phases = [(p, baseline) for p in baseline_phases(db.backend)]
-        phases += [(p, server) for p in app_phases(server, rng, pool, answered)]
+        phases += [(p, server) for p in app_phases(server, rng, pool, answered, opts.learners)]
         web_setup_ids: set[str] = set()
-        phases += [(p, server) for p in web_phases(server, rng, pool, web_setup_ids)]
+        phases += [(p, server) for p in web_phases(server, rng, pool, web_setup_ids, opts.learners)]
         # Once the answers' warm-up has filled the tables a little, statistics as on a live
         # database (PostgreSQL's autovacuum; see Database.analyze).
         for phase, _ in phases:
