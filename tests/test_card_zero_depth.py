@@ -119,8 +119,9 @@ def test_new_templates_kept_their_history_of_versions(card):
         assert template.version == 2 + revised.get(template_id, 0), template_id
         assert template.generator == 2, template_id
         assert len(template.pitfalls) >= 6, template_id
-    # Card version 9 changed no template: it names the card it follows (prerequisites).
-    assert card.version == 9 and card.prerequisites == ("megatron-3d-pipeline",)
+    # Card version 9 changed no template: it names the card it follows (prerequisites); 10 gave
+    # p4-overlap-threshold three pitfalls that make two slips at once (its ratio hub 44 -> 37 %).
+    assert card.version == 10 and card.prerequisites == ("megatron-3d-pipeline",)
 
 
 # --- K for other recipes -----------------------------------------------------------------------
