@@ -76,8 +76,7 @@ def json_text(value: Any) -> str:
 SQLITE_POOL_SIZE = 41
 SQLITE_POOL_OVERFLOW = 10
 # PostgreSQL connections a process keeps, no more (Settings.db_pool_size): with overflow, load
-# above the pool opened and closed a server process every request or two, each planning its
-# statements afresh (1,491 connections in one service-bench run; 122 with this pool).
+# above the pool opened and closed a server process every request or two (1,491 in a bench run).
 PG_POOL_SIZE = 20
 
 
@@ -87,12 +86,13 @@ def make_engine(
     sqlite_synchronous: str = "full",
     sqlite_foreign_keys: bool = True,
     timeouts: DatabaseTimeouts | None = None,
+    postgres_pool_size: int = PG_POOL_SIZE,
     **kwargs: Any,
 ) -> Engine:
-    """An engine for ``url``; SQLite connections get WAL, busy_timeout and synchronous=FULL
-    (the WAL fsynced at every commit: an acknowledged write survives a power loss), or NORMAL
-    when ``sqlite_synchronous="normal"`` is asked for, and enforce foreign keys unless
-    ``sqlite_foreign_keys=False`` (migrations: see migrations/env.py)."""
+    """An engine for ``url`` (PostgreSQL: a pool of ``postgres_pool_size``); SQLite connections
+    get WAL, busy_timeout and synchronous=FULL (the WAL fsynced at every commit: an acknowledged
+    write survives a power loss), or NORMAL when ``sqlite_synchronous="normal"`` is asked for,
+    and enforce foreign keys unless ``sqlite_foreign_keys=False`` (migrations/env.py)."""
     if sqlite_synchronous.upper() not in ("NORMAL", "FULL"):
         raise ValueError(f"sqlite_synchronous must be normal or full, not {sqlite_synchronous!r}")
     timeouts = timeouts if timeouts is not None else DatabaseTimeouts()
@@ -113,7 +113,7 @@ def make_engine(
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     if "poolclass" not in kwargs:  # fixed: an overflow connection is closed when given back
-        kwargs.setdefault("pool_size", PG_POOL_SIZE)
+        kwargs.setdefault("pool_size", postgres_pool_size)
         kwargs.setdefault("max_overflow", 0)
     driver = make_url(url).get_driver_name()
     if make_url(url).get_backend_name() == "postgresql" and driver in ("psycopg", "psycopg2"):

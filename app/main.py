@@ -195,7 +195,7 @@ def create_app(
         settings.database_url,
         sqlite_synchronous=settings.sqlite_synchronous,
         timeouts=timeouts,
-        **({} if is_sqlite(settings.database_url) else {"pool_size": settings.db_pool_size}),
+        postgres_pool_size=settings.db_pool_size,
     )
 
     @asynccontextmanager

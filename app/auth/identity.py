@@ -38,8 +38,12 @@ class LearnerRef:
         return self.kind == ACCOUNT
 
 
+# The learners columns a LearnerRef is made of (the lookups that read a row, not an entity).
+LEARNER_REF_COLUMNS = ("id", "kind", "role", "email", "time_zone")
+
+
 class LearnerColumns(Protocol):
-    """What a LearnerRef is made of: a Learner, or a row of these columns."""
+    """What a LearnerRef is made of: a Learner, or a row of LEARNER_REF_COLUMNS."""
 
     id: str
     kind: str

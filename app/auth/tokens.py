@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.auth.identity import (
     APP,
+    LEARNER_REF_COLUMNS,
     LearnerRef,
     as_utc,
     hash_secret,
@@ -120,7 +121,7 @@ def _token_learner_statement() -> Select[Any]:
     learners, tokens = Learner.__table__, LearnerToken.__table__
     return (
         select(
-            *learners.c["id", "kind", "role", "email", "time_zone"],
+            *learners.c[LEARNER_REF_COLUMNS],
             tokens.c.id.label("token_id"),
             tokens.c.last_used_at,
         )

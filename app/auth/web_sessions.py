@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.auth.identity import (
     GUEST,
+    LEARNER_REF_COLUMNS,
     LearnerRef,
     as_utc,
     hash_secret,
@@ -41,7 +42,7 @@ def _visitor_statement() -> Select[Any]:
     next_due = select(func.min(ReviewItem.due_at)).where(of_learner, ~ReviewItem.due_by(now))
     return (
         select(
-            *learners.c["id", "kind", "role", "email", "time_zone"],
+            *learners.c[LEARNER_REF_COLUMNS],
             sessions.c.id.label("session_id"),
             sessions.c.last_seen_at,
             due_now.scalar_subquery().label("due_count"),

@@ -20,12 +20,14 @@ ZERO, MEGATRON = "zero-memory-offload", "megatron-3d-pipeline"
 DECK = {
     "en": {
         "review_all": "Review everything due",
+        "deck_exam": "Timed exam on the deck",
         "from_card": "From the card",
         "whole_deck": "A session on the whole deck",
         "back": "Back to the cards",
     },
     "zh": {
         "review_all": "复习全部到期的题",
+        "deck_exam": "整套卡组限时考试",
         "from_card": "本题来自卡片",
         "whole_deck": "这是一次整套卡组的练习",
         "back": "返回卡片列表",
@@ -68,6 +70,16 @@ def test_a_deck_review_from_today_asks_both_cards(
     expect(start).to_be_visible()
     shot(page, f"deck-{lang}-today-review-everything")
     problems = problems_of(page, "today")
+    # The deck's own section offers its timed exam, at a laptop's width and a phone's.
+    exam = page.locator("section.deck-start").get_by_role("button", name=deck["deck_exam"])
+    expect(exam).to_be_visible()
+    laptop = page.viewport_size
+    assert laptop is not None
+    page.set_viewport_size({"width": 390, "height": 844})
+    expect(exam).to_be_visible()
+    shot(page, f"deck-{lang}-today-phone")
+    problems += problems_of(page, "today at a phone's width")
+    page.set_viewport_size(laptop)
     start.click()
     expect(page).to_have_url(re.compile(r"/sessions/[^/?]+(\?|$)"))
 
