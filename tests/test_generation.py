@@ -428,10 +428,49 @@ def test_a_cached_combination_gives_the_variant_a_cold_start_gives(monkeypatch):
             generate(card, template, seed)
     warm = {(t.id, s): _everything(generate(card, t, s)) for t in templates for s in seeds}
     monkeypatch.setattr(generation, "COMBINATIONS_KEPT", 0)  # nothing kept: each one built anew
+    monkeypatch.setattr(generation, "VARIANTS_KEPT", 0)
     generation._combinations.clear()
+    generation._variants.clear()
     cold = {(t.id, s): _everything(generate(card, t, s)) for t in templates for s in seeds}
-    assert generation._combinations == {}
+    assert generation._combinations == {} and generation._variants == {}
     assert warm == cold
+
+
+def test_a_kept_variant_is_the_one_regenerating_it_gives(monkeypatch):
+    """An answer is graded against its question regenerated from its id; the variant the question
+    GET kept is served instead, and it is the variant a process that never saw the question
+    regenerates (another worker, after a restart)."""
+    import app.domain.generation as generation
+    from app.domain.catalog import load_cards
+
+    card = load_cards("cards")["zero-memory-offload"]
+    templates = [t for p in card.points for t in p.templates]
+    served = {(t.id, s): generate(card, t, s) for t in templates for s in range(25)}
+    again = {(t.id, s): generate(card, t, s) for t in templates for s in range(25)}
+    assert all(again[key] is served[key] for key in served)  # kept, not made again
+    monkeypatch.setattr(generation, "VARIANTS_KEPT", 0)
+    generation._variants.clear()
+    fresh = {(t.id, s): generate(card, t, s) for t in templates for s in range(25)}
+    assert generation._variants == {}
+    assert all(fresh[key] is not served[key] for key in served)
+    assert {k: _everything(v) for k, v in fresh.items()} == {
+        k: _everything(v) for k, v in served.items()
+    }
+
+
+def test_the_variants_kept_are_bounded_least_recently_used_first_out(monkeypatch, card):
+    import app.domain.generation as generation
+
+    monkeypatch.setattr(generation, "VARIANTS_KEPT", 3)
+    generation._variants.clear()
+    template = card.points[0].templates[0]
+    first = generate(card, template, 1)
+    generate(card, template, 2)
+    generate(card, template, 3)
+    assert generate(card, template, 1) is first  # used again: now the most recent
+    generate(card, template, 4)  # pushes out seed 2, the least recently used
+    assert len(generation._variants) == 3
+    assert [key[2] for key in generation._variants] == [3, 1, 4]
 
 
 def test_a_draft_under_the_same_template_id_and_version_is_not_served_the_cached_one(card):

@@ -733,8 +733,36 @@ def combination(template: Template, values: dict[str, Fraction]) -> Combination:
     return built
 
 
+# Variants kept per process (least recently used first out): a question served is answered
+# within minutes, mostly by the same process (its client's connection), and grading regenerates
+# it from its id; each holds its own small dicts and shares its texts with its Combination.
+VARIANTS_KEPT = 8192
+_variants: OrderedDict[tuple[int, int, int], tuple[Card, Template, Variant]] = OrderedDict()
+_variants_lock = threading.Lock()
+
+
 def generate(card: Card, template: Template, seed: int) -> Variant:
-    """The variant of ``template`` for ``seed``: the same inputs always give the same variant."""
+    """The variant of ``template`` for ``seed``: the same inputs always give the same variant
+    (the same object while it is kept: variants are immutable).
+
+    Kept by the card and template objects themselves (identity, checked, as for
+    :func:`combination`: a draft previewed under a published template's id and version is
+    another object) and the seed."""
+    key = (id(card), id(template), seed)
+    with _variants_lock:
+        found = _variants.get(key)
+        if found is not None and found[0] is card and found[1] is template:
+            _variants.move_to_end(key)
+            return found[2]
+    made = _generate(card, template, seed)
+    with _variants_lock:
+        _variants[key] = (card, template, made)
+        while len(_variants) > VARIANTS_KEPT:
+            _variants.popitem(last=False)
+    return made
+
+
+def _generate(card: Card, template: Template, seed: int) -> Variant:
     identity = question_id(card, template, seed)
     rng = variant_rng(identity, template.generator)
     content = combination(template, draw_params(template, rng))
