@@ -357,29 +357,19 @@ def _install_connect_guard(engine: Engine, timeouts: DatabaseTimeouts) -> None:
         return connection
 
 
-def probe_database(engine: Engine) -> dict[str, Any]:
-    """Whether the database answers and takes writes: ``{"ok": bool, "detail": str}``.
-
-    The write probe updates ``alembic_version`` to itself and rolls back (``BEGIN IMMEDIATE`` on
-    SQLite takes the write lock), so a read-only or full database says so here.
-    """
-    try:
-        with engine.connect() as connection:
-            connection.exec_driver_sql("SELECT 1")
-            connection.rollback()
-            options = {SQLITE_BEGIN_OPTION: "IMMEDIATE"} if engine.dialect.name == "sqlite" else {}
-            with connection.execution_options(**options).begin() as transaction:
-                connection.exec_driver_sql("UPDATE alembic_version SET version_num = version_num")
-                transaction.rollback()
-    except Exception as exc:  # noqa: BLE001 - any failure is the answer
-        kind = failure_kind(exc) or "error"
-        return {"ok": False, "kind": kind, "detail": first_line(exc)}
-    return {"ok": True, "detail": "reachable and writable"}
-
-
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     # Objects stay readable after commit: write_transaction commits a read transaction first.
     return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+def make_lookup_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    """Sessions for a lookup of one statement (a bearer token, a browser session) and its rare
+    touch: on PostgreSQL in autocommit, so the read costs one round trip where BEGIN and COMMIT
+    took two more; SQLAlchemy sets it on the pool's connection at checkout and resets it when
+    the connection is given back. SQLite reads in the process: the usual sessions."""
+    if engine.dialect.name != "postgresql":
+        return make_sessionmaker(engine)
+    return make_sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT"))
 
 
 @contextmanager

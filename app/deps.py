@@ -137,7 +137,7 @@ async def api_lang(request: Request, lang: LangQuery = None) -> Lang:
 
 
 def _lookup_token(request: Request, token: str) -> LearnerRef | None:
-    with request.app.state.sessionmaker() as db:
+    with request.app.state.lookups() as db:
         return learner_for_token(db=db, token=token)
 
 
@@ -327,7 +327,7 @@ class Visitor:
 
 
 def _look_up_visitor(request: Request, secret: str, now: datetime) -> KnownVisitor | None:
-    with request.app.state.sessionmaker() as db:
+    with request.app.state.lookups() as db:
         return visitor_for_web_session(db=db, secret=secret, now=now)
 
 

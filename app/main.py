@@ -34,6 +34,7 @@ from app.db import (
     ensure_sqlite_folder,
     is_sqlite,
     make_engine,
+    make_lookup_sessionmaker,
     make_sessionmaker,
 )
 from app.domain.cards import Card, CardError
@@ -45,7 +46,7 @@ from app.observability.guards import install_guards
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.routing import include_flat
-from app.web.routes import PAGE_ROUTERS
+from app.web.routes import LOOP_PAGE_ROUTERS, PAGE_ROUTERS
 from app.web.security import docs_csp, security_headers
 from app.web.templating import make_pages
 
@@ -228,6 +229,7 @@ def create_app(
     app.state.startup_error = startup_error
     app.state.engine = engine
     app.state.sessionmaker = sessions
+    app.state.lookups = make_lookup_sessionmaker(engine)  # tokens and browser sessions
     app.state.live_catalog = live = LiveCatalog(sessions, cards)
     if card_error is None:
         app.state.catalog, card_error = load_catalog(app.state.live_catalog)
@@ -268,11 +270,14 @@ def create_app(
         # The process is alive: nothing else is touched (no database, no thread). See /readyz.
         return {"status": "ok"}
 
+    for router in LOOP_PAGE_ROUTERS:
+        include_flat(app.router, router, include_in_schema=False, body_limit=body_limit)
     for router in API_ROUTERS:
         include_flat(app.router, router, prefix=API_PREFIX, body_limit=body_limit)
     install_openapi(app)
     for router in PAGE_ROUTERS:
-        include_flat(app.router, router, include_in_schema=False, body_limit=body_limit)
+        if router not in LOOP_PAGE_ROUTERS:
+            include_flat(app.router, router, include_in_schema=False, body_limit=body_limit)
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
     app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
 

@@ -217,6 +217,46 @@ def test_postgres_keeps_its_pool_of_connections_under_load_above_it(tmp_path, pg
         engine.dispose()
 
 
+@pytest.mark.postgres
+def test_postgres_lookups_read_outside_a_transaction_and_give_back_a_transactional_connection(
+    tmp_path, pg_url, cards
+):
+    """A bearer token's or a browser session's lookup reads in autocommit (no BEGIN and COMMIT
+    round trips: the server holds no transaction open for it), and the pool's connection it
+    used, given back, runs the next session's work in a transaction again: a write rolled back
+    is not stored."""
+    from conftest import make_settings
+    from psycopg.pq import TransactionStatus
+
+    from app.cli import migrate
+    from app.main import create_app
+
+    migrate(pg_url)
+    app = create_app(make_settings(tmp_path, pg_url, db_pool_size=1), cards=cards)
+    sessions, lookups = app.state.sessionmaker, app.state.lookups
+    try:
+        with sessions() as db:
+            learner, token = create_app_learner(db=db)
+
+        def status(db) -> TransactionStatus:
+            return db.connection().connection.driver_connection.info.transaction_status
+
+        with lookups() as db:
+            found = learner_for_token(db=db, token=token)
+            assert found is not None and found.id == learner.id
+            db.execute(select(Learner.id).where(Learner.id == learner.id))
+            assert status(db) is TransactionStatus.IDLE  # no transaction was begun
+        with sessions() as db:  # the one connection of the pool, given back
+            db.execute(select(Learner.id).where(Learner.id == learner.id))
+            assert status(db) is TransactionStatus.INTRANS
+            db.execute(Learner.__table__.update().values(time_zone="Asia/Tokyo"))
+            db.rollback()
+        with sessions() as db:
+            assert db.scalar(select(Learner.time_zone).where(Learner.id == learner.id)) is None
+    finally:
+        app.state.engine.dispose()
+
+
 def run_concurrent_duplicates(sessions, cards, card, threads: int = 8) -> None:
     learner = new_learner(sessions)
     token, key = token_for(card, POINT, 5), str(uuid.uuid4())

@@ -29,12 +29,32 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.config import Settings
-from app.db import engine_health, first_line, probe_database
+from app.db import SQLITE_BEGIN_OPTION, engine_health, failure_kind, first_line
 from app.errors import problem_response
 
 log = logging.getLogger(__name__)
 
 MIN_FREE_BYTES = 16 * 1024 * 1024
+
+
+def probe_database(engine: Engine) -> dict[str, Any]:
+    """Whether the database answers and takes writes: ``{"ok": bool, "detail": str}``.
+
+    The write probe updates ``alembic_version`` to itself and rolls back (``BEGIN IMMEDIATE`` on
+    SQLite takes the write lock), so a read-only or full database says so here.
+    """
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("SELECT 1")
+            connection.rollback()
+            options = {SQLITE_BEGIN_OPTION: "IMMEDIATE"} if engine.dialect.name == "sqlite" else {}
+            with connection.execution_options(**options).begin() as transaction:
+                connection.exec_driver_sql("UPDATE alembic_version SET version_num = version_num")
+                transaction.rollback()
+    except Exception as exc:  # noqa: BLE001 - any failure is the answer
+        kind = failure_kind(exc) or "error"
+        return {"ok": False, "kind": kind, "detail": first_line(exc)}
+    return {"ok": True, "detail": "reachable and writable"}
 
 
 @functools.cache
