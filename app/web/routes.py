@@ -14,11 +14,14 @@ from app.web.authoring import imports as authoring_imports
 from app.web.calculator import router as calculator_router
 from app.web.classes import router as classes_router
 
+# The practice loop's pages (a question, the answer form, the feedback) are registered ahead of
+# the API's routes: Starlette tries the routes in order, and the loop's came after some 75 others
+# (tests/test_routing.py checks that no route is shadowed by one registered before it).
+LOOP_PAGE_ROUTERS = (practice.router, feedback.router)
 PAGE_ROUTERS = (
     today.router,
     pages.router,
-    practice.router,
-    feedback.router,
+    *LOOP_PAGE_ROUTERS,
     session_pages.router,
     review.router,
     account.router,
