@@ -113,6 +113,8 @@ def test_new_templates_kept_their_history_of_versions(card):
     # Card version 8, statement templates: every choice with a semicolon and none with a formula
     # in English, none an aside alone in Chinese (the form family).
     revised["p3-accumulation-by-stage"] += 1
+    # Card version 11: three pitfalls that make two slips at once (its ratio hub 43 -> 32 %).
+    revised["p2-activations-checkpointing"] += 1
     for template_id in new:
         template = card.template(template_id)
         assert template is not None, template_id
@@ -121,7 +123,7 @@ def test_new_templates_kept_their_history_of_versions(card):
         assert len(template.pitfalls) >= 6, template_id
     # Card version 9 changed no template: it names the card it follows (prerequisites); 10 gave
     # p4-overlap-threshold three pitfalls that make two slips at once (its ratio hub 44 -> 37 %).
-    assert card.version == 10 and card.prerequisites == ("megatron-3d-pipeline",)
+    assert card.version == 11 and card.prerequisites == ("megatron-3d-pipeline",)
 
 
 # --- K for other recipes -----------------------------------------------------------------------
@@ -206,6 +208,17 @@ def test_activations_with_full_checkpointing(card):
         without.formula.evaluate({"layers": 32, "seq": 4096, "mb": 1, "n_d": 8})
         == 34 * 4096 * 4096 * 32
     )
+    # two slips at once (card version 11), in bytes: inputs at 4 bytes and no recomputed layer,
+    # 4 × 4096 × 4096 × 32; no checkpointing at 4 bytes, 68 × 4096 × 4096 × 32; the inputs split
+    # over N_d = 8 ranks without the recomputed layer, 2 × 4096 × 4096 × 32 / 8
+    expected = {
+        "fp32-inputs-only": 2_147_483_648,
+        "fp32-no-checkpointing": 36_507_222_016,
+        "sharded-inputs-only": 134_217_728,
+    }
+    values = {"layers": 32, "seq": 4096, "mb": 1, "n_d": 8}
+    pitfalls = card.template("p2-activations-checkpointing").pitfalls
+    assert {p.id: p.formula.evaluate(values) for p in pitfalls if p.id in expected} == expected
 
 
 # --- gradient accumulation × stage -------------------------------------------------------------
