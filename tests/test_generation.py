@@ -436,14 +436,13 @@ def test_a_cached_combination_gives_the_variant_a_cold_start_gives(monkeypatch):
     assert warm == cold
 
 
-def test_a_kept_variant_is_the_one_regenerating_it_gives(monkeypatch):
+def test_a_kept_variant_is_the_one_regenerating_it_gives(monkeypatch, cards):
     """An answer is graded against its question regenerated from its id; the variant the question
     GET kept is served instead, and it is the variant a process that never saw the question
     regenerates (another worker, after a restart)."""
     import app.domain.generation as generation
-    from app.domain.catalog import load_cards
 
-    card = load_cards("cards")["zero-memory-offload"]
+    card = cards["zero-memory-offload"]
     templates = [t for p in card.points for t in p.templates]
     served = {(t.id, s): generate(card, t, s) for t in templates for s in range(25)}
     again = {(t.id, s): generate(card, t, s) for t in templates for s in range(25)}
