@@ -457,7 +457,7 @@ def test_a_kept_variant_is_the_one_regenerating_it_gives(monkeypatch, cards):
     }
 
 
-def test_the_variants_kept_are_bounded_least_recently_used_first_out(monkeypatch, card):
+def test_the_variants_kept_are_bounded_oldest_made_first_out(monkeypatch, card):
     import app.domain.generation as generation
 
     monkeypatch.setattr(generation, "VARIANTS_KEPT", 3)
@@ -466,10 +466,10 @@ def test_the_variants_kept_are_bounded_least_recently_used_first_out(monkeypatch
     first = generate(card, template, 1)
     generate(card, template, 2)
     generate(card, template, 3)
-    assert generate(card, template, 1) is first  # used again: now the most recent
-    generate(card, template, 4)  # pushes out seed 2, the least recently used
-    assert len(generation._variants) == 3
-    assert [key[2] for key in generation._variants] == [3, 1, 4]
+    assert generate(card, template, 1) is first  # kept
+    generate(card, template, 4)  # pushes out seed 1, the oldest made
+    assert [key[2] for key in generation._variants] == [2, 3, 4]
+    assert generate(card, template, 1) is not first  # made again
 
 
 def test_a_draft_under_the_same_template_id_and_version_is_not_served_the_cached_one(card):

@@ -733,11 +733,12 @@ def combination(template: Template, values: dict[str, Fraction]) -> Combination:
     return built
 
 
-# Variants kept per process (least recently used first out): a question served is answered
-# within minutes, mostly by the same process (its client's connection), and grading regenerates
-# it from its id; each holds its own small dicts and shares its texts with its Combination.
+# Variants kept per process (the oldest made first out): a question served is answered within
+# minutes, mostly by the same process (its client's connection), and grading regenerates it from
+# its id; each holds its own small dicts and shares its texts with its Combination. A plain dict
+# read without the lock (a question GET adds one, so the lookup is the cheap part).
 VARIANTS_KEPT = 8192
-_variants: OrderedDict[tuple[int, int, int], tuple[Card, Template, Variant]] = OrderedDict()
+_variants: dict[tuple[int, int, int], tuple[Card, Template, Variant]] = {}
 _variants_lock = threading.Lock()
 
 
@@ -749,16 +750,14 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
     :func:`combination`: a draft previewed under a published template's id and version is
     another object) and the seed."""
     key = (id(card), id(template), seed)
-    with _variants_lock:
-        found = _variants.get(key)
-        if found is not None and found[0] is card and found[1] is template:
-            _variants.move_to_end(key)
-            return found[2]
+    found = _variants.get(key)
+    if found is not None and found[0] is card and found[1] is template:
+        return found[2]
     made = _generate(card, template, seed)
     with _variants_lock:
         _variants[key] = (card, template, made)
         while len(_variants) > VARIANTS_KEPT:
-            _variants.popitem(last=False)
+            del _variants[next(iter(_variants))]
     return made
 
 
