@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     data_dir: Path = ROOT / "data"
     cards_dir: Path = ROOT / "cards"
     static_dir: Path = ROOT / "static"
+    # VALIDATED_CARDS_DIR: the records of the card documents validated whole before
+    # (app.catalog.validated); defaults to data_dir/validated-cards.
+    validated_cards_dir: Path | None = None
     # Defaults to a SQLite file in data_dir (see the validator below).
     database_url: str = ""
     secret_key: SecretStr | None = None
@@ -154,6 +157,10 @@ class Settings(BaseSettings):
                     "in production (e.g. python -c 'import secrets; print(secrets.token_urlsafe(48))')"
                 )
         return self
+
+    @property
+    def validated_cards_folder(self) -> Path:
+        return self.validated_cards_dir or self.data_dir / "validated-cards"
 
     @property
     def secure_cookies(self) -> bool:

@@ -28,6 +28,7 @@ from app.api.router import API_PREFIX, API_ROUTERS, HOT_ROUTES
 from app.auth.cookies import BrowserSessionMiddleware, CsrfSigner, SessionCookie
 from app.auth.ratelimit import LoginLimiter
 from app.catalog.service import LiveCatalog
+from app.catalog.validated import ValidatedCards
 from app.config import Settings, get_settings, resolve_secret_key
 from app.db import (
     DatabaseTimeouts,
@@ -171,7 +172,7 @@ def create_app(
     card_error = None
     if cards is None:
         try:
-            cards = load_cards(settings.cards_dir)
+            cards = load_cards(settings.cards_dir, ValidatedCards(settings.validated_cards_folder))
         except CardError as exc:  # refused at start-up with this line (app.observability.health)
             cards, card_error = {}, _one_line(exc)
     try:

@@ -22,6 +22,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
+from app.catalog.validated import ValidatedCards
 from app.cli import migrate
 from app.config import Settings
 from app.domain.cards import Card
@@ -51,9 +52,22 @@ def one_card_folder(folder: Path, card_id: str = CARD_ID) -> Path:
     return folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def validated_cards_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder of validation records for the whole run (app.catalog.validated), shared by the
+    xdist workers and named to every server process a test starts (VALIDATED_CARDS_DIR): the
+    shipped cards are validated whole once per worker (the ``cards`` fixture), and a server
+    serving them unchanged starts without validating them again. A card a test changes is
+    another document, validated whole by the server that reads it."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "validated-cards"
+    os.environ["VALIDATED_CARDS_DIR"] = str(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
-def cards() -> dict[str, Card]:
-    return load_cards(CARDS_DIR)
+def cards(validated_cards_dir: Path) -> dict[str, Card]:
+    return load_cards(CARDS_DIR, ValidatedCards(validated_cards_dir, reuse=False))
 
 
 @pytest.fixture(scope="session")

@@ -7,16 +7,21 @@ from pathlib import Path
 from app.cli.errors import CliError, first_line
 
 
-def check_cards(cards_dir: Path, report: bool = False) -> str:
-    """Load and validate every card; a summary, or CliError with the card's message.
+def check_cards(cards_dir: Path, report: bool = False, records: Path | None = None) -> str:
+    """Load and validate every card whole; a summary, or CliError with the card's message.
 
     ``report``: also each template's content-blind guesser shares (app.domain.giveaways).
+    ``records``: the folder where the cards that pass are recorded, so that the server's
+    start-up does not measure them again (app.catalog.validated).
     """
+    from app.catalog.validated import ValidatedCards
     from app.domain.cards import CardError
     from app.domain.catalog import load_cards
 
     try:
-        cards = load_cards(cards_dir)
+        cards = load_cards(
+            cards_dir, None if records is None else ValidatedCards(records, reuse=False)
+        )
     except CardError as exc:
         raise CliError(str(exc)) from None
     lines = []

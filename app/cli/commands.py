@@ -100,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             url = args.database_url or settings.database_url
             print(create_user(url, args.email, password, args.role))
         elif args.command == "check-cards":
-            print(check_cards(args.cards_dir or settings.cards_dir, args.report))
+            cards_dir = args.cards_dir or settings.cards_dir
+            print(check_cards(cards_dir, args.report, settings.validated_cards_folder))
         elif args.command == "export-card":
             url = args.database_url or settings.database_url
             print(export_card(url, args.card, args.out))

@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .cards import Card, CardError, ExamPoint, Template, find_template_document, read_cards
 from .generation import Variant, generate
@@ -58,11 +59,27 @@ class RetiredQuestion(LookupError):
     """A question whose card or template version the catalog does not hold."""
 
 
-def load_cards(directory: Path) -> dict[str, Card]:
-    """Every card file in ``directory``, compiled and validated over its whole domains."""
+class ValidationRecords(Protocol):
+    """Which card documents this code validated whole before (:mod:`app.catalog.validated`)."""
+
+    def holds(self, card: Card) -> bool: ...
+
+    def record(self, card: Card) -> None: ...
+
+
+def load_cards(directory: Path, records: ValidationRecords | None = None) -> dict[str, Card]:
+    """Every card file in ``directory``, compiled and validated over its whole domains.
+
+    ``records``: a card they hold passed this validation before (the same document, the same
+    code), so it is not validated again (its questions' combinations are then built as they are
+    first asked for); a card validated now is recorded."""
     cards = read_cards(directory)
     for card in cards.values():
+        if records is not None and records.holds(card):
+            continue
         validate_card(card)
+        if records is not None:
+            records.record(card)
     return cards
 
 

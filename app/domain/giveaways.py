@@ -30,6 +30,7 @@ the held-out score of a guesser that picks, per template and language, its best 
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -119,10 +120,13 @@ CARD_GUESSER_MIN_TEMPLATES = 10
 # Ratios a learner reads as "simple multiples" of one another (both ways round).
 _SIMPLE_RATIOS = (Fraction(3, 2), Fraction(4, 3), 2, Fraction(5, 2), 3, 4, 5, 6, 8, 10, 12, 16)
 _RATIO_TOLERANCE = 0.01
-# The same ratios as floats, with their tolerances: converted once, not per comparison.
-_SIMPLE_RATIO_BANDS = tuple((float(s), _RATIO_TOLERANCE * float(s)) for s in _SIMPLE_RATIOS)
+# The same ratios as floats in increasing order, with their tolerances: converted once, not per
+# comparison.
+_SIMPLE_RATIO_BANDS = tuple(sorted((float(s), _RATIO_TOLERANCE * float(s)) for s in _SIMPLE_RATIOS))
+_SIMPLE_RATIO_FLOATS = tuple(s for s, _tolerance in _SIMPLE_RATIO_BANDS)
 # Values this many times away from the median of the shown values look implausible.
 _MAGNITUDE_LIMITS = (5, 10)
+_MAGNITUDE_LOG_LIMITS = tuple((limit, math.log10(limit)) for limit in _MAGNITUDE_LIMITS)
 
 
 @lru_cache(maxsize=8192)
@@ -236,6 +240,15 @@ def variant_wins(
     """For one shown question read in ``lang``, each strategy's chance of picking the key (ties
     split evenly; a strategy that cannot tell the choices apart is a blind pick). ``before``:
     the choices of the question shown just before it from the same template (a retry)."""
+    wins = dict(_content_wins(choices, lang))
+    wins.update(_retry_wins(choices, lang, before))
+    return wins
+
+
+def _content_wins(choices: Sequence[ShownChoice], lang: str) -> dict[str, float]:
+    """The strategies that read the choices alone: the same whatever their order (every measure
+    is a count, a rank or an exactly rounded sum), so that :func:`measure` reuses them for
+    another arrangement of the same choices."""
     n = len(choices)
     key = next(i for i, c in enumerate(choices) if c.correct)
     texts = [c.text.get(lang) for c in choices]
@@ -248,25 +261,27 @@ def variant_wins(
         for k in range(1, n + 1):
             wins[f"value rank {k}"] = _rank_share(values, key, k)
         units = [c.unit for c in choices]
-        odd = [i for i, u in enumerate(units) if units.count(u) == 1]
-        common = [i for i, u in enumerate(units) if units.count(u) == max(map(units.count, units))]
-        wins["odd unit"] = _pick(odd, key, n) if len(set(units)) > 1 else 1 / n
-        wins["common unit"] = _pick(common, key, n) if len(set(units)) > 1 else 1 / n
-        hubs = [
-            sum(1 for j in range(n) if j != i and _simple_multiple(values[i], values[j]))
-            for i in range(n)
-        ]
+        counts = [units.count(u) for u in units]
+        odd = [i for i, count in enumerate(counts) if count == 1]
+        common = [i for i, count in enumerate(counts) if count == max(counts)]
+        several = len(set(units)) > 1
+        wins["odd unit"] = _pick(odd, key, n) if several else 1 / n
+        wins["common unit"] = _pick(common, key, n) if several else 1 / n
+        hubs = [0] * n
+        for i in range(n):
+            for j in range(i + 1, n):
+                if _simple_multiple(values[i], values[j]):
+                    hubs[i] += 1
+                    hubs[j] += 1
         wins["ratio hub"] = _extremes(hubs, key, n)[0]
         logs = [math.log10(v) if v > 0 else None for v in values]
         known = sorted(x for x in logs if x is not None)
         if known:
             middle = len(known) // 2
             median = known[middle] if len(known) % 2 else (known[middle - 1] + known[middle]) / 2
-            for limit in _MAGNITUDE_LIMITS:
+            for limit, log_limit in _MAGNITUDE_LOG_LIMITS:
                 near = [
-                    i
-                    for i, x in enumerate(logs)
-                    if x is not None and abs(x - median) <= math.log10(limit)
+                    i for i, x in enumerate(logs) if x is not None and abs(x - median) <= log_limit
                 ]
                 wins[f"within {limit}x of the median"] = _pick(near, key, n)
     else:
@@ -289,23 +304,38 @@ def variant_wins(
             wins[f"without {name}"] = _pick([i for i in range(n) if not marks[i][f]], key, n)
         wins["richest"], wins["plainest"] = _extremes([richness(t) for t in texts], key, n)
         sets = [words(t, lang) for t in texts]
-        shared = [sum(_overlap(sets[i], sets[j]) for j in range(n) if j != i) for i in range(n)]
+        shared = [
+            math.fsum(_overlap(sets[i], sets[j]) for j in range(n) if j != i) for i in range(n)
+        ]
         wins["most shared words"], wins["fewest shared words"] = _extremes(shared, key, n)
-    if before:
-        earlier = {c.text.get(lang) for c in before}
-        again = [i for i in range(n) if texts[i] in earlier]
-        wins["shown before"] = _pick(again, key, n)
-        wins["not shown before"] = _pick([i for i in range(n) if i not in again], key, n)
-    else:
-        wins["shown before"] = wins["not shown before"] = 1 / n
     return wins
+
+
+def _retry_wins(
+    choices: Sequence[ShownChoice], lang: str, before: Sequence[ShownChoice]
+) -> dict[str, float]:
+    """The retry strategies: the choices shown (or not) the time before."""
+    n = len(choices)
+    if not before:
+        return {"shown before": 1 / n, "not shown before": 1 / n}
+    key = next(i for i, c in enumerate(choices) if c.correct)
+    earlier = {c.text.get(lang) for c in before}
+    again = [i for i in range(n) if choices[i].text.get(lang) in earlier]
+    return {
+        "shown before": _pick(again, key, n),
+        "not shown before": _pick([i for i in range(n) if i not in again], key, n),
+    }
 
 
 def _simple_multiple(a: float, b: float) -> bool:
     if a <= 0 or b <= 0:
         return False
     ratio = max(a, b) / min(a, b)
-    return any(abs(ratio - s) <= tolerance for s, tolerance in _SIMPLE_RATIO_BANDS)
+    # the bands do not overlap: only the simple ratios on either side of this one can hold it
+    at = bisect.bisect_left(_SIMPLE_RATIO_FLOATS, ratio)
+    return any(
+        abs(ratio - s) <= tolerance for s, tolerance in _SIMPLE_RATIO_BANDS[max(at - 1, 0) : at + 1]
+    )
 
 
 def _rank_share(measures: Sequence[Fraction | float | int], key: int, k: int) -> float:
@@ -417,12 +447,24 @@ def measure(
         lang: ({}, {}) for lang in LANGS
     }
     counts = [0, 0]
+    # An arrangement often shows the same choices as an earlier one in another order: what the
+    # choices alone tell is measured once per set of choices and language.
+    content: dict[tuple[frozenset[ShownChoice], str], dict[str, float]] = {}
     for index, (shown, before) in enumerate(variants):
         half = index % 2
         counts[half] += 1
+        as_set = frozenset(shown)
         for lang in LANGS:
             into = totals[lang][half]
-            for name, value in variant_wins(shown, lang, before).items():
+            if len(as_set) == len(shown):
+                wins = content.get((as_set, lang))
+                if wins is None:
+                    wins = content[as_set, lang] = _content_wins(shown, lang)
+            else:
+                wins = _content_wins(shown, lang)
+            for name, value in wins.items():
+                into[name] = into.get(name, 0.0) + value
+            for name, value in _retry_wins(shown, lang, before).items():
                 into[name] = into.get(name, 0.0) + value
     languages = {
         lang: LanguageGiveaways(
