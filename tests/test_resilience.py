@@ -211,13 +211,16 @@ def test_closed_port_requests_are_503s_and_other_routes_answer(tmp_path, cards):
 
 
 def test_black_holed_start_up_does_not_hang(tmp_path, cards, black_hole):
-    # create_app's catalog load waits out the 2 s connect timeout; the gate then fails at once.
+    # create_app's catalog load waits out the 2 s connect timeout; the gate then fails at once,
+    # or waits out one more when the retry interval has passed meanwhile (a loaded machine).
     started = time.monotonic()
     app = create_app(pg_settings(tmp_path, black_hole.port), cards=cards)
     with pytest.raises(StartupRefused, match="connection timeout expired|not retried yet"):
         with TestClient(app):
             pass
-    assert time.monotonic() - started < 10  # one 2 s connect timeout, with room for a busy CI
+    # Not a hang: two 2 s connect timeouts at most. On two cores loaded by the whole suite
+    # (Chromium among it) the start-up took 10.1 s once, so the bound leaves twice that.
+    assert time.monotonic() - started < 20
 
 
 def test_black_holed_requests_time_out_into_503s(tmp_path, cards, black_hole):
