@@ -4,6 +4,7 @@ pitfall; validation refuses templates whose pitfalls can clash with the answer."
 import copy
 
 import pytest
+from conftest import CARD_ID, CARDS_DIR
 
 from app.domain.cards import CardError, parse_card
 from app.domain.generation import (
@@ -414,13 +415,11 @@ def _everything(variant):
     )
 
 
-def test_a_cached_combination_gives_the_variant_a_cold_start_gives(monkeypatch):
+def test_a_cached_combination_gives_the_variant_a_cold_start_gives(monkeypatch, card):
     """Many seeds share one parameter combination (cached per process): the variant of a seed is
     the same whether its combination was cached by other seeds first or built for it alone."""
     import app.domain.generation as generation
-    from app.domain.catalog import load_cards
 
-    card = load_cards("cards")["zero-memory-offload"]
     templates = [t for p in card.points for t in p.templates]
     seeds = range(40)
     for template in templates:  # warm: every combination these seeds reach is cached
@@ -489,9 +488,10 @@ def test_a_validated_card_is_served_from_combinations_built_by_its_validation(mo
     cached evaluation, so the first learners' questions need no formula evaluated, in their
     choices or in their texts."""
     import app.domain.generation as generation
-    from app.domain.catalog import load_cards
+    from app.domain.cards import read_card
 
-    card = load_cards("cards")["zero-memory-offload"]
+    card = read_card(CARDS_DIR / f"{CARD_ID}.yaml")
+    validate_card(card)  # as loading the cards does
     built = []
 
     class Counted(generation.Combination):

@@ -21,10 +21,12 @@ PSI_VALUES = {Fraction(int(v)) for v in (1.3e9, 7e9, 7.5e9, 13e9, 70e9, 175e9)}
 def _first_seed(template_id: str, psi: str | None = None) -> int:
     """The first permalink seed of the point that asks ``template_id`` (about a model of
     ``psi`` parameters): seeds map to templates and numbers by the card's current version."""
-    from app.domain.catalog import load_cards
+    from app.domain.cards import read_card
     from app.domain.generation import generate_for_point
 
-    card = load_cards(CARDS_DIR)[CARD_ID]
+    # Read, not validated: a seed's question does not depend on validation, and this runs as
+    # the module is collected, in every worker.
+    card = read_card(CARDS_DIR / f"{CARD_ID}.yaml")
     for seed in range(10_000):
         variant = generate_for_point(card, POINT, seed)
         if variant.id.template_id == template_id and psi in (None, variant.params.get("psi")):
