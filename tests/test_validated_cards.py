@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import CARDS_DIR
 
 import app.catalog.validated as validated
 import app.domain.catalog as catalog
@@ -137,3 +138,24 @@ def test_a_folder_that_cannot_be_written_costs_only_the_next_validation(
         assert set(load_cards(cards, records)) == {"kv-cache"}
     assert validations == ["kv-cache", "kv-cache"]
     assert "validates it whole again" in caplog.text
+
+
+def test_card_files_read_by_libyaml_are_the_documents_the_python_reader_gives() -> None:
+    import yaml
+
+    from app.domain.cards import load_yaml
+
+    assert yaml.__with_libyaml__  # the locked PyYAML wheel carries libyaml
+    for path in sorted(CARDS_DIR.glob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        assert load_yaml(text) == yaml.safe_load(text), path.name
+    # libyaml stops at 1,000 levels; the Python reader decides, here by running out of stack
+    # (read_card says "nested too deeply"), as it did alone.
+    deep = "x: " + "[" * 1500 + "]" * 1500
+    with pytest.raises(RecursionError):
+        load_yaml(deep)
+    with pytest.raises(yaml.YAMLError) as refused:
+        load_yaml("id: bad\nx: - - 1\n")
+    with pytest.raises(yaml.YAMLError) as python:
+        yaml.safe_load("id: bad\nx: - - 1\n")
+    assert str(refused.value) == str(python.value)

@@ -5,7 +5,7 @@ Start-up validates every card over its whole domains: every parameter combinatio
 its texts checked, and the content-blind guesser measured (:mod:`app.domain.validation`); about
 11 s of CPU for the three shipped cards. The outcome depends on nothing but the card's document
 and the domain code. A start-up that finds a card's record does not validate it again: a restart,
-another worker, or the server after ``make run``'s ``check-cards`` starts in about 3 s (reading
+another worker, or the server after ``make run``'s ``check-cards`` starts in about 2 s (reading
 and compiling the cards). A changed card, a changed domain module, another sympy or Python is
 another digest, so that card is validated again. A record is written only after a whole
 validation passed; a folder that cannot be written only costs the next start-up the validation.
