@@ -70,7 +70,7 @@ class ValidatedCards:
 
     def record(self, card: Card) -> None:
         """Record that ``card`` passed a whole validation (best effort: a folder that cannot be
-        written is logged, and the next start-up measures again)."""
+        written is logged, and the next start-up validates it again)."""
         path = self._path(card)
         body = {
             "card": card.id,

@@ -12,7 +12,7 @@ def check_cards(cards_dir: Path, report: bool = False, records: Path | None = No
 
     ``report``: also each template's content-blind guesser shares (app.domain.giveaways).
     ``records``: the folder where the cards that pass are recorded, so that the server's
-    start-up does not measure them again (app.catalog.validated).
+    start-up does not validate them again (app.catalog.validated).
     """
     from app.catalog.validated import ValidatedCards
     from app.domain.cards import CardError
