@@ -267,9 +267,12 @@ def test_sqlite_synchronous_setting_reaches_every_connection(
     """FULL (2) unless NORMAL (1) is asked for: an acknowledged answer survives a power loss."""
     from conftest import make_settings
 
+    from app.config import Settings
     from app.main import create_app
 
-    chosen = {} if setting is None else {"sqlite_synchronous": setting}
+    # None: the service's own default (the tests' apps otherwise run with "normal").
+    default = Settings.model_fields["sqlite_synchronous"].default
+    chosen = {"sqlite_synchronous": default if setting is None else setting}
     app = create_app(make_settings(tmp_path, db_url, **chosen), cards=cards)
     try:
         with app.state.engine.connect() as connection:
