@@ -55,7 +55,45 @@ def include_flat(
     """Register every route of ``router`` (which includes no router itself) on ``target``.
 
     A route's ``max_body_size`` is its own if its path operation declares one, else
-    ``body_limit(path, methods)`` (app.observability.guards.BodyLimits), else none."""
+    ``body_limit(path, methods)`` (app.observability.guards.BodyLimits), else none.
+
+    The routes registered are made once per process for each router, prefix, body limit and
+    set of ``target``'s route defaults, and shared by every router that includes them alike:
+    making a path operation (its dependant, its models' validators) is most of the cost of
+    making an app, about 0.2 s for this app's routes, paid again by every app a process makes
+    (each test's). A route holds nothing of the app it serves: the app comes with each request.
+    What it cannot see is an app's ``dependency_overrides`` (FastAPI reads them from the router
+    a route was made on); this app sets none."""
+    defaults = {name: getattr(target, name) for name in _ROUTE_DEFAULTS}
+    made = _FLAT_ROUTES.setdefault((id(router), prefix, include_in_schema, body_limit), [])
+    routes = next((r for of, with_, r in made if of is router and with_ == defaults), None)
+    if routes is None:
+        routes = _flat_routes(APIRouter(**defaults), router, prefix, include_in_schema, body_limit)
+        made.append((router, defaults, routes))  # the router kept: its id is not reused
+    target.routes.extend(routes)
+
+
+# What APIRouter.add_api_route takes from the router it registers a route on.
+_ROUTE_DEFAULTS = (
+    "prefix", "tags", "dependencies", "default_response_class", "responses", "callbacks",
+    "route_class", "deprecated", "include_in_schema", "generate_unique_id_function",
+    "strict_content_type", "max_body_size",
+)  # fmt: skip
+# (id of the router, prefix, include_in_schema, body limit) ->
+# [(the router, the target's route defaults, the routes made)]
+_FLAT_ROUTES: dict[
+    tuple[Any, ...], list[tuple[APIRouter, dict[str, Any], tuple[APIRoute, ...]]]
+] = {}
+
+
+def _flat_routes(
+    holder: APIRouter,
+    router: APIRouter,
+    prefix: str,
+    include_in_schema: bool,
+    body_limit: BodyLimit | None,
+) -> tuple[APIRoute, ...]:
+    """``router``'s routes made on ``holder`` (a router with the target's route defaults)."""
     for route in router.routes:
         if not isinstance(route, APIRoute):
             raise TypeError(
@@ -64,7 +102,7 @@ def include_flat(
         max_body_size = route.max_body_size
         if max_body_size is None and body_limit is not None:
             max_body_size = body_limit(prefix + route.path, route.methods or ())
-        target.add_api_route(
+        holder.add_api_route(
             prefix + route.path,
             route.endpoint,
             response_model=route.response_model,
@@ -94,6 +132,7 @@ def include_flat(
             strict_content_type=route.strict_content_type,
             max_body_size=max_body_size,
         )
+    return tuple(route for route in holder.routes if isinstance(route, APIRoute))
 
 
 # --- hot routes ---------------------------------------------------------------------------------

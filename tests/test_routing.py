@@ -68,6 +68,52 @@ def test_a_router_that_includes_routers_is_refused():
         include_flat(APIRouter(), outer)
 
 
+def test_apps_made_alike_share_their_path_operations_and_serve_and_document_alike(
+    tmp_path, db_url, cards
+):
+    """Making the path operations is most of making an app: a second app made alike takes the
+    first one's, which hold nothing of either app."""
+    from conftest import make_settings
+    from fastapi.routing import APIRoute
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    first = create_app(make_settings(tmp_path / "1", db_url), cards=cards)
+    second = create_app(make_settings(tmp_path / "2", db_url), cards=cards)
+    operations = [[r for r in a.routes if isinstance(r, APIRoute)] for a in (first, second)]
+    assert len(operations[0]) > 100
+    own = {a.path for a, b in zip(*operations, strict=True) if a is not b}
+    assert own == {"/healthz", "/readyz", "/docs"}  # each app's own
+    shared = [r for r in operations[0] if r.path not in own]
+    assert all(r.dependency_overrides_provider is None for r in shared)
+    assert first.openapi() == second.openapi()
+    for app in (first, second):
+        with TestClient(app) as client:
+            bearer = client.post(f"{API_PREFIX}/learners").json()["access_token"]
+            me = client.get(f"{API_PREFIX}/me", headers={"Authorization": f"Bearer {bearer}"})
+            assert me.status_code == 200  # each app's own database and secret
+            assert client.get("/cards").status_code == 200
+
+
+def test_an_app_with_other_body_limits_gets_path_operations_of_its_own(tmp_path, db_url, cards):
+    from conftest import make_settings
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    small = create_app(make_settings(tmp_path / "s", db_url, max_body_bytes=2048), cards=cards)
+    usual = create_app(make_settings(tmp_path / "u", db_url), cards=cards)
+    body = json.dumps({"email": "x@example.com", "password": "p" * 4000})
+    with TestClient(small) as to_small, TestClient(usual) as to_usual:
+        headers = {"Content-Type": "application/json"}
+        refused = to_small.post(f"{API_PREFIX}/auth/register", content=body, headers=headers)
+        assert refused.status_code == 413 and refused.json()["limit_bytes"] == 2048
+        # The same request on the app made alongside it is read (and refused for its password).
+        read = to_usual.post(f"{API_PREFIX}/auth/register", content=body, headers=headers)
+        assert read.status_code == 422
+
+
 # --- hot routes ---------------------------------------------------------------------------------
 
 CARD = "zero-memory-offload"
