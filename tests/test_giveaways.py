@@ -544,3 +544,42 @@ def test_validation_refuses_a_key_the_others_are_simple_multiples_of():
         _numeric_card("60*psi", ["66*psi", "78*psi", "105*psi", "52*psi", "41*psi", "33*psi"])
     )
     validate_card(fair)
+
+
+# A quantity as a stem or a choice shows it: a number and the unit right after it ("48 GB").
+_QUANTITY = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*([A-Za-zµ%/]+)")
+
+
+def _quantities(text: str) -> set[tuple[Fraction, str]]:
+    return {(Fraction(n.replace(",", "")), unit) for n, unit in _QUANTITY.findall(text)}
+
+
+@pytest.mark.parametrize("path", sorted(CARD_PATH.parent.glob("*.yaml")), ids=lambda p: p.stem)
+def test_no_shipped_key_is_found_by_repeating_a_quantity_its_stem_gives(path):
+    """A guesser who picks the choice that repeats a number and unit of the stem (or avoids it)
+    must not beat a blind pick by more than the giveaway margin. This is not a family of the
+    validation's measure (it reads the choices alone), so the shipped cards are checked here,
+    over generated variants, in both languages."""
+    from app.domain.generation import generate
+    from app.domain.giveaways import GIVEAWAY_MARGIN
+
+    card = read_card(path)
+    for template in card.templates():
+        if template.kind == "statement":
+            continue
+        for lang in ("en", "zh"):
+            pick = avoid = 0.0
+            seeds = range(120)
+            for seed in seeds:
+                variant = generate(card, template, seed)
+                stem = _quantities(variant.stem.get(lang))
+                keyed = [c.id == variant.correct_choice_id for c in variant.choices]
+                echo = [bool(_quantities(c.text.get(lang)) & stem) for c in variant.choices]
+                n, echoes = len(keyed), sum(echo)
+                key_echoes = any(e and k for e, k in zip(echo, keyed, strict=True))
+                pick += (key_echoes / echoes) if echoes else 1 / n
+                avoid += ((not key_echoes) / (n - echoes)) if echoes < n else 1 / n
+            chance = 1 / len(variant.choices)
+            for strategy, wins in (("repeats the stem", pick), ("avoids the stem", avoid)):
+                share = wins / len(seeds)
+                assert share <= chance + GIVEAWAY_MARGIN, (template.id, lang, strategy, share)
