@@ -471,6 +471,52 @@ def test_a_giveaway_problem_shows_its_family_and_sample_variants_on_the_card_pag
     assert {k[1] for k in keys} <= {"The optimizer states alone", "The optimizer states alone."}
 
 
+def echo_giveaway_card():
+    """A numeric template whose stem states the very quantity its key shows (the echo family)."""
+    card = register_giveaway_card()
+    card["params"] = ["w"]
+    card["points"][0]["templates"] = [
+        {
+            "id": "replica-weights",
+            "version": 1,
+            "kind": "numeric",
+            "params": {
+                "w": {"values": [420e9, 780e9, 4200e9], "format": "GB"},
+                "n_d": {"values": [4, 8]},
+            },
+            "stem": _text(
+                "Plain data parallelism over $N_d = {n_d}$ GPUs, the 16-bit weights taking {w}: "
+                "how much do the weights take on each GPU?"
+            ),
+            "answer": "w",
+            "unit": "GB",
+            "precision": 3,
+            "solution": [_text("Every replica holds them all: {answer}.")],
+            "pitfalls": [
+                {"id": f"p{i}", "title": _text(f"p{i}"), "formula": f, "explanation": _text("no")}
+                for i, f in enumerate(["1.1*w", "1.3*w", "1.75*w", "w/1.15", "w/1.45", "w/1.8"])
+            ],
+        }
+    ]
+    return card
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_stem_giving_its_key_is_shown_as_the_echo_of_the_stem(client, app, lang):
+    log_in(client, app)
+    kv_draft(client, app, echo_giveaway_card())
+    text = html.unescape(client.get("/instructor/cards/kv-cache", params={"lang": lang}).text)
+    said = {"en": "Gives the key away by its echo of the stem", "zh": "从题干数字上泄露了答案"}
+    assert said[lang] in text and "“repeats the stem”" in text
+    # Each sample's key is the number its parameters show for the weights.
+    samples = re.findall(r'<div class="cue-example".*?</div>', text, re.S)
+    assert 2 <= len(samples) <= 3
+    for sample in samples:
+        weights = re.search(r"<code>w = ([^<]+)</code>", sample).group(1)
+        key = re.search(r'<li class="key"><strong>[a-d]\.</strong> ([^<]+) <span', sample)
+        assert key.group(1) == weights
+
+
 def test_the_preview_shows_each_pitfalls_side_of_the_key_and_the_editor_states_the_rule(
     client, app
 ):

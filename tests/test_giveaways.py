@@ -204,13 +204,13 @@ def test_held_out_scores_a_strategy_chosen_on_the_other_half():
     the best in-sample strategy would claim 50%."""
     a = [says("aaaa", "甲甲甲甲", True), says("b", "乙"), says("cc", "丙丙")]
     b = [says("a", "甲", True), says("bbbb", "乙乙乙乙"), says("cc", "丙丙")]
-    report = measure("t", 3, [(a, ()), (b, ()), (a, ()), (b, ())])
+    report = measure("t", 3, [(a, (), None), (b, (), None), (a, (), None), (b, (), None)])
     en = report.languages["en"]
     assert en.shares["longest"] == pytest.approx(0.5)
     assert en.families["length"][1] == 0.0
     # consistent winners stay winners held out: the key is always the only aside
     c = [says("a (x)", "甲（乙）", True), says("bb", "乙乙"), says("cc", "丙丙")]
-    steady = measure("t", 3, [(c, ())] * 4)
+    steady = measure("t", 3, [(c, (), None)] * 4)
     assert steady.languages["zh"].families["form"] == ("with aside", 1.0)
     family_name, lang, strategy, share = steady.worst(["form", "register"])
     assert (family_name, strategy, share) == ("form", "with aside", 1.0)
@@ -546,40 +546,64 @@ def test_validation_refuses_a_key_the_others_are_simple_multiples_of():
     validate_card(fair)
 
 
-# A quantity as a stem or a choice shows it: a number and the unit right after it ("48 GB").
-_QUANTITY = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*([A-Za-zµ%/]+)")
+def test_echo_finds_the_number_the_stem_gives():
+    stem = Text(
+        "A model's weights take 48 GB; $p = 8$ stages.", "模型权重占 48 GB；$p = 8$ 个阶段。"
+    )
+    shown = [number("6 GB", 6), number("48 GB", 48, True), number("42 GB", 42), number("8 GB", 8)]
+    for lang in ("en", "zh"):
+        wins = variant_wins(shown, lang, stem=stem)
+        assert wins["repeats the stem"] == 1.0 and wins["avoids the stem"] == 0.0
+    # "8" alone is not "8 GB"; a stem without the key's quantity leaves the key to chance.
+    other = Text("Each layer takes 500 MB; $p = 8$.", "每层 500 MB；$p = 8$。")
+    assert variant_wins(shown, stem=other)["repeats the stem"] == pytest.approx(1 / 4)
+    assert variant_wins(shown)["repeats the stem"] == pytest.approx(1 / 4)  # no stem: blind
+    # Statements may repeat the conventions their stem states: not measured.
+    statements = [says("uses 2 bytes", "2 字节", True), says("uses 4 bytes", "4 字节")]
+    said = variant_wins(statements, stem=Text("At 2 bytes a value", "每个值 2 字节"))
+    assert "repeats the stem" not in said and "avoids the stem" not in said
 
 
-def _quantities(text: str) -> set[tuple[Fraction, str]]:
-    return {(Fraction(n.replace(",", "")), unit) for n, unit in _QUANTITY.findall(text)}
+def _echo_card(stem_quantity):
+    """The key is the weights' size: given by the stem (``stem_quantity``) or not."""
+    given = stem_quantity == "weights"
+    return _mini_card(
+        {
+            "id": "replica-weights",
+            "version": 1,
+            "kind": "numeric",
+            "params": {
+                "w": {"values": [420e9, 780e9, 4200e9], "format": "GB"},
+                "n_d": {"values": [4, 8]},
+            },
+            "stem": _t(
+                "Plain data parallelism over $N_d = {n_d}$ GPUs, the 16-bit weights taking "
+                + ("{w}" if given else "{=w/2:count} parameters")
+                + ": how much do the weights take on each GPU?"
+            ),
+            "answer": "w",
+            "unit": "GB",
+            "precision": 3,
+            "solution": [_t("Every replica holds them all: {answer}.")],
+            "pitfalls": [
+                {"id": f"p{i}", "title": _t(f"p{i}"), "formula": f, "explanation": _t("{answer}")}
+                for i, f in enumerate(["1.1*w", "1.3*w", "1.75*w", "w/1.15", "w/1.45", "w/1.8"])
+            ],
+        }
+    )
 
 
-@pytest.mark.parametrize("path", sorted(CARD_PATH.parent.glob("*.yaml")), ids=lambda p: p.stem)
-def test_no_shipped_key_is_found_by_repeating_a_quantity_its_stem_gives(path):
-    """A guesser who picks the choice that repeats a number and unit of the stem (or avoids it)
-    must not beat a blind pick by more than the giveaway margin. This is not a family of the
-    validation's measure (it reads the choices alone), so the shipped cards are checked here,
-    over generated variants, in both languages."""
-    from app.domain.generation import generate
-    from app.domain.giveaways import GIVEAWAY_MARGIN
+def test_validation_refuses_a_stem_that_gives_its_key():
+    """The echo family is enforced: a stem stating the very quantity the key shows gives it
+    away whatever the distractors; the same key computed from what the stem gives passes."""
+    from app.domain.cards import CardError, parse_card
+    from app.domain.validation import validate_card
 
-    card = read_card(path)
-    for template in card.templates():
-        if template.kind == "statement":
-            continue
-        for lang in ("en", "zh"):
-            pick = avoid = 0.0
-            seeds = range(120)
-            for seed in seeds:
-                variant = generate(card, template, seed)
-                stem = _quantities(variant.stem.get(lang))
-                keyed = [c.id == variant.correct_choice_id for c in variant.choices]
-                echo = [bool(_quantities(c.text.get(lang)) & stem) for c in variant.choices]
-                n, echoes = len(keyed), sum(echo)
-                key_echoes = any(e and k for e, k in zip(echo, keyed, strict=True))
-                pick += (key_echoes / echoes) if echoes else 1 / n
-                avoid += ((not key_echoes) / (n - echoes)) if echoes < n else 1 / n
-            chance = 1 / len(variant.choices)
-            for strategy, wins in (("repeats the stem", pick), ("avoids the stem", avoid)):
-                share = wins / len(seeds)
-                assert share <= chance + GIVEAWAY_MARGIN, (template.id, lang, strategy, share)
+    assert "echo" in ENFORCED_FAMILIES
+    echoed = parse_card(_echo_card("weights"))
+    measured = template_giveaways(echoed.templates()[0], 300)
+    for lang in ("en", "zh"):
+        assert measured.languages[lang].families["echo"] == ("repeats the stem", 1.0)
+    with pytest.raises(CardError, match="echo family .'repeats the stem'"):
+        validate_card(echoed)
+    validate_card(parse_card(_echo_card("parameters")))

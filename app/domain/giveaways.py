@@ -16,7 +16,10 @@ families (:data:`FAMILIES`), the classic item-writing flaws:
 - **ratio hub**: the value most of the others are simple multiples of (×2, ×4, ×1.5 ...);
 - **magnitude**: the values not implausibly far (5× or 10×) from the others' median;
 - **retry**: asked again, the choices that were shown the time before (a key shown every time
-  stands out), or the ones that were not (a key whose wording alone changes).
+  stands out), or the ones that were not (a key whose wording alone changes);
+- **echo**: the choice that repeats a quantity the stem gives, a number with the unit written
+  after it (a stem that states its own key), or the ones that do not. This guesser reads the
+  stem's numbers too, though not what they mean.
 
 A well-made question gives every strategy about ``1/choices``. Because a guesser that tries
 many strategies and keeps the best one flatters itself, the figures are *held out*: the shown
@@ -102,6 +105,7 @@ FAMILIES = (
     "ratio hub",
     "magnitude",
     "retry",
+    "echo",
 )
 
 # The families validation refuses a template for: every family. (The ratio hub was the last one
@@ -127,6 +131,19 @@ _SIMPLE_RATIO_FLOATS = tuple(s for s, _tolerance in _SIMPLE_RATIO_BANDS)
 # Values this many times away from the median of the shown values look implausible.
 _MAGNITUDE_LIMITS = (5, 10)
 _MAGNITUDE_LOG_LIMITS = tuple((limit, math.log10(limit)) for limit in _MAGNITUDE_LIMITS)
+
+
+# A quantity as a stem or a choice shows it: a number (not a digit inside a name) and the unit
+# written right after it, if any ("48 GB", "1.5×", "16" in "$p = 16$").
+_QUANTITY = re.compile(r"(?<![A-Za-z0-9_.\-])(\d[\d,]*(?:\.\d+)?)\s*([A-Za-zµ%×/]*)")
+
+
+@lru_cache(maxsize=8192)
+def quantities(text: str) -> frozenset[tuple[Fraction, str]]:
+    """The quantities ``text`` shows, as (number, unit) pairs (unit "" when none follows)."""
+    return frozenset(
+        (Fraction(number.replace(",", "")), unit) for number, unit in _QUANTITY.findall(text)
+    )
 
 
 @lru_cache(maxsize=8192)
@@ -193,6 +210,8 @@ def family(strategy: str) -> str:
         ("within ", "magnitude"),
         ("shown before", "retry"),
         ("not shown before", "retry"),
+        ("repeats the stem", "echo"),
+        ("avoids the stem", "echo"),
     ):
         if strategy.startswith(prefix):
             return name
@@ -235,13 +254,18 @@ def _extremes(scores: Sequence[float], key: int, n: int) -> tuple[float, float]:
 
 
 def variant_wins(
-    choices: Sequence[ShownChoice], lang: str = "en", before: Sequence[ShownChoice] = ()
+    choices: Sequence[ShownChoice],
+    lang: str = "en",
+    before: Sequence[ShownChoice] = (),
+    stem: Text | None = None,
 ) -> dict[str, float]:
     """For one shown question read in ``lang``, each strategy's chance of picking the key (ties
     split evenly; a strategy that cannot tell the choices apart is a blind pick). ``before``:
-    the choices of the question shown just before it from the same template (a retry)."""
+    the choices of the question shown just before it from the same template (a retry);
+    ``stem``: its stem (none: the echo strategies are blind picks)."""
     wins = dict(_content_wins(choices, lang))
     wins.update(_retry_wins(choices, lang, before))
+    wins.update(_echo_wins(choices, lang, stem))
     return wins
 
 
@@ -324,6 +348,24 @@ def _retry_wins(
     return {
         "shown before": _pick(again, key, n),
         "not shown before": _pick([i for i in range(n) if i not in again], key, n),
+    }
+
+
+def _echo_wins(choices: Sequence[ShownChoice], lang: str, stem: Text | None) -> dict[str, float]:
+    """The echo strategies: the numeric choices that repeat a quantity of the stem (or do not).
+    A statement may well repeat the conventions its stem states (a key that depends on them);
+    only a number that the stem gives is a key given away."""
+    n = len(choices)
+    if any(c.value is None for c in choices):  # statements: not measured
+        return {}
+    if stem is None:
+        return {"repeats the stem": 1 / n, "avoids the stem": 1 / n}
+    key = next(i for i, c in enumerate(choices) if c.correct)
+    given = quantities(stem.get(lang))
+    repeats = [i for i in range(n) if quantities(choices[i].text.get(lang)) & given]
+    return {
+        "repeats the stem": _pick(repeats, key, n),
+        "avoids the stem": _pick([i for i in range(n) if i not in repeats], key, n),
     }
 
 
@@ -439,10 +481,10 @@ Shown = Sequence[ShownChoice]
 
 
 def measure(
-    template_id: str, choices: int, variants: Iterable[tuple[Shown, Shown]]
+    template_id: str, choices: int, variants: Iterable[tuple[Shown, Shown, Text | None]]
 ) -> TemplateGiveaways:
     """Sum :func:`variant_wins` over ``variants`` (each shown question with the one shown before
-    it, or ``()``) in each language, even and odd draws apart."""
+    it, or ``()``, and its stem) in each language, even and odd draws apart."""
     totals: dict[str, tuple[dict[str, float], dict[str, float]]] = {
         lang: ({}, {}) for lang in LANGS
     }
@@ -450,7 +492,7 @@ def measure(
     # An arrangement often shows the same choices as an earlier one in another order: what the
     # choices alone tell is measured once per set of choices and language.
     content: dict[tuple[frozenset[ShownChoice], str], dict[str, float]] = {}
-    for index, (shown, before) in enumerate(variants):
+    for index, (shown, before, stem) in enumerate(variants):
         half = index % 2
         counts[half] += 1
         as_set = frozenset(shown)
@@ -465,6 +507,8 @@ def measure(
             for name, value in wins.items():
                 into[name] = into.get(name, 0.0) + value
             for name, value in _retry_wins(shown, lang, before).items():
+                into[name] = into.get(name, 0.0) + value
+            for name, value in _echo_wins(shown, lang, stem).items():
                 into[name] = into.get(name, 0.0) + value
     languages = {
         lang: LanguageGiveaways(
@@ -490,15 +534,31 @@ def evaluate_domain(template: Template) -> list[tuple[Candidate, list[Candidate]
     return [candidates(template, values) for values in parameter_combinations(template)]
 
 
+def domain_stems(template: Template) -> list[Text]:
+    """The stem of every parameter combination validation walks, in its order."""
+    from .generation import combination
+    from .sampling import parameter_combinations
+
+    stems = []
+    for values in parameter_combinations(template):
+        made = combination(template, values)
+        stems.append(made.stem(made.answer))
+    return stems
+
+
 def _arrangements(
-    template: Template, samples: int, evaluated: Evaluated, memos: Sequence[Memo] | None = None
-) -> Iterator[tuple[Shown, Shown]]:
+    template: Template,
+    samples: int,
+    evaluated: Evaluated,
+    memos: Sequence[Memo] | None,
+    stems: Sequence[Text],
+) -> Iterator[tuple[Shown, Shown, Text]]:
     """Seeded arrangements of every combination's choices, each with the question a learner
-    asking again would have seen just before: one of another parameter combination, drawn at
-    random, when the template has several (a new seed draws new numbers), else the previous
-    arrangement."""
-    for _index, shown, before in _indexed_arrangements(template, samples, evaluated, memos):
-        yield shown, before
+    asking again would have seen just before (one of another parameter combination, drawn at
+    random, when the template has several: a new seed draws new numbers; else the previous
+    arrangement) and its combination's stem (``stems``, in the order of ``evaluated``)."""
+    for index, shown, before in _indexed_arrangements(template, samples, evaluated, memos):
+        yield shown, before, stems[index]
 
 
 def _indexed_arrangements(
@@ -549,18 +609,21 @@ def examples(
     lang: str,
     samples: int = LOAD_SAMPLES,
     memos: Sequence[Memo] | None = None,
+    stems: Sequence[Text] | None = None,
 ) -> tuple[CueExample, ...]:
     """Up to :data:`CUE_EXAMPLES` of the arrangements measured where ``strategy``, read in
     ``lang``, points at the key alone (else among as few choices as it can), of different
     parameter combinations when there are several. ``combinations``: each evaluated
-    combination's parameters as the stem shows them."""
+    combination's parameters as the stem shows them; ``stems``: their stems."""
     from .generation import CHOICE_IDS
 
+    if stems is None:
+        stems = domain_stems(template)
     found: list[tuple[float, int, int, Shown]] = []
     for order, (index, shown, before) in enumerate(
         _indexed_arrangements(template, samples, evaluated, memos)
     ):
-        win = variant_wins(shown, lang, before).get(strategy, 0.0)
+        win = variant_wins(shown, lang, before, stems[index]).get(strategy, 0.0)
         if win > 1 / len(shown):
             found.append((win, order, index, shown))
     found.sort(key=lambda item: (-item[0], item[1]))
@@ -591,13 +654,17 @@ def template_giveaways(
     samples: int = REPORT_SAMPLES,
     evaluated: Evaluated | None = None,
     memos: Sequence[Memo] | None = None,
+    stems: Sequence[Text] | None = None,
 ) -> TemplateGiveaways:
     """The template measured over its domain and about ``samples`` seeded arrangements of the
     choices (``evaluated``: the domain's candidates, when the caller has them already; ``memos``:
-    their combinations' memos, which the arrangements then warm for generation)."""
+    their combinations' memos, which the arrangements then warm for generation; ``stems``: their
+    stems)."""
     if evaluated is None:
         evaluated = evaluate_domain(template)
-    arrangements = _arrangements(template, samples, evaluated, memos)
+    if stems is None:
+        stems = domain_stems(template)
+    arrangements = _arrangements(template, samples, evaluated, memos, stems)
     return measure(template.id, template.choices, arrangements)
 
 

@@ -104,6 +104,7 @@ def validate_template(
     answers_shown: set[str] = set()
     evaluated: list[tuple[Candidate, list[Candidate]]] = []
     memos: list[Memo] = []
+    stems: list[Text] = []
     checked: set[str] = set()
     for values in parameter_combinations(template):
         where = Message(
@@ -144,6 +145,7 @@ def validate_template(
         answers_shown.add(answer.text.en)
         evaluated.append((answer, pitfalls))
         memos.append(evaluated_here.memo)
+        stems.append(evaluated_here.stem(answer))
         for candidate in pitfalls:
             if clash(candidate, answer):
                 assert candidate.pitfall is not None
@@ -185,7 +187,7 @@ def validate_template(
             )
         )
     if giveaways:
-        return _check_giveaways(card, template, evaluated, memos)
+        return _check_giveaways(card, template, evaluated, memos, stems)
     return None
 
 
@@ -194,15 +196,16 @@ def _check_giveaways(
     template: Template,
     evaluated: Sequence[tuple[Candidate, list[Candidate]]],
     memos: Sequence[Memo],
+    stems: Sequence[Text],
 ) -> TemplateGiveaways:
     from .giveaways import ENFORCED_FAMILIES, LOAD_SAMPLES, examples, template_giveaways
 
-    measured = template_giveaways(template, LOAD_SAMPLES, evaluated, memos)
+    measured = template_giveaways(template, LOAD_SAMPLES, evaluated, memos, stems)
     family, lang, strategy, share = measured.worst(ENFORCED_FAMILIES)
     if share > measured.limit:
         # The evaluated combinations are the ones validation walked, in its order.
         shown = [named_values(template, v) for v in parameter_combinations(template)]
-        samples = examples(template, shown, evaluated, strategy, lang, LOAD_SAMPLES, memos)
+        samples = examples(template, shown, evaluated, strategy, lang, LOAD_SAMPLES, memos, stems)
         raise CardError(
             Message(
                 "card %(card)s, template %(template)s: a content-blind guesser of the "
