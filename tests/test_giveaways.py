@@ -319,13 +319,13 @@ def _mini_card(template):
     }
 
 
-def _statement_card(answer, pitfalls, other_wording=None):
+def _statement_card(answer, pitfalls, other_wording=None, stem="What does ZeRO-1 shard?"):
     return _mini_card(
         {
             "id": "what-zero1-shards",
             "version": 1,
             "kind": "statement",
-            "stem": _t("What does ZeRO-1 shard?"),
+            "stem": _t(stem),
             "answer": {"en": answer, "zh": answer},
             # a second wording of the key: a retry must not show it by its text
             "answer_phrasings": [
@@ -607,3 +607,34 @@ def test_validation_refuses_a_stem_that_gives_its_key():
     with pytest.raises(CardError, match="echo family .'repeats the stem'"):
         validate_card(echoed)
     validate_card(parse_card(_echo_card("parameters")))
+
+
+def test_the_words_a_statement_shares_with_its_stem_are_reported_not_enforced():
+    """The key alone repeating a word of the stem ("optimizer") is found every time by the
+    stem words; the family is reported (its figure marked) but refuses nothing, and the best
+    guesser (a template's, a card's) draws on the enforced families only."""
+    from app.domain.cards import parse_card
+    from app.domain.validation import validate_card
+
+    shorter = ["The gradients alone", "The fp16 weights alone", "The activations alone"]
+    longer = [
+        "The weights and the gradients both",
+        "The activations and the gradients",
+        "All three kinds of model state here",
+    ]
+    stem = "What does ZeRO-1 shard of the optimizer?"
+    card = parse_card(_statement_card("The optimizer states alone", shorter + longer, stem=stem))
+    assert "stem words" in FAMILIES and "stem words" not in ENFORCED_FAMILIES
+    measured = template_giveaways(card.templates()[0], 300)
+    for lang in ("en", "zh"):
+        shares = measured.languages[lang]
+        assert shares.families["stem words"] == ("most words shared with the stem", 1.0)
+        strategy, share = shares.best
+        assert family(strategy) in ENFORCED_FAMILIES and share < measured.limit
+    assert measured.line().count("stem words 100%! (reported)") == 2
+    assert "GIVEAWAY" not in measured.line()
+    validate_card(card)
+    # Without the shared word the key is left to chance by this family.
+    fair = parse_card(_statement_card("The optimizer states alone", shorter + longer))
+    plain = template_giveaways(fair.templates()[0], 300).languages["en"].families["stem words"]
+    assert plain[1] == pytest.approx(1 / 4)
