@@ -261,7 +261,17 @@ def test_the_card_report_lists_every_template_and_language(capsys):
     for template in card.templates():
         for lang in ("en", "zh"):
             assert any(line.strip().startswith(f"{template.id} ({lang}):") for line in lines)
-    assert "best held-out guesser over the card" in lines[-1]
+    assert "best held-out guesser over the card" in lines[-2]
+    # The reported family's tally: one cell per statement template and language.
+    statements = sum(t.kind == "statement" for t in card.templates())
+    tally = re.fullmatch(
+        r"  stem words \(reported, not enforced\): over the limit in (\d+) of (\d+) "
+        r"template-language cells",
+        lines[-1],
+    )
+    assert tally is not None and int(tally.group(2)) == 2 * statements
+    marked = sum("stem words" in line and "%! (reported)" in line for line in lines)
+    assert int(tally.group(1)) == marked
 
 
 def test_no_enforced_family_wins_beyond_the_limit(reports):

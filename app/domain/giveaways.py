@@ -716,6 +716,19 @@ def report_lines(card: Card, samples: int = REPORT_SAMPLES) -> list[str]:
         f"  best held-out guesser over the card: {score:.1%} (chance {chance:.1%}, limit "
         f"{card_limit(chance):.1%}){flag}"
     )
+    for reported in (f for f in FAMILIES if f not in ENFORCED_FAMILIES):
+        cells = [
+            share > r.limit
+            for r in reports
+            for measured in r.languages.values()
+            for f, (_strategy, share) in measured.families.items()
+            if f == reported
+        ]
+        if cells:
+            lines.append(
+                f"  {reported} (reported, not enforced): over the limit in {sum(cells)} of "
+                f"{len(cells)} template-language cells"
+            )
     return lines
 
 
