@@ -1,6 +1,7 @@
 """How often a guesser that never reads the content would be right.
 
-A content-blind strategy looks only at the form of the choices. The strategies come in
+A content-blind strategy looks only at the form of the choices (the echo and stem words
+families at the stem's numbers and words too, never at what they mean). The strategies come in
 families (:data:`FAMILIES`), the classic item-writing flaws:
 
 - **length**: the longest, the shortest, the k-th by length;
@@ -18,8 +19,7 @@ families (:data:`FAMILIES`), the classic item-writing flaws:
 - **retry**: asked again, the choices that were shown the time before (a key shown every time
   stands out), or the ones that were not (a key whose wording alone changes);
 - **echo**: the choice that repeats a quantity the stem gives, a number with the unit written
-  after it (a stem that states its own key), or the ones that do not. This guesser reads the
-  stem's numbers too, though not what they mean;
+  after it (a stem that states its own key), or the ones that do not;
 - **stem words** (statements; measured and reported, not enforced: see
   :data:`ENFORCED_FAMILIES`): the choice sharing the most words with the stem, or the fewest.
 
@@ -120,8 +120,8 @@ FAMILIES = (
 # it found.)
 ENFORCED_FAMILIES = frozenset(FAMILIES) - {"stem words"}
 # Whether validation refuses a card on which a guesser using each template's and language's best
-# strategy (held out) beats a blind pick by more than CARD_MARGIN (``check-cards --report``, last
-# line; the ZeRO card: 32.7 % against 33 %).
+# strategy (held out) beats a blind pick by more than CARD_MARGIN (``check-cards --report``, the
+# card's "best held-out guesser" line).
 CARD_GUESSER_ENFORCED = True
 # A card of fewer templates is judged per template only: over a handful of templates the mean
 # of each one's best strategy, chosen among a dozen, measures their noise more than the card (a
@@ -271,10 +271,10 @@ def variant_wins(
     """For one shown question read in ``lang``, each strategy's chance of picking the key (ties
     split evenly; a strategy that cannot tell the choices apart is a blind pick). ``before``:
     the choices of the question shown just before it from the same template (a retry);
-    ``stem``: its stem (none: the echo strategies are blind picks)."""
+    ``stem``: its stem (none: the strategies that read it are blind picks)."""
     wins = dict(_content_wins(choices, lang))
     wins.update(_retry_wins(choices, lang, before))
-    wins.update(_echo_wins(choices, lang, stem))
+    wins.update(_stem_wins(choices, lang, stem))
     return wins
 
 
@@ -360,7 +360,10 @@ def _retry_wins(
     }
 
 
-def _echo_wins(choices: Sequence[ShownChoice], lang: str, stem: Text | None) -> dict[str, float]:
+STEM_WORDS = ("most words shared with the stem", "fewest words shared with the stem")
+
+
+def _stem_wins(choices: Sequence[ShownChoice], lang: str, stem: Text | None) -> dict[str, float]:
     """The strategies that read the stem too. Numbers (echo): the choices that repeat a
     quantity of the stem, or do not. Statements (stem words): the choice sharing the most words
     with the stem, or the fewest; a statement key may well repeat the conventions its stem
@@ -381,9 +384,6 @@ def _echo_wins(choices: Sequence[ShownChoice], lang: str, stem: Text | None) -> 
         "repeats the stem": _pick(repeats, key, n),
         "avoids the stem": _pick([i for i in range(n) if i not in repeats], key, n),
     }
-
-
-STEM_WORDS = ("most words shared with the stem", "fewest words shared with the stem")
 
 
 def _simple_multiple(a: float, b: float) -> bool:
@@ -525,7 +525,7 @@ def measure(
                 into[name] = into.get(name, 0.0) + value
             for name, value in _retry_wins(shown, lang, before).items():
                 into[name] = into.get(name, 0.0) + value
-            for name, value in _echo_wins(shown, lang, stem).items():
+            for name, value in _stem_wins(shown, lang, stem).items():
                 into[name] = into.get(name, 0.0) + value
     languages = {
         lang: LanguageGiveaways(
