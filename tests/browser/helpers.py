@@ -103,6 +103,13 @@ class FakeClock:
     def advance(self, delta: timedelta) -> None:
         self.offset += delta
 
+    def advance_to(self, hour: int, minute: int = 0) -> None:
+        """Forward to the next hh:mm UTC, the guests' time zone: for a test whose outcome depends
+        on the time of day (a review due "later today" is due tomorrow near midnight)."""
+        now = self()
+        then = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+        self.advance((then if then > now else then + timedelta(days=1)) - now)
+
 
 @dataclass
 class LiveServer:
