@@ -473,31 +473,11 @@ def test_a_giveaway_problem_shows_its_family_and_sample_variants_on_the_card_pag
 
 def echo_giveaway_card():
     """A numeric template whose stem states the very quantity its key shows (the echo family)."""
+    from test_giveaways import echo_template
+
     card = register_giveaway_card()
     card["params"] = ["w"]
-    card["points"][0]["templates"] = [
-        {
-            "id": "replica-weights",
-            "version": 1,
-            "kind": "numeric",
-            "params": {
-                "w": {"values": [420e9, 780e9, 4200e9], "format": "GB"},
-                "n_d": {"values": [4, 8]},
-            },
-            "stem": _text(
-                "Plain data parallelism over $N_d = {n_d}$ GPUs, the 16-bit weights taking {w}: "
-                "how much do the weights take on each GPU?"
-            ),
-            "answer": "w",
-            "unit": "GB",
-            "precision": 3,
-            "solution": [_text("Every replica holds them all: {answer}.")],
-            "pitfalls": [
-                {"id": f"p{i}", "title": _text(f"p{i}"), "formula": f, "explanation": _text("no")}
-                for i, f in enumerate(["1.1*w", "1.3*w", "1.75*w", "w/1.15", "w/1.45", "w/1.8"])
-            ],
-        }
-    ]
+    card["points"][0]["templates"] = [echo_template()]
     return card
 
 

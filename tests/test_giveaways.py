@@ -574,33 +574,31 @@ def test_echo_finds_the_number_the_stem_gives():
     assert "repeats the stem" not in said and "avoids the stem" not in said
 
 
-def _echo_card(stem_quantity):
-    """The key is the weights' size: given by the stem (``stem_quantity``) or not."""
-    given = stem_quantity == "weights"
-    return _mini_card(
-        {
-            "id": "replica-weights",
-            "version": 1,
-            "kind": "numeric",
-            "params": {
-                "w": {"values": [420e9, 780e9, 4200e9], "format": "GB"},
-                "n_d": {"values": [4, 8]},
-            },
-            "stem": _t(
-                "Plain data parallelism over $N_d = {n_d}$ GPUs, the 16-bit weights taking "
-                + ("{w}" if given else "{=w/2:count} parameters")
-                + ": how much do the weights take on each GPU?"
-            ),
-            "answer": "w",
-            "unit": "GB",
-            "precision": 3,
-            "solution": [_t("Every replica holds them all: {answer}.")],
-            "pitfalls": [
-                {"id": f"p{i}", "title": _t(f"p{i}"), "formula": f, "explanation": _t("{answer}")}
-                for i, f in enumerate(["1.1*w", "1.3*w", "1.75*w", "w/1.15", "w/1.45", "w/1.8"])
-            ],
-        }
-    )
+def echo_template(stem_gives_key=True):
+    """A numeric template asking for the weights' size, which its stem gives
+    (``stem_gives_key``) or leaves to be computed from a parameter count."""
+    return {
+        "id": "replica-weights",
+        "version": 1,
+        "kind": "numeric",
+        "params": {
+            "w": {"values": [420e9, 780e9, 4200e9], "format": "GB"},
+            "n_d": {"values": [4, 8]},
+        },
+        "stem": _t(
+            "Plain data parallelism over $N_d = {n_d}$ GPUs, the 16-bit weights taking "
+            + ("{w}" if stem_gives_key else "{=w/2:count} parameters")
+            + ": how much do the weights take on each GPU?"
+        ),
+        "answer": "w",
+        "unit": "GB",
+        "precision": 3,
+        "solution": [_t("Every replica holds them all: {answer}.")],
+        "pitfalls": [
+            {"id": f"p{i}", "title": _t(f"p{i}"), "formula": f, "explanation": _t("{answer}")}
+            for i, f in enumerate(["1.1*w", "1.3*w", "1.75*w", "w/1.15", "w/1.45", "w/1.8"])
+        ],
+    }
 
 
 def test_validation_refuses_a_stem_that_gives_its_key():
@@ -610,13 +608,13 @@ def test_validation_refuses_a_stem_that_gives_its_key():
     from app.domain.validation import validate_card
 
     assert "echo" in ENFORCED_FAMILIES
-    echoed = parse_card(_echo_card("weights"))
+    echoed = parse_card(_mini_card(echo_template()))
     measured = template_giveaways(echoed.templates()[0], 300)
     for lang in ("en", "zh"):
         assert measured.languages[lang].families["echo"] == ("repeats the stem", 1.0)
     with pytest.raises(CardError, match="echo family .'repeats the stem'"):
         validate_card(echoed)
-    validate_card(parse_card(_echo_card("parameters")))
+    validate_card(parse_card(_mini_card(echo_template(stem_gives_key=False))))
 
 
 def test_the_words_a_statement_shares_with_its_stem_are_reported_not_enforced():
