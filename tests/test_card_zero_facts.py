@@ -38,7 +38,7 @@ def test_zero_offload_as_published_keeps_the_full_fp16_parameters(card):
     # ZeRO-Offload (Ren et al. 2021) is built on ZeRO-2: every GPU keeps 2Ψ of fp16 weights.
     template = card.template("p5-what-offload-moves")
     assert "ZeRO-2" in template.stem.source.en and "ZeRO-2" in template.stem.source.zh
-    assert "each GPU holds whole fp16 weights" in template.answer_statement.en
+    assert "whole fp16 weights stay on each GPU" in template.answer_statement.en
     assert "各卡照旧持有整份 fp16 权重" in template.answer_statement.zh
     assert "optimizer states and gradients go to host RAM" in template.answer_statement.en
     # the 2Ψ they take is in the solution (the key alone carrying a formula gave it away)

@@ -125,7 +125,7 @@ def test_fsdp2_dcp_checkpoint_writes_12_bytes_a_parameter_over_n_d(card):
 def test_loss_scale_overflow_is_decided_by_all_ranks(card):
     template = card.template("p1-loss-scale-overflow-shards")
     key = template.answer_statement.en
-    assert "max all-reduce" in key and "the job skips or takes that step as one" in key
+    assert "max all-reduce" in key and "the job skips or takes that step together" in key
     assert {p.id for p in template.pitfalls} >= {"each-rank-decides-alone", "reduction-dilutes-inf"}
 
 
