@@ -497,6 +497,31 @@ def test_a_stem_giving_its_key_is_shown_as_the_echo_of_the_stem(client, app, lan
         assert key.group(1) == weights
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_key_that_alone_repeats_its_stem_is_shown_as_words_shared_with_the_stem(
+    client, app, lang
+):
+    from test_giveaways import stem_words_statements
+
+    log_in(client, app)
+    card = register_giveaway_card()
+    card["points"][0]["templates"] = [stem_words_statements()]
+    kv_draft(client, app, card)
+    text = html.unescape(client.get("/instructor/cards/kv-cache", params={"lang": lang}).text)
+    said = {
+        "en": "Gives the key away by its words shared with the stem",
+        "zh": "从与题干共用的词上泄露了答案",
+    }
+    assert said[lang] in text and "“most words shared with the stem”" in text
+    # Each sample marks the key, the one choice that says "optimizer" as the stem does.
+    keys = re.findall(r'<li class="key"><strong>([a-d])\.</strong> ([^<]+) <span', text)
+    assert keys and {k[1] for k in keys} <= {
+        "The optimizer states alone",
+        "The optimizer states alone.",
+        "The optimizer states alone。",
+    }
+
+
 def test_the_preview_shows_each_pitfalls_side_of_the_key_and_the_editor_states_the_rule(
     client, app
 ):

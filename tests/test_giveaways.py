@@ -261,17 +261,9 @@ def test_the_card_report_lists_every_template_and_language(capsys):
     for template in card.templates():
         for lang in ("en", "zh"):
             assert any(line.strip().startswith(f"{template.id} ({lang}):") for line in lines)
-    assert "best held-out guesser over the card" in lines[-2]
-    # The reported family's tally: one cell per statement template and language.
-    statements = sum(t.kind == "statement" for t in card.templates())
-    tally = re.fullmatch(
-        r"  stem words \(reported, not enforced\): over the limit in (\d+) of (\d+) "
-        r"template-language cells",
-        lines[-1],
-    )
-    assert tally is not None and int(tally.group(2)) == 2 * statements
-    marked = sum("stem words" in line and "%! (reported)" in line for line in lines)
-    assert int(tally.group(1)) == marked
+    assert "best held-out guesser over the card" in lines[-1]
+    # Every family is enforced: none is marked as reported only.
+    assert not any("(reported)" in line for line in lines)
 
 
 def test_no_enforced_family_wins_beyond_the_limit(reports):
@@ -617,32 +609,42 @@ def test_validation_refuses_a_stem_that_gives_its_key():
     validate_card(parse_card(_mini_card(echo_template(stem_gives_key=False))))
 
 
-def test_the_words_a_statement_shares_with_its_stem_are_reported_not_enforced():
-    """The key alone repeating a word of the stem ("optimizer") is found every time by the
-    stem words; the family is reported (its figure marked) but refuses nothing, and the best
-    guesser (a template's, a card's) draws on the enforced families only."""
-    from app.domain.cards import parse_card
-    from app.domain.validation import validate_card
-
+def stem_words_statements(*, key_repeats_the_stem: bool = True) -> dict:
+    """A statement template whose key alone repeats a word of its stem ("optimizer"), or, with
+    ``key_repeats_the_stem=False``, the same choices under a stem none of them echoes."""
     shorter = ["The gradients alone", "The fp16 weights alone", "The activations alone"]
     longer = [
         "The weights and the gradients both",
         "The activations and the gradients",
         "All three kinds of model state here",
     ]
-    stem = "What does ZeRO-1 shard of the optimizer?"
-    card = parse_card(_statement_card("The optimizer states alone", shorter + longer, stem=stem))
-    assert "stem words" in FAMILIES and "stem words" not in ENFORCED_FAMILIES
+    stem = (
+        "What does ZeRO-1 shard of the optimizer?"
+        if key_repeats_the_stem
+        else "What does ZeRO-1 shard?"
+    )
+    card = _statement_card("The optimizer states alone", shorter + longer, stem=stem)
+    return card["points"][0]["templates"][0]
+
+
+def test_validation_refuses_a_statement_key_that_alone_repeats_its_stem():
+    """The stem words family is enforced: the key alone repeating a word of the stem is found
+    every time, in both languages, and refused; the same choices under a stem that none of them
+    echoes are left to chance by this family and pass."""
+    from app.domain.cards import CardError, parse_card
+    from app.domain.validation import validate_card
+
+    assert "stem words" in ENFORCED_FAMILIES
+    card = parse_card(_mini_card(stem_words_statements()))
     measured = template_giveaways(card.templates()[0], 300)
     for lang in ("en", "zh"):
         shares = measured.languages[lang]
         assert shares.families["stem words"] == ("most words shared with the stem", 1.0)
-        strategy, share = shares.best
-        assert family(strategy) in ENFORCED_FAMILIES and share < measured.limit
-    assert measured.line().count("stem words 100%! (reported)") == 2
-    assert "GIVEAWAY" not in measured.line()
-    validate_card(card)
-    # Without the shared word the key is left to chance by this family.
-    fair = parse_card(_statement_card("The optimizer states alone", shorter + longer))
+        assert shares.best == ("most words shared with the stem", 1.0)
+    assert measured.line().count("stem words 100%!") == 2 and "GIVEAWAY" in measured.line()
+    with pytest.raises(CardError, match="stem words family .'most words shared with the stem'"):
+        validate_card(card)
+    fair = parse_card(_mini_card(stem_words_statements(key_repeats_the_stem=False)))
     plain = template_giveaways(fair.templates()[0], 300).languages["en"].families["stem words"]
     assert plain[1] == pytest.approx(1 / 4)
+    validate_card(fair)

@@ -20,8 +20,8 @@ families (:data:`FAMILIES`), the classic item-writing flaws:
   stands out), or the ones that were not (a key whose wording alone changes);
 - **echo**: the choice that repeats a quantity the stem gives, a number with the unit written
   after it (a stem that states its own key), or the ones that do not;
-- **stem words** (statements; measured and reported, not enforced: see
-  :data:`ENFORCED_FAMILIES`): the choice sharing the most words with the stem, or the fewest.
+- **stem words** (statements): the choice sharing the most words with the stem (a key that
+  echoes the question's terms), or the fewest (distractors that all reuse them).
 
 A well-made question gives every strategy about ``1/choices``. Because a guesser that tries
 many strategies and keeps the best one flatters itself, the figures are *held out*: the shown
@@ -111,14 +111,11 @@ FAMILIES = (
     "stem words",
 )
 
-# The families validation refuses a template for, and the only ones the best guesser (a
-# template's, a card's) draws on: every family but the stem words, which are measured and
-# reported only. The shipped statement templates were written without it: in about 30 of their
-# 72 template-language cells a guesser comparing the choices' words with the stem's beats the
-# limit (mostly the key sharing the fewest), so enforcing it waits for their rewording. (The
-# ratio hub was reported only until card version 8 of the ZeRO card rewrote the five templates
-# it found.)
-ENFORCED_FAMILIES = frozenset(FAMILIES) - {"stem words"}
+# The families validation refuses a template for, and the ones the best guesser (a template's, a
+# card's) draws on: all of them. (The ratio hub was measured and reported only until version 8
+# of the ZeRO card reworded the templates it found, the stem words until its version 13, version
+# 5 of the Megatron card and version 4 of the activation memory card reworded their statements.)
+ENFORCED_FAMILIES = frozenset(FAMILIES)
 # Whether validation refuses a card on which a guesser using each template's and language's best
 # strategy (held out) beats a blind pick by more than CARD_MARGIN (``check-cards --report``, the
 # card's "best held-out guesser" line).
@@ -475,13 +472,11 @@ class TemplateGiveaways:
 
     def line(self) -> str:
         """One report line per language: every family's held-out share (a share over the limit
-        marked "!", a family reported only marked so), the best enforced guesser's."""
+        marked "!"), the best enforced guesser's."""
         out = []
         for lang, measured in self.languages.items():
             cells = ", ".join(
-                f"{f} {share:.0%}"
-                + ("!" if share > self.limit else "")
-                + ("" if f in ENFORCED_FAMILIES else " (reported)")
+                f"{f} {share:.0%}" + ("!" if share > self.limit else "")
                 for f, (_strategy, share) in measured.families.items()
             )
             strategy, best = measured.best
@@ -716,19 +711,6 @@ def report_lines(card: Card, samples: int = REPORT_SAMPLES) -> list[str]:
         f"  best held-out guesser over the card: {score:.1%} (chance {chance:.1%}, limit "
         f"{card_limit(chance):.1%}){flag}"
     )
-    for reported in (f for f in FAMILIES if f not in ENFORCED_FAMILIES):
-        cells = [
-            share > r.limit
-            for r in reports
-            for measured in r.languages.values()
-            for f, (_strategy, share) in measured.families.items()
-            if f == reported
-        ]
-        if cells:
-            lines.append(
-                f"  {reported} (reported, not enforced): over the limit in {sum(cells)} of "
-                f"{len(cells)} template-language cells"
-            )
     return lines
 
 
