@@ -105,11 +105,11 @@ STATEMENT_STEM = t(
 )
 STATEMENT_ANSWER = t(
     "To train with a large batch without holding its activations at once.",
-    "为了用大批次训练，而不必同时保存它的全部激活。",
+    "为了用大批量训练，而不必同时保存它的全部激活。",
 )
 STATEMENT_OTHER_WORDING = t(
     "To reach a large batch without the activation memory it would need at once.",
-    "为了达到大批次，又不需要一次性占用那么多激活显存。",
+    "为了达到大批量，又不需要一次性占用那么多激活显存。",
 )
 STATEMENT_PITFALLS = [
     (
@@ -129,7 +129,7 @@ STATEMENT_PITFALLS = [
         t("Thinks it removes communication", "以为省掉了通信"),
         t(
             "To avoid the gradient communication between the data-parallel ranks of a step.",
-            "为了省掉同一步里数据并行 rank 之间的梯度通信开销。",
+            "为了省掉同一步里数据并行 rank 之间的通信开销。",
         ),
         t(
             "The ranks still average their gradients, once per optimizer step.",
