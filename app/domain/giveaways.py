@@ -45,7 +45,7 @@ from functools import lru_cache
 
 from .cards import Card, Template
 from .cues import CueExample
-from .generation import Candidate, Memo
+from .generation import Candidate, Combination, Memo
 from .languages import LANGS
 from .texts import Text
 
@@ -538,24 +538,17 @@ def measure(
 Evaluated = Sequence[tuple[Candidate, Sequence[Candidate]]]
 
 
-def evaluate_domain(template: Template) -> list[tuple[Candidate, list[Candidate]]]:
-    """The answer and pitfalls of every parameter combination validation walks."""
-    from .generation import candidates
+def domain_combinations(template: Template) -> list[Combination]:
+    """Every parameter combination validation walks, in its order."""
+    from .generation import combination
     from .sampling import parameter_combinations
 
-    return [candidates(template, values) for values in parameter_combinations(template)]
+    return [combination(template, values) for values in parameter_combinations(template)]
 
 
 def domain_stems(template: Template) -> list[Text]:
     """The stem of every parameter combination validation walks, in its order."""
-    from .generation import combination
-    from .sampling import parameter_combinations
-
-    stems = []
-    for values in parameter_combinations(template):
-        made = combination(template, values)
-        stems.append(made.stem(made.answer))
-    return stems
+    return [made.stem(made.answer) for made in domain_combinations(template)]
 
 
 def _arrangements(
@@ -673,8 +666,12 @@ def template_giveaways(
     their combinations' memos, which the arrangements then warm for generation; ``stems``: their
     stems)."""
     if evaluated is None:
-        evaluated = evaluate_domain(template)
-    if stems is None:
+        # One combination each gives the candidates, their memo and the stem.
+        made = domain_combinations(template)
+        evaluated = [(c.answer, c.pitfalls) for c in made]
+        memos = [c.memo for c in made] if memos is None else memos
+        stems = [c.stem(c.answer) for c in made] if stems is None else stems
+    elif stems is None:
         stems = domain_stems(template)
     arrangements = _arrangements(template, samples, evaluated, memos, stems)
     return measure(template.id, template.choices, arrangements)
