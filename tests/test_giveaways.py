@@ -361,7 +361,7 @@ def test_validation_refuses_a_template_an_enforced_family_sees_through():
     validate_card(fair)
     # the key alone carries an aside: a guesser picking it is right every time (form family)
     marked = parse_card(_statement_card("The optimizer states (fp32)", shorter + longer))
-    with pytest.raises(CardError, match="form family"):
+    with pytest.raises(CardError, match="by its form:"):
         validate_card(marked)
 
 
@@ -377,7 +377,7 @@ def test_validation_refuses_a_key_alone_without_absolute_words():
     ]
     # the key alone has no absolute word: 'without absolute words' finds it every time
     card = parse_card(_statement_card("The optimizer states alone", shorter + longer))
-    with pytest.raises(CardError, match="register family"):
+    with pytest.raises(CardError, match="by its register:"):
         validate_card(card)
 
 
@@ -432,7 +432,7 @@ def test_validation_refuses_a_key_whose_text_never_changes():
     ]
     data = _statement_card("The optimizer states alone", shorter + longer)
     del data["points"][0]["templates"][0]["answer_phrasings"]
-    with pytest.raises(CardError, match="retry family"):
+    with pytest.raises(CardError, match="by its retry:"):
         validate_card(parse_card(data))
 
 
@@ -460,7 +460,7 @@ def test_validation_refuses_a_key_each_distractor_changed_one_slot_of():
     measured = template_giveaways(template, 300)
     for lang in ("en", "zh"):
         assert measured.languages[lang].families["convergence"] == ("most shared words", 1.0)
-    with pytest.raises(CardError, match="convergence family"):
+    with pytest.raises(CardError, match="by its convergence:"):
         validate_card(parse_card(data))
     # The same key among distractors written as misconceptions of their own passes.
     fair = ["The gradients alone", "The fp16 weights alone", "The activations alone"] + [
@@ -538,7 +538,7 @@ def test_validation_refuses_a_key_the_others_are_simple_multiples_of():
     measured = template_giveaways(hub.templates()[0], 300)
     for lang in ("en", "zh"):
         assert measured.languages[lang].families["ratio hub"] == ("ratio hub", 1.0)
-    with pytest.raises(CardError, match="ratio hub family"):
+    with pytest.raises(CardError, match="by its ratio hub:"):
         validate_card(hub)
     # The same key among distractors that are no simple multiples of it (x1.1, x1.3, x1.75,
     # /1.15, /1.45, /1.8) passes.
@@ -604,7 +604,9 @@ def test_validation_refuses_a_stem_that_gives_its_key():
     measured = template_giveaways(echoed.templates()[0], 300)
     for lang in ("en", "zh"):
         assert measured.languages[lang].families["echo"] == ("repeats the stem", 1.0)
-    with pytest.raises(CardError, match="echo family .'repeats the stem'"):
+    with pytest.raises(
+        CardError, match="by its echo of the stem: a content-blind guesser .'repeats the stem'"
+    ):
         validate_card(echoed)
     validate_card(parse_card(_mini_card(echo_template(stem_gives_key=False))))
 
@@ -642,8 +644,14 @@ def test_validation_refuses_a_statement_key_that_alone_repeats_its_stem():
         assert shares.families["stem words"] == ("most words shared with the stem", 1.0)
         assert shares.best == ("most words shared with the stem", 1.0)
     assert measured.line().count("stem words 100%!") == 2 and "GIVEAWAY" in measured.line()
-    with pytest.raises(CardError, match="stem words family .'most words shared with the stem'"):
+    with pytest.raises(CardError) as refused:
         validate_card(card)
+    # The refusal names the family in the reader's language (the dashboard shows it).
+    said = refused.value.text
+    assert (
+        "by its words shared with the stem: a content-blind guesser ('most words shared" in said.en
+    )
+    assert "与题干共用的词" in said.zh and "stem words" not in said.zh
     fair = parse_card(_mini_card(stem_words_statements(key_repeats_the_stem=False)))
     plain = template_giveaways(fair.templates()[0], 300).languages["en"].families["stem words"]
     assert plain[1] == pytest.approx(1 / 4)

@@ -11,6 +11,36 @@ from dataclasses import dataclass
 from typing import Any
 
 from .bilingual import Text
+from .messages import Message, contextual_message
+
+# What each family (app.domain.giveaways.FAMILIES) is called where people read it: the
+# dashboard's cue line and validation's refusal ("gives the key away by its ...").
+FAMILY_LABELS: dict[str, Message] = {
+    "length": contextual_message("giveaway family", "length"),
+    "rank": contextual_message("giveaway family", "rank"),
+    "unit": contextual_message("giveaway family", "unit"),
+    "form": contextual_message("giveaway family", "form"),
+    "richness": contextual_message("giveaway family", "richness"),
+    "register": contextual_message("giveaway family", "register"),
+    "convergence": contextual_message("giveaway family", "convergence"),
+    "ratio hub": contextual_message("giveaway family", "ratio hub"),
+    "magnitude": contextual_message("giveaway family", "magnitude"),
+    "retry": contextual_message("giveaway family", "retry"),
+    "echo": contextual_message("giveaway family", "echo of the stem"),
+    "stem words": contextual_message("giveaway family", "words shared with the stem"),
+}
+# How the choices were read: "reading the choices in English".
+READING: dict[str, Message] = {"en": Message("in English"), "zh": Message("in Chinese")}
+
+
+def family_label(family: str) -> Text:
+    """The family as people read it (its own name when it has no label)."""
+    return FAMILY_LABELS.get(family) or Text.verbatim(family)
+
+
+def reading(lang: str) -> Text:
+    """In which language the choices were read, as people read it."""
+    return READING.get(lang) or Text.verbatim(lang)
 
 
 @dataclass(frozen=True)
@@ -40,6 +70,14 @@ class Cue:
     lang: str  # the language the choices were read in (the examples are shown in it)
     share: float  # held out
     examples: tuple[CueExample, ...]
+
+    @property
+    def label(self) -> Text:
+        return family_label(self.family)
+
+    @property
+    def reading(self) -> Text:
+        return reading(self.lang)
 
     def to_json(self) -> dict[str, Any]:
         return {

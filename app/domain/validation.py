@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .cards import Card, CardError, Pitfall, Template
-from .cues import Cue
+from .cues import Cue, family_label, reading
 from .formulas import FormulaError
 from .generation import (
     Candidate,
@@ -208,14 +208,15 @@ def _check_giveaways(
         samples = examples(template, shown, evaluated, strategy, lang, LOAD_SAMPLES, memos, stems)
         raise CardError(
             Message(
-                "card %(card)s, template %(template)s: a content-blind guesser of the "
-                "%(family)s family ('%(strategy)s', read in %(lang)s) is right in %(share)s of "
-                "%(samples)s variants, held out (chance %(chance)s, at most %(limit)s allowed)",
+                "card %(card)s, template %(template)s: gives the key away by its %(family)s: a "
+                "content-blind guesser ('%(strategy)s', reading the choices %(reading)s) is "
+                "right in %(share)s of %(samples)s variants, held out (chance %(chance)s, at "
+                "most %(limit)s allowed)",
                 card=repr(card.id),
                 template=repr(template.id),
-                family=family,
+                family=family_label(family),
                 strategy=strategy,
-                lang=lang,
+                reading=reading(lang),
                 share=f"{share:.0%}",
                 samples=measured.samples,
                 chance=f"{measured.chance:.0%}",
