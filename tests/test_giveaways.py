@@ -656,3 +656,13 @@ def test_validation_refuses_a_statement_key_that_alone_repeats_its_stem():
     plain = template_giveaways(fair.templates()[0], 300).languages["en"].families["stem words"]
     assert plain[1] == pytest.approx(1 / 4)
     validate_card(fair)
+
+
+def test_every_family_has_a_label_people_read_in_both_languages():
+    """The dashboard's cue line and validation's refusal name a family by its label: every
+    family has one, and the Chinese label is translated (not the English words)."""
+    from app.domain.cues import FAMILY_LABELS
+
+    assert set(FAMILY_LABELS) == set(FAMILIES)
+    for name, label in FAMILY_LABELS.items():
+        assert label.en and label.zh and label.zh != label.en, name
