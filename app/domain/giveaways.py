@@ -111,10 +111,10 @@ FAMILIES = (
     "stem words",
 )
 
-# The families validation refuses a template for, and the ones the best guesser (a template's, a
-# card's) draws on: all of them. (The ratio hub was measured and reported only until version 8
-# of the ZeRO card reworded the templates it found, the stem words until its version 13, version
-# 5 of the Megatron card and version 4 of the activation memory card reworded their statements.)
+# The families validation refuses a template for: every family. (The ratio hub was measured and
+# reported only until version 8 of the ZeRO card reworded the templates it found; the stem words
+# until version 13 of the ZeRO card, 5 of Megatron's and 4 of activation memory's reworded their
+# statements.)
 ENFORCED_FAMILIES = frozenset(FAMILIES)
 # Whether validation refuses a card on which a guesser using each template's and language's best
 # strategy (held out) beats a blind pick by more than CARD_MARGIN (``check-cards --report``, the
@@ -439,8 +439,8 @@ class LanguageGiveaways:
 
     @property
     def best(self) -> tuple[str, float]:
-        """The best strategy of the enforced families, held out."""
-        return self.held_out(k for k in self.halves[0] if family(k) in ENFORCED_FAMILIES)
+        """The best strategy of all, held out."""
+        return self.held_out(self.halves[0])
 
 
 @dataclass(frozen=True)
@@ -472,7 +472,7 @@ class TemplateGiveaways:
 
     def line(self) -> str:
         """One report line per language: every family's held-out share (a share over the limit
-        marked "!"), the best enforced guesser's."""
+        marked "!"), the best guesser's."""
         out = []
         for lang, measured in self.languages.items():
             cells = ", ".join(
@@ -480,8 +480,11 @@ class TemplateGiveaways:
                 for f, (_strategy, share) in measured.families.items()
             )
             strategy, best = measured.best
-            over = {f for f, (_s, share) in measured.families.items() if share > self.limit}
-            flag = "  GIVEAWAY" if over & ENFORCED_FAMILIES else ""
+            flag = (
+                "  GIVEAWAY"
+                if any(share > self.limit for _s, share in measured.families.values())
+                else ""
+            )
             out.append(
                 f"{self.template_id} ({lang}): best {strategy} {best:.0%} (chance "
                 f"{self.chance:.0%}, limit {self.limit:.0%}){flag} | {cells}"
