@@ -161,7 +161,10 @@ class AnswerCreate(BaseModel):
     )
     client_answer_id: str = ClientAnswerId
     answered_at: datetime | None = Field(
-        default=None, description="When the learner answered (offline answers), ISO 8601."
+        default=None,
+        description="When the learner answered (offline answers), ISO 8601. Kept between the "
+        "question's issue (its token) and the answer's arrival: a device clock that is off "
+        "cannot place an answer outside them.",
     )
     duration_ms: int | None = Field(
         default=None, ge=0, description="Time from showing the question to answering."

@@ -382,15 +382,18 @@ def _stored_as_given(sessions, cards, card) -> None:
     """An answer stored by the writer's Core statements (ids from the database) reads back
     through the ORM as it was given, and the ORM's own inserts before and after it take ids
     around it."""
-    from datetime import UTC, datetime
+    from datetime import UTC, datetime, timedelta
 
     from app.models import ReviewLog
 
     learner = new_learner(sessions)
     variant = generate_for_point(card, POINT, 77)
     wrong = next(c for c in variant.choices if c.pitfall is not None)
-    stored_at = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
-    answered_at = datetime(2026, 3, 4, 5, 6, 1, 5, tzinfo=UTC)
+    # After the token is issued (an answer is kept between its question's issue and its
+    # arrival), with microseconds that must survive the round trip.
+    base = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
+    stored_at = base + timedelta(seconds=6, microseconds=890123)
+    answered_at = base + timedelta(microseconds=5)
 
     def orm_attempt(key: str) -> int:
         with sessions() as db, write_transaction(db):

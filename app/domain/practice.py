@@ -26,7 +26,7 @@ import hmac
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Literal
 
@@ -169,6 +169,21 @@ def position_seed(secret: bytes, session_id: str, position: int, draw: int = 0) 
     message = f"{session_id}:{position}" if draw == 0 else f"{session_id}:{position}:{draw}"
     digest = hmac.new(secret, message.encode(), hashlib.sha256).digest()
     return int.from_bytes(digest[:8], "big") % (MAX_SEED + 1)
+
+
+def answered_within(
+    claimed: datetime | None, issued_at: datetime, received_at: datetime
+) -> datetime | None:
+    """When an answer was given as its client says (an offline answer's ``answered_at``), kept
+    within what the server knows for certain: not before its question was issued (the token's
+    time), not after the answer arrived. A device whose clock is wrong, or a moment no calendar
+    of a database holds (year 1 at UTC+14), cannot place an answer anywhere else. A moment
+    without a time zone is taken as UTC."""
+    if claimed is None:
+        return None
+    if claimed.tzinfo is None:
+        claimed = claimed.replace(tzinfo=UTC)
+    return min(max(claimed, issued_at), received_at)
 
 
 def session_end(

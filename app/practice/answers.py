@@ -31,6 +31,7 @@ from app.domain.catalog import Catalog
 from app.domain.generation import Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
 from app.domain.messages import Message
+from app.domain.practice import answered_within
 from app.domain.typed import TypedError, accepted_units, grade_typed, read_typed
 from app.models import PracticeSession
 from app.practice.questions import (
@@ -206,7 +207,8 @@ def prepare(
         duration_ms = max(0, min(duration_ms, MAX_DURATION_MS))
     return Graded(
         ctx.catalog, learner, question, content.position, variant, result,
-        submission.client_answer_id, duration_ms, submission.answered_at, now, refusal,
+        submission.client_answer_id, duration_ms,
+        answered_within(submission.answered_at, content.issued_at, now), now, refusal,
         asked_typed=asked_typed,
         withheld=withheld,
     )  # fmt: skip
