@@ -104,6 +104,21 @@ class LearnerToken(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
+class LearnerMerge(Base):
+    """An anonymous learner (a web guest, an app install) merged into an account: the id it had.
+
+    Question tokens issued to it before the merge (a batch downloaded for offline use) are the
+    account's to answer (app.practice.answers)."""
+
+    __tablename__ = "learner_merges"
+
+    merged_id: Mapped[str] = mapped_column(String(LEARNER_ID_LENGTH), primary_key=True)
+    account_id: Mapped[str] = mapped_column(
+        ForeignKey("learners.id", ondelete="CASCADE"), index=True
+    )
+    merged_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
 class WebSession(Base):
     """A signed-in (or guest) browser: the cookie holds a random id, this row its SHA-256."""
 

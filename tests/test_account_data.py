@@ -28,6 +28,7 @@ from app.models import (
     AuditEntry,
     CardDraft,
     Learner,
+    LearnerMerge,
     PasswordReset,
     PracticeSession,
     ReviewItem,
@@ -48,11 +49,20 @@ def answer_by_api(client, headers, point: str, seed: int, cid: str, wrong: bool 
 
 
 def learner_with_everything(client, app, db, email: str) -> tuple[str, dict[str, str]]:
-    """An account with attempts, reviews and their log, a session, tokens, a web session, a class
-    it joined and one it owns, a reset link, a draft it saved and an audit entry."""
+    """An account with attempts, reviews and their log, a session, tokens, an app install merged
+    into it, a web session, a class it joined and one it owns, a reset link, a draft it saved and
+    an audit entry."""
     register(client, email)
     headers = bearer(client, email=email)
     bearer(client, email=email, device="tablet")
+    # An app install signed in to the account (merged: its id is kept for its questions).
+    install = client.post(f"{API}/learners").json()["access_token"]
+    merged = client.post(
+        f"{API}/auth/token",
+        headers={"Authorization": f"Bearer {install}"},
+        json={"email": email, "password": PASSWORD, "device_name": "old phone"},
+    )
+    assert merged.json()["claimed_history"] is True
     name = email.split("@")[0]
     answer_by_api(client, headers, "offload", 1, f"{name}-1")
     answer_by_api(client, headers, "optimizer-memory", 2, f"{name}-2")
@@ -151,6 +161,8 @@ def test_deleting_me_on_postgres_removes_every_row_of_mine(pg_url, tmp_path, car
 
 def test_the_export_holds_the_rows_created(client, app, db):
     learner_id, headers = learner_with_everything(client, app, db, "mine@example.com")
+    zoned = client.patch(f"{API}/me", json={"time_zone": "Asia/Shanghai"}, headers=headers)
+    assert zoned.status_code == 200, zoned.text
     response = client.get(f"{API}/me/export", headers=headers)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")
@@ -161,6 +173,10 @@ def test_the_export_holds_the_rows_created(client, app, db):
     assert "hash" not in response.text and PASSWORD not in response.text
     assert document["learner"]["email"] == "mine@example.com"
     assert document["learner"]["learner_id"] == learner_id
+    assert document["learner"]["time_zone"] == "Asia/Shanghai"
+    merges = db.scalars(select(LearnerMerge).where(LearnerMerge.account_id == learner_id)).all()
+    assert [m["learner_id"] for m in document["merged_learners"]] == [m.merged_id for m in merges]
+    assert len(merges) == 1 and document["running_exams"] == []
     attempts = db.scalars(
         select(Attempt).where(Attempt.learner_id == learner_id).order_by(Attempt.id)
     ).all()
@@ -188,7 +204,7 @@ def test_the_export_holds_the_rows_created(client, app, db):
         select(PracticeSession.id).where(PracticeSession.learner_id == learner_id)
     ).all()
     assert [s["session_id"] for s in document["sessions"]] == list(sessions)
-    assert sorted(d["device_name"] for d in document["devices"]) == ["phone", "tablet"]
+    assert sorted(d["device_name"] for d in document["devices"]) == ["old phone", "phone", "tablet"]
     assert [c["name"] for c in document["classes"]] == ["Their class"]
     db.commit()
     # The web download is the same document.

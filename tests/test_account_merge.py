@@ -217,3 +217,49 @@ def test_two_devices_claiming_at_once_on_postgres(pg_url, tmp_path, cards):
     app = create_app(make_settings(tmp_path, pg_url), cards=cards)
     with TestClient(app) as client, app.state.sessionmaker() as db:
         two_devices_claim_at_once(app, client, db)
+
+
+def test_questions_downloaded_before_signing_in_are_the_accounts_to_answer(client, db):
+    """The offline flow: download a batch as an install, answer one, sign in (the install is
+    merged and its token stops working), then send the queue with the account's token: every
+    answer is stored (the one sent before is a replay), singly and in a batch."""
+    _install_id, install_headers = install(client)
+    batch = client.get(
+        f"{API}/cards/{CARD_ID}/questions", params={"count": 4}, headers=install_headers
+    ).json()["items"]
+    first = {"token": batch[0]["token"], "choice_id": "a", "client_answer_id": "q-0"}
+    sent = client.post(f"{API}/answers", json=first, headers=install_headers)
+    assert sent.status_code == 200, sent.text
+    assert register(client, "offline@example.com").status_code == 201
+    signed_in = log_in(client, "offline@example.com", install_headers)
+    assert signed_in.json()["claimed_history"] is True
+    account = {"Authorization": f"Bearer {signed_in.json()['access_token']}"}
+    assert client.get(f"{API}/me", headers=install_headers).status_code == 401
+
+    queue = [first] + [
+        {"token": q["token"], "choice_id": "b", "client_answer_id": f"q-{i}"}
+        for i, q in enumerate(batch[1:3], start=1)
+    ]
+    results = client.post(f"{API}/answers/batch", json={"answers": queue}, headers=account)
+    assert results.status_code == 200, results.text
+    assert [(r["outcome"], r["replayed"]) for r in results.json()["results"]] == [
+        ("stored", True),
+        ("stored", False),
+        ("stored", False),
+    ]
+    assert results.json()["results"][0]["attempt_id"] == sent.json()["attempt_id"]
+    last = {"token": batch[3]["token"], "choice_id": "c", "client_answer_id": "q-3"}
+    single = client.post(f"{API}/answers", json=last, headers=account)
+    assert single.status_code == 200 and single.json()["replayed"] is False
+    account_id = client.get(f"{API}/me", headers=account).json()["learner_id"]
+    assert client_answer_ids(db, account_id) == ["q-0", "q-1", "q-2", "q-3"]
+
+    # Another account, another install: the merged install's questions are not theirs.
+    other_install = install(client)[1]
+    assert register(client, "other@example.com").status_code == 201
+    other = log_in(client, "other@example.com", other_install).json()["access_token"]
+    stolen = {"token": batch[3]["token"], "choice_id": "c", "client_answer_id": "s-1"}
+    refused = client.post(
+        f"{API}/answers", json=stolen, headers={"Authorization": f"Bearer {other}"}
+    )
+    assert refused.status_code == 403 and refused.json()["code"] == "token_not_yours"

@@ -237,6 +237,37 @@ def test_a_running_exams_wrong_answer_is_no_mistake_to_practise_until_it_ends(cl
     assert practised["question"]["point"] == served["question"]["point"]
 
 
+def test_the_data_export_withholds_a_running_exams_answers_until_it_ends(client, app, auth):
+    """The export tells no more than the exam does while it runs: not its answers (right or
+    wrong, the key, the pitfall, the hidden seed), nor the questions still to come."""
+    practised = a_wrong_answer(client, app, auth)
+    exam = start(client, auth, "exam", size=2)
+    served = next_question(client, auth, exam["session_id"])
+    variant = session_variant(app, served)
+    wrong = next(c.id for c in variant.choices if c.pitfall is not None)
+    answer_served(client, auth, served, wrong)
+
+    running = client.get(f"{API}/me/export", headers=auth).json()
+    assert running["running_exams"] == [exam["session_id"]]
+    assert [a["template_id"] for a in running["attempts"]] == [practised]
+    assert [m["template_id"] for m in running["mistakes"]] == [practised]
+    (listed,) = [s for s in running["sessions"] if s["session_id"] == exam["session_id"]]
+    assert listed["plan"] is None
+
+    second = next_question(client, auth, exam["session_id"])
+    answer_served(client, auth, second, session_variant(app, second).correct_choice_id)
+    ended = client.get(f"{API}/me/export", headers=auth).json()
+    assert ended["running_exams"] == []
+    in_exam = [a for a in ended["attempts"] if a["session_id"] == exam["session_id"]]
+    assert [(a["choice_id"], a["correct"]) for a in in_exam] == [
+        (wrong, False),
+        (session_variant(app, second).correct_choice_id, True),
+    ]
+    assert in_exam[0]["correct_choice_id"] == variant.correct_choice_id
+    (listed,) = [s for s in ended["sessions"] if s["session_id"] == exam["session_id"]]
+    assert len(listed["plan"]) == 2
+
+
 def test_an_answer_after_the_exams_end_is_refused_and_not_counted(client, app, auth, clock):
     exam = start(client, auth, "exam", size=3)
     served = next_question(client, auth, exam["session_id"])

@@ -50,7 +50,8 @@ ANSWER_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ProblemPublic, "description": "Missing, unknown or revoked bearer token."},
     403: {
         "model": ProblemPublic,
-        "description": "token_not_yours: the question was issued to another learner.",
+        "description": "token_not_yours: the question was issued to another learner (questions "
+        "issued to an app install or a guest before it signed in are the account's).",
     },
     409: {
         "model": AnswerConflictPublic,

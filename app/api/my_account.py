@@ -8,7 +8,8 @@ from fastapi.responses import JSONResponse
 from app.auth.learner_data import delete_learner, export_filename, export_learner_data
 from app.auth.resets import ask_for_reset, reset_password
 from app.auth.service import confirm_password
-from app.deps import ApiLang, ApiLearner, DbDep, LimiterDep, SettingsDep
+from app.deps import ApiLang, ApiLearner, ContextDep, DbDep, LimiterDep, SettingsDep
+from app.practice.sessions import running_exams
 from app.schemas import (
     AccountDeletion,
     PasswordResetConfirm,
@@ -87,10 +88,12 @@ def confirm_password_reset(body: PasswordResetConfirm, db: DbDep) -> Response:
         401: {"model": ProblemPublic},
     },
 )
-def export_my_data(db: DbDep, learner: ApiLearner) -> Response:
+def export_my_data(db: DbDep, ctx: ContextDep, learner: ApiLearner) -> Response:
     """The learner's profile (no password hash), attempts, mistakes, reviews with their ratings,
-    sessions, devices and classes, as one JSON document with a file name to save it under."""
-    document = export_learner_data(db=db, learner_id=learner.id)
+    sessions, devices and classes, as one JSON document with a file name to save it under (the
+    answers of an exam still running come once it ends)."""
+    running = running_exams(db=db, learner_id=learner.id, now=ctx.clock())
+    document = export_learner_data(db=db, learner_id=learner.id, withheld=running)
     disposition = f'attachment; filename="{export_filename(document)}"'
     return JSONResponse(document, headers={"Content-Disposition": disposition})
 

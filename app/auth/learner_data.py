@@ -6,6 +6,7 @@ against the database's foreign keys, so a new table cannot be forgotten by delet
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import date, datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from app.models import (
     AuditEntry,
     CardDraft,
     Learner,
+    LearnerMerge,
     LearnerToken,
     PasswordReset,
     PracticeSession,
@@ -40,6 +42,7 @@ LEARNER_TABLES = {
     "review_items": "learner_id",
     "practice_sessions": "learner_id",
     "learner_tokens": "learner_id",
+    "learner_merges": "account_id",
     "web_sessions": "learner_id",
     "class_members": "learner_id",
     "classes": "owner_id",
@@ -57,15 +60,25 @@ def _day(value: date | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def export_learner_data(*, db: Session, learner_id: str) -> dict[str, Any]:
-    """Everything stored about the learner (never a password hash or a token hash)."""
+def export_learner_data(
+    *, db: Session, learner_id: str, withheld: Collection[str] = frozenset()
+) -> dict[str, Any]:
+    """Everything stored about the learner (never a password hash or a token hash).
+
+    ``withheld``: sessions whose answers get no feedback yet (exams still running,
+    app.practice.sessions.running_exams): their answers and plans are left out until they end,
+    as every other read leaves them out; the document names them in ``running_exams``."""
     learner = db.get(Learner, learner_id)
     if learner is None:
         db.commit()
         raise NotFound(Message("unknown learner"))
-    attempts = db.scalars(
-        select(Attempt).where(Attempt.learner_id == learner_id).order_by(Attempt.id)
-    ).all()
+    attempts = [
+        a
+        for a in db.scalars(
+            select(Attempt).where(Attempt.learner_id == learner_id).order_by(Attempt.id)
+        )
+        if a.practice_session_id not in withheld
+    ]
     items = db.scalars(
         select(ReviewItem).where(ReviewItem.learner_id == learner_id).order_by(ReviewItem.id)
     ).all()
@@ -85,6 +98,11 @@ def export_learner_data(*, db: Session, learner_id: str) -> dict[str, Any]:
     devices = db.scalars(
         select(LearnerToken).where(LearnerToken.learner_id == learner_id).order_by(LearnerToken.id)
     ).all()
+    merges = db.scalars(
+        select(LearnerMerge)
+        .where(LearnerMerge.account_id == learner_id)
+        .order_by(LearnerMerge.merged_at, LearnerMerge.merged_id)
+    ).all()
     classes = db.execute(
         select(Classroom.name, ClassMember.joined_at)
         .join(ClassMember, ClassMember.class_id == Classroom.id)
@@ -101,8 +119,14 @@ def export_learner_data(*, db: Session, learner_id: str) -> dict[str, Any]:
             "email": learner.email,
             "role": learner.role,
             "exam_date": _day(learner.exam_date),
+            "time_zone": learner.time_zone,
             "created_at": _moment(learner.created_at),
         },
+        "merged_learners": [
+            {"learner_id": merge.merged_id, "merged_at": _moment(merge.merged_at)}
+            for merge in merges
+        ],
+        "running_exams": sorted(s.id for s in sessions if s.id in withheld),
         "attempts": [_attempt(a) for a in attempts],
         "mistakes": [
             {
@@ -124,7 +148,7 @@ def export_learner_data(*, db: Session, learner_id: str) -> dict[str, Any]:
                 "card_id": s.card_id,
                 "mode": s.mode,
                 "point": s.point,
-                "plan": s.plan,
+                "plan": None if s.id in withheld else s.plan,
                 "started_at": _moment(s.started_at),
                 "deadline_at": _moment(s.deadline_at),
                 "finished_at": _moment(s.finished_at),
@@ -217,6 +241,7 @@ def delete_learner(*, db: Session, learner_id: str) -> None:
         db.execute(delete(Attempt).where(Attempt.learner_id == learner_id))
         db.execute(delete(PracticeSession).where(PracticeSession.learner_id == learner_id))
         db.execute(delete(LearnerToken).where(LearnerToken.learner_id == learner_id))
+        db.execute(delete(LearnerMerge).where(LearnerMerge.account_id == learner_id))
         db.execute(delete(WebSession).where(WebSession.learner_id == learner_id))
         db.execute(delete(PasswordReset).where(PasswordReset.learner_id == learner_id))
         db.execute(delete(ClassMember).where(ClassMember.learner_id == learner_id))

@@ -22,6 +22,7 @@ from app.db import write_transaction
 from app.models import (
     Attempt,
     Learner,
+    LearnerMerge,
     LearnerToken,
     PracticeSession,
     ReviewItem,
@@ -36,7 +37,8 @@ ANONYMOUS = (GUEST, APP)
 
 def merge_learner(*, db: Session, source_id: str, target_id: str) -> bool:
     """Move an anonymous learner's attempts, sessions, class memberships and review state to an
-    account and remove the anonymous learner (its device tokens and web sessions stop working).
+    account and remove the anonymous learner (its device tokens and web sessions stop working;
+    the questions issued to it are the account's to answer: its id is kept in learner_merges).
     True when something was merged; False when the source is gone, is not anonymous, or is the
     target.
 
@@ -116,5 +118,13 @@ def merge_learner(*, db: Session, source_id: str, target_id: str) -> bool:
         db.execute(delete(WebSession).where(WebSession.learner_id == source_id))
         db.execute(delete(LearnerToken).where(LearnerToken.learner_id == source_id))
         db.delete(source)
+        # Its id, for the questions issued to it (downloaded for offline use) before signing in.
+        db.add(LearnerMerge(merged_id=source_id, account_id=target_id))
     forget_cached_tokens()  # after the commit: the anonymous learner's tokens and browsers
     return True
+
+
+def was_merged_into(db: Session, merged_id: str, account_id: str) -> bool:
+    """Whether the learner ``merged_id`` (gone) was merged into the account ``account_id``."""
+    found = db.scalar(select(LearnerMerge.account_id).where(LearnerMerge.merged_id == merged_id))
+    return found == account_id

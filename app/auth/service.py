@@ -35,7 +35,7 @@ from app.auth.identity import (
     new_secret,
     now_utc,
 )
-from app.auth.merging import merge_learner
+from app.auth.merging import merge_learner, was_merged_into
 from app.auth.tokens import (
     TOKEN_CACHE_TTL_S,
     DeviceToken,
@@ -97,4 +97,5 @@ __all__ = [
     "set_role",
     "set_session_lang",
     "start_web_session",
+    "was_merged_into",
 ]

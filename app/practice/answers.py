@@ -12,7 +12,8 @@ rolled back and tried again, then written answer by answer, each in its own save
 answer's failure is that answer's only.
 
 A question token bound to a learner (fetched with a bearer token) or a session token (the session
-is its learner's) answered by anyone else is refused: 403 ``token_not_yours``.
+is its learner's) answered by anyone else is refused: 403 ``token_not_yours``; a token bound to an
+anonymous learner since merged into an account (signing in) is the account's.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.auth.service import LearnerRef, now_utc
+from app.auth.service import LearnerRef, now_utc, was_merged_into
 from app.domain.catalog import Catalog
 from app.domain.generation import Grade, UnknownChoice, Variant, grade
 from app.domain.identity import QuestionId
@@ -151,15 +152,15 @@ async def answer_question_async(
 
     now = now or ctx.clock()
     content = ctx.signer.verify(submission.token, ctx.catalog)
-    if content.position is None:
+    if content.position is None and content.learner_id in (None, learner.id):
         item = prepare(ctx, learner, submission, now, content, None)
-    else:
+    else:  # a session, or a token issued to another learner id (merged into this account?)
 
-        def in_session() -> Graded:
+        def in_db() -> Graded:
             with state.sessionmaker() as db:
                 return prepare(ctx, learner, submission, now, content, db)
 
-        item = await anyio.to_thread.run_sync(in_session)
+        item = await anyio.to_thread.run_sync(in_db)
     await answer_writer(state).submit([item])
     result = _result(item)
     if isinstance(result, BaseException):
@@ -189,7 +190,7 @@ def prepare(
     withheld = False
     if content.position is None:
         assert content.question is not None
-        check_token_owner(content, learner.id)
+        _check_owner(db, content, learner.id)
         question, asked_typed = content.question, content.typed
     else:
         assert db is not None
@@ -259,10 +260,22 @@ def resolve_token(
     content = ctx.signer.verify(token, ctx.catalog)
     if content.position is None:
         assert content.question is not None
-        check_token_owner(content, learner.id)
+        _check_owner(db, content, learner.id)
         return content.question, None
     question, _ = _position(db, ctx, learner, content.position)
     return question, content.position
+
+
+def _check_owner(db: Session | None, content: TokenContent, learner_id: str) -> None:
+    """:func:`check_token_owner`, where a token issued to an anonymous learner since merged into
+    this account (signing in) is the account's: questions downloaded before signing in and
+    answered offline are kept. ``db`` None: the token names no learner or this one."""
+    other = content.learner_id
+    if other is not None and other != learner_id:
+        assert db is not None
+        if was_merged_into(db, other, learner_id):
+            return
+    check_token_owner(content, learner_id)
 
 
 def _position(

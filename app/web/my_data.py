@@ -9,9 +9,10 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app.auth.learner_data import delete_learner, export_filename, export_learner_data
 from app.auth.service import confirm_password
-from app.deps import DbDep, LimiterDep, VisitorDep
+from app.deps import ContextDep, DbDep, LimiterDep, VisitorDep
 from app.domain.languages import LANGS
 from app.domain.messages import Message
+from app.practice.sessions import running_exams
 from app.problems import InvalidInput, Problem
 from app.web.account import Text_, client_address, form_page, refused
 from app.web.forms import check_csrf
@@ -21,11 +22,14 @@ router = APIRouter(include_in_schema=False)
 
 
 @router.get("/account/export")
-def export_my_data(db: DbDep, visitor: VisitorDep) -> Response:
-    """Everything stored about this browser's learner, as a JSON download."""
+def export_my_data(db: DbDep, ctx: ContextDep, visitor: VisitorDep) -> Response:
+    """Everything stored about this browser's learner, as a JSON download (the answers of an
+    exam still running come once it ends)."""
     if visitor.learner is None:
         return RedirectResponse(link("/login", visitor.lang), status_code=303)
-    document = export_learner_data(db=db, learner_id=visitor.learner.id)
+    learner_id = visitor.learner.id
+    running = running_exams(db=db, learner_id=learner_id, now=ctx.clock())
+    document = export_learner_data(db=db, learner_id=learner_id, withheld=running)
     disposition = f'attachment; filename="{export_filename(document)}"'
     headers = {"Content-Disposition": disposition, "Cache-Control": "no-store"}
     return JSONResponse(document, headers=headers)
