@@ -439,6 +439,11 @@ def test_answering_again_says_the_first_answer_counts_and_which(client, app):
     # The same form sent twice (a double click) is no second answer: nothing to say.
     double = submit(client, page, variant.correct_choice_id)
     assert "again" not in double.url.params
+    # Back, another choice in the restored form (its own id sent again): the notice too.
+    restored = submit(client, page, wrong.id)
+    assert restored.url.params["again"] == "1"  # (in Chinese now: the language chosen above)
+    assert f"以你第一次的答案为准（{variant.correct_choice_id.upper()}）" in restored.text
+    assert attempts(app) == 1
 
 
 def test_answering_an_exam_question_again_says_the_first_answer_counts(client, app):

@@ -431,3 +431,14 @@ def test_a_typed_web_session_takes_a_number_and_a_unit_and_diagnoses_the_pitfall
     assert "解题步骤" in text  # the worked solution
     assert not untranslated(feedback.text)
     assert attempts(db) == before + 1
+    # Another number sent from the same question's form (Back, or a second tab): the first
+    # answer counts, and the notice names the number typed first, not a choice letter.
+    again = client.post("/answers", data={**form, "value": "1", "unit": unit})
+    assert again.status_code == 200 and again.url.params["again"] == "1"
+    assert f"以你第一次的答案为准（{value} {unit}）" in html.unescape(again.text)
+    assert attempts(db) == before + 1
+    # The summary shows the numbers, with no choice letter the learner never saw.
+    summary = client.post(f"{session_url}/finish", data={"csrf_token": form["csrf_token"]})
+    typed_line = rf'<dd class="chosen">{re.escape(f"{value} {unit}")}</dd>\s*<dt>[^<]*</dt><dd class="key">(.*?)</dd>'
+    key = re.search(typed_line, summary.text, flags=re.S)
+    assert key is not None and "choice-id" not in key.group(1)

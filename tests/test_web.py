@@ -348,7 +348,9 @@ def test_submitting_the_same_form_twice_or_another_choice_after_back_shows_the_f
     wrong = wrong_of(app, page)
     first = submit(client, page, wrong.id)
     again = submit(client, page, variant.correct_choice_id)  # Back, other choice, resubmit
-    assert again.status_code == 200 and str(again.url) == str(first.url)
+    assert again.status_code == 200 and again.url.path == first.url.path
+    assert again.url.params["again"] == "1"  # the page says the first answer counts, and which
+    assert f"your first answer counts ({wrong.id.upper()})" in again.text
     assert "verdict wrong" in again.text
     assert attempts(app) == 1
 

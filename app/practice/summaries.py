@@ -16,6 +16,7 @@ from app.domain.catalog import Catalog
 from app.domain.generation import Choice, Variant
 from app.domain.identity import QuestionId
 from app.domain.texts import Text
+from app.domain.typed import accepted_units
 from app.models import Attempt, PracticeSession
 from app.practice.questions import find_variant
 from app.practice.sessions import SessionState, question_id_at
@@ -71,6 +72,7 @@ class QuestionLine:
     typed: str | None = None  # a typed answer: the value and unit typed
     typed_correct: bool = False
     typed_pitfall: Pitfall | None = None  # the pitfall a wrong typed value was diagnosed as
+    asked_typed: bool = False  # shown without its choices ("Type the answer"): no letters
 
     @property
     def answered(self) -> bool:
@@ -227,6 +229,7 @@ def _question_lines(
                     else None
                 ),
                 typed_correct=bool(attempt.correct) if attempt is not None else False,
+                asked_typed=bool(state.row.typed and accepted_units(variant)),
                 typed_pitfall=next(
                     (
                         p

@@ -242,8 +242,13 @@ async def submit_answer(
     except SessionOver as over:  # not counted: the summary says so
         return _see_other(link(summary_path(over.session_id), visitor.lang, late=1))
     attempt = outcome.attempt
-    # Back, another choice, submit: the position's first answer counts, and the page says so.
-    answered_before = outcome.replayed and attempt.client_answer_id != client_answer_id
+    # Back, another choice, submit (the browser may send the form's id again, or another tab's
+    # form its own): the first answer counts, and the page says so.
+    sent = (submission.choice_id, (submission.value or "").strip() or None, submission.unit)
+    answered_before = outcome.replayed and (
+        attempt.client_answer_id != client_answer_id
+        or (attempt.choice_id, attempt.typed_value, attempt.typed_unit) != sent
+    )
     if attempt.practice_session_id is not None:
         session_id = attempt.practice_session_id
         state = await in_db(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page
 
-from .helpers import CARD_ID, LiveServer
+from .helpers import CARD_ID, LiveServer, shot
 
 pytestmark = pytest.mark.browser
 
@@ -25,3 +25,22 @@ def test_every_question_fits_a_phones_width(phone_page: Page, live_server: LiveS
             if width > 390:
                 too_wide.append((point.slug, seed, width))
     assert too_wide == []
+
+
+def test_a_feedback_page_with_a_wide_formula_fits_a_phones_width(
+    phone_page: Page, live_server: LiveServer
+):
+    """The worked solution of Megatron's tensor-parallel question writes
+    GeLU(X1A1+X2A2) ≠ GeLU(X1A1)+GeLU(X2A2) inline: wider than 390 px, it scrolls on its own."""
+    for lang in ("en", "zh"):
+        phone_page.goto(
+            f"/cards/megatron-3d-pipeline/points/tensor-parallel-communication/practice"
+            f"?seed=7&lang={lang}"
+        )
+        phone_page.locator("input[name=choice_id]").first.check()
+        phone_page.locator("form.question button[type=submit]").click()
+        phone_page.wait_for_url("**/answers/**")
+        assert "GeLU" in phone_page.locator(".solution").inner_text()
+        assert phone_page.evaluate("() => window.innerWidth") <= 390, lang
+        assert phone_page.evaluate("() => document.documentElement.scrollWidth") <= 390, lang
+    shot(phone_page, "phone-feedback-wide-formula-zh")
