@@ -169,6 +169,22 @@ def test_a_summary_lists_the_questions_and_an_answer_again_says_the_first_counts
     expect(page.locator(".verdict h1")).to_have_text(TEXTS[lang]["wrong"])
 
 
+def test_back_in_an_exam_restores_no_choice_onto_the_next_question(learner, live_server) -> None:
+    """Every question of an exam is at one address: Back after answering shows the next one,
+    and the browser must not put the answered question's choice on it (a Submit would record
+    an answer the learner never chose)."""
+    page, lang, name = learner
+    start_exam(page, lang, 2)
+    _, right = live_server.answer_key(page)
+    page.locator(f"input[name=choice_id][value='{right.id}']").check()
+    page.get_by_role("button", name=SAYS[lang]["submit"]).click()
+    expect(page.locator(".session-bar .position")).to_contain_text("2")
+    page.go_back()
+    expect(page.locator("input[name=choice_id]").first).to_be_visible()
+    expect(page.locator("input[name=choice_id]:checked")).to_have_count(0)
+    shot(page, f"exam-{name}-back")
+
+
 def test_my_mistakes_only_without_mistakes_offers_practice(learner) -> None:
     page, lang, name = learner
     says = SAYS[lang]
