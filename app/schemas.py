@@ -323,7 +323,7 @@ class PointProgressPublic(BaseModel):
     retention: float | None = Field(
         description="FSRS's mean recall probability now (0..1) of the point's questions in "
         "FSRS's Review state (last answered right), t counted in fractional days since the last "
-        "review; null when none is (no figure rather than 100 %)."
+        "review, to three decimals; null when none is (no figure rather than 100 %)."
     )
     reviewed: int = Field(0, description="Questions the retention is the mean of.")
     learning: int = Field(0, description="Questions still learning (last answer wrong): left out.")

@@ -6,8 +6,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from test_api import variant_of
 
 API = "/api/v1"
+CARD = "zero-memory-offload"
 
 
 def new_learner(client) -> dict[str, str]:
@@ -62,3 +64,40 @@ def test_the_spec_documents_the_304_and_the_etag(client):
     for path in ("/me/progress", "/me/today", "/cards/{card_id}"):
         responses = spec["paths"][f"{API}{path}"]["get"]["responses"]
         assert "304" in responses and "ETag" in responses["200"]["headers"], path
+
+
+def test_a_weak_or_wildcard_if_none_match_is_a_304(client):
+    """RFC 9110: If-None-Match compares weakly (a proxy that compresses marks ETags W/), and *
+    matches whatever is there."""
+    headers = new_learner(client)
+    for path in ("/me/progress", f"/cards/{CARD}"):
+        etag = client.get(f"{API}{path}", headers=headers).headers["ETag"]
+        for sent in (f"W/{etag}", "*", f'W/"stale", W/{etag}'):
+            again = client.get(f"{API}{path}", headers={**headers, "If-None-Match": sent})
+            assert again.status_code == 304, (path, sent)
+        stale = client.get(f"{API}{path}", headers={**headers, "If-None-Match": 'W/"stale"'})
+        assert stale.status_code == 200
+
+
+def test_progress_keeps_its_etag_while_only_time_passes(client, app, clock):
+    """The retention of questions answered right falls as time passes: shown to a tenth of a
+    percent, a minute later the body (and its ETag) is the same."""
+    headers = new_learner(client)
+    question = client.get(
+        f"{API}/cards/{CARD}/points/optimizer-memory/question", params={"seed": 40}
+    ).json()
+    body = {
+        "token": question["token"],
+        "choice_id": variant_of(app, question).correct_choice_id,
+        "client_answer_id": str(uuid.uuid4()),
+    }
+    assert client.post(f"{API}/answers", json=body, headers=headers).json()["correct"]
+    clock.advance(seconds=3600)
+    first = client.get(f"{API}/me/progress", headers=headers)
+    points = [p for c in first.json()["cards"] for p in c["points"] if p["retention"] is not None]
+    assert points and all(p["retention"] == round(p["retention"], 3) for p in points)
+    clock.advance(seconds=60)
+    same = client.get(
+        f"{API}/me/progress", headers={**headers, "If-None-Match": first.headers["ETag"]}
+    )
+    assert same.status_code == 304

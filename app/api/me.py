@@ -197,7 +197,8 @@ def read_my_progress(
                 attempts=item.attempts,
                 share_right=item.right / item.attempts if item.attempts else None,
                 due=item.due,
-                retention=item.retention,
+                # to a tenth of a percent: the ETag stays while nothing else changes
+                retention=None if item.retention is None else round(item.retention, 3),
                 reviewed=item.reviewed,
                 learning=item.learning,
             )

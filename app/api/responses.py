@@ -37,10 +37,17 @@ def not_modified(
         "Vary": vary,
         "Cache-Control": "private, no-cache" if private else "no-cache",
     }
-    if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
+    if _none_match(request.headers.get("if-none-match", ""), etag):
         return Response(status_code=304, headers=headers)
     response.headers.update(headers)
     return None
+
+
+def _none_match(header: str, etag: str) -> bool:
+    """Whether ``If-None-Match`` names ``etag``: ``*``, or in its list compared weakly (RFC 9110
+    13.1.2: ``W/"x"`` matches ``"x"``, as a proxy that compresses marks it)."""
+    tags = [t.strip() for t in header.split(",")]
+    return "*" in tags or etag in [t.removeprefix("W/") for t in tags]
 
 
 def conditional_responses(what: str) -> dict[int | str, dict[str, Any]]:
