@@ -742,3 +742,23 @@ def test_run_it_yourself_shows_the_recorded_chart(client):
     chart = client.get(f"/cards/{CARD_ID}/run-it-yourself/chart.svg")
     assert chart.status_code == 200 and chart.headers["content-type"].startswith("image/svg+xml")
     assert chart.content.lstrip().startswith(b"<svg") and b"<script" not in chart.content
+
+
+def test_the_language_switch_on_a_page_answering_a_form_leads_to_the_form_s_page(client):
+    """A form post answered with a page (an error beside the form) is at the POST's address: its
+    language link goes to the page the form was on, never to that address as a GET (405)."""
+    review = client.get("/review")
+    form = {"csrf_token": csrf(review.text), "exam_date": "2020-01-01"}  # in the past
+    refused = client.post("/review/exam-date", data=form, headers={"Referer": str(review.url)})
+    assert refused.status_code == 400  # the page with its error, at the POST's address
+
+    def switch(response) -> str:
+        return html.unescape(re.search(r'class="lang" href="([^"]*)"', response.text).group(1))
+
+    assert switch(refused) == "/review?lang=zh"
+    # From another site, or without a Referer: the home page in the other language.
+    for referer in ({"Referer": "https://elsewhere.example/review"}, {}):
+        again = client.post("/review/exam-date", data=form, headers=referer)
+        assert again.status_code == 400 and switch(again) == "/?lang=zh"
+    followed = client.get(switch(refused))
+    assert followed.status_code == 200 and followed.url.path == "/review"

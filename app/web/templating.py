@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from babel import Locale
 from babel.dates import format_datetime, format_skeleton
@@ -142,6 +142,24 @@ def link(path: str, lang: str, **params: Any) -> str:
     return f"{path}?{urlencode(query)}" if query else path
 
 
+def _switch_link(request: Request, lang: str) -> str:
+    """This page in ``lang``: its own address for a GET; for a page answering a form post (an
+    error beside the form), the page the form was on (the Referer, on this site: the policy is
+    same-origin), else the home page, so that the link never repeats a POST's address as a GET
+    (405)."""
+    if request.method in ("GET", "HEAD"):
+        path, params = request.url.path, dict(request.query_params)
+    else:
+        came_from = urlsplit(request.headers.get("referer", ""))
+        if came_from.netloc == request.url.netloc and came_from.path.startswith("/"):
+            path, params = came_from.path, dict(parse_qsl(came_from.query))
+        else:
+            path, params = "/", {}
+    params["lang"] = lang
+    # One leading slash: a request for "//evil.example" must not link off-site.
+    return "/" + path.lstrip("/") + "?" + urlencode(params)
+
+
 def render_page(
     request: Request,
     name: str,
@@ -157,10 +175,7 @@ def render_page(
     """
     other = other_lang(lang)
     if switch_url is None:
-        params = dict(request.query_params)
-        params["lang"] = other
-        # One leading slash: a request for "//evil.example" must not link off-site.
-        switch_url = "/" + request.url.path.lstrip("/") + "?" + urlencode(params)
+        switch_url = _switch_link(request, other)
     full = {
         "learner": getattr(request.state, "visitor_learner", None),
         "due_count": getattr(request.state, "due_count", 0),
