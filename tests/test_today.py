@@ -401,8 +401,11 @@ def test_the_review_page_draws_the_charts_with_tables(client, app, clock):
     order = [p.slug for p in app.state.catalog.latest(CARD).points]
     assert rows == sorted(rows, key=order.index)
     assert "no figure yet" in text
+    assert "2 answers in the last 26 weeks, on 1 day. One square a day" in text
     zh = client.get("/review?lang=zh").text
     assert "未来 14 天的复习" in zh and "暂无数据" in zh
+    caption = re.search(r'<figcaption id="activity-caption">(.*?)</figcaption>', zh).group(1)
+    assert "，" in caption and "。" in caption and ", " not in caption and ". " not in caption
 
 
 def test_the_card_page_puts_the_practise_buttons_first(client):
