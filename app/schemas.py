@@ -186,7 +186,10 @@ class ChoiceReviewPublic(BaseModel):
 
 class AnswerPublic(BaseModel):
     attempt_id: int
-    client_answer_id: str
+    client_answer_id: str = Field(
+        description="The id this answer was sent with (a replay of a session position's "
+        "first answer, stored under another id, echoes it too: attempt_id names the stored one)."
+    )
     correct: bool
     choice_id: str | None = Field(description="The choice made; null for a typed answer.")
     correct_choice_id: str | None = Field(description="Null for a typed answer (no choices).")
@@ -210,7 +213,10 @@ class AnswerStoredPublic(BaseModel):
     wrong, the key, the pitfall, the solution) told only once the exam ends."""
 
     attempt_id: int
-    client_answer_id: str
+    client_answer_id: str = Field(
+        description="The id this answer was sent with (a replay of a session position's "
+        "first answer, stored under another id, echoes it too: attempt_id names the stored one)."
+    )
     stored: Literal[True] = True
     replayed: bool = Field(description="True when this is the stored first answer.")
     feedback: None = Field(

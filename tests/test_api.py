@@ -414,6 +414,31 @@ def test_a_batch_of_500_with_duplicates_and_bad_items_stores_each_valid_answer_o
     assert db.scalar(select(func.count()).select_from(Attempt)) == len(valid)
 
 
+def test_a_batch_reusing_an_id_keeps_the_first_item_sent(client, auth):
+    """Items are decided in the order sent, whatever order the writer stores them in (it groups
+    a learner's answers by template): of three items with one client_answer_id, the first is
+    stored, the second (its question again) replays it, the third (another question) is 409."""
+    first_q = question(client, point="offload", seed=11)
+    other_q = question(client, point="optimizer-memory", seed=12)
+    # The writer orders by template id: put the later item's template first in its order.
+    if other_q["template_id"] > first_q["template_id"]:
+        first_q, other_q = other_q, first_q
+    assert other_q["template_id"] < first_q["template_id"]
+    items = [
+        {"token": first_q["token"], "choice_id": "a", "client_answer_id": "one-id"},
+        {"token": first_q["token"], "choice_id": "b", "client_answer_id": "one-id"},
+        {"token": other_q["token"], "choice_id": "a", "client_answer_id": "one-id"},
+    ]
+    results = client.post(f"{API}/answers/batch", json={"answers": items}, headers=auth).json()[
+        "results"
+    ]
+    assert [r["outcome"] for r in results] == ["stored", "stored", "problem"]
+    assert results[0]["replayed"] is False and results[1]["replayed"] is True
+    assert results[1]["attempt_id"] == results[0]["attempt_id"]
+    assert results[1]["choice_id"] == "a"  # the first answer's choice
+    assert results[2]["code"] == "answer_id_reused" and results[2]["status"] == 409
+
+
 def test_a_batch_over_500_items_is_refused(client, auth):
     body = {"answers": [{"token": "t", "choice_id": "a", "client_answer_id": "x"}] * 501}
     assert_problem(

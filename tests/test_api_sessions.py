@@ -237,6 +237,28 @@ def test_a_running_exams_wrong_answer_is_no_mistake_to_practise_until_it_ends(cl
     assert practised["question"]["point"] == served["question"]["point"]
 
 
+def test_a_positions_second_answer_echoes_its_own_id_and_names_the_first(client, app, auth):
+    """A client matches results to what it sent by client_answer_id: a second answer to a
+    session's position (another id) is a replay of the first, echoing its own id, with the
+    first's attempt_id; through the session route and in a batch."""
+    session = start(client, auth, "card", size=2)
+    served = next_question(client, auth, session["session_id"])
+    token = served["question"]["token"]
+    first = send(client, auth, session["session_id"], token, "a", client_answer_id="first-id")
+    assert first.status_code == 200 and first.json()["client_answer_id"] == "first-id"
+    again = send(client, auth, session["session_id"], token, "b", client_answer_id="second-id")
+    assert again.json()["client_answer_id"] == "second-id" and again.json()["replayed"]
+    assert again.json()["attempt_id"] == first.json()["attempt_id"]
+    batch = client.post(
+        f"{API}/answers/batch",
+        json={"answers": [{"token": token, "choice_id": "c", "client_answer_id": "third-id"}]},
+        headers=auth,
+    ).json()["results"]
+    assert [(r["client_answer_id"], r["replayed"], r["attempt_id"]) for r in batch] == [
+        ("third-id", True, first.json()["attempt_id"])
+    ]
+
+
 def test_the_data_export_withholds_a_running_exams_answers_until_it_ends(client, app, auth):
     """The export tells no more than the exam does while it runs: not its answers (right or
     wrong, the key, the pitfall, the hidden seed), nor the questions still to come."""

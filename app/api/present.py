@@ -174,7 +174,7 @@ def _answer_fields(outcome: AnswerOutcome, lang: str) -> dict[str, Any]:
         assert session_id is not None
         return {
             "attempt_id": outcome.attempt.id,
-            "client_answer_id": outcome.attempt.client_answer_id,
+            "client_answer_id": outcome.client_answer_id,
             "stored": True,
             "replayed": outcome.replayed,
             "feedback": None,
@@ -183,7 +183,7 @@ def _answer_fields(outcome: AnswerOutcome, lang: str) -> dict[str, Any]:
     grade_ = outcome.grade
     return {
         "attempt_id": outcome.attempt.id,
-        "client_answer_id": outcome.attempt.client_answer_id,
+        "client_answer_id": outcome.client_answer_id,
         "correct": grade_.correct,
         "choice_id": grade_.chosen_choice_id,
         "correct_choice_id": grade_.correct_choice_id,

@@ -12,8 +12,9 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -70,6 +71,13 @@ class AnswerOutcome:
     replayed: bool  # the stored first answer, not this request's choice
     # An exam's answer before it ends: stored, its result not told (SessionState.withholds_feedback)
     withheld: bool = False
+    # The id this answer was sent with (a replay of the position's first answer may have been
+    # stored under another): what a client matches the result to. None: the stored one's.
+    sent_id: str | None = None
+
+    @property
+    def client_answer_id(self) -> str:
+        return self.sent_id if self.sent_id is not None else self.attempt.client_answer_id
 
 
 @dataclass
@@ -92,6 +100,12 @@ class Graded:
     withheld: bool = False  # an exam's answer before it ends: its result is not told
     outcome: AnswerOutcome | None = None
     error: BaseException | None = None
+    # When it was graded, against every other answer of this process: which of two answers
+    # sent with one client_answer_id came first, whatever order the writer stores them in.
+    arrival: int = field(default_factory=lambda: next(_arrivals))
+
+
+_arrivals = itertools.count()
 
 
 def answer_id_reused() -> Conflict:
@@ -160,7 +174,9 @@ def store_batch(db: Session, items: Sequence[Graded]) -> None:
         at_position.setdefault((row.practice_session_id, row.position), _stored(row[:-1]))
     new: list[Graded] = []
     replays: list[tuple[Graded, StoredAttempt | Graded]] = []
-    for item in items:
+    # Which answer claims an id or a session's position: the first to arrive (the writer's
+    # order groups a learner's answers by template, for its locks); stored in the order given.
+    for item in sorted(items, key=lambda graded: graded.arrival):
         item.outcome = item.error = None
         first = by_id.get(item.client_answer_id)
         where = (item.position.session_id, item.position.position) if item.position else None
@@ -178,6 +194,8 @@ def store_batch(db: Session, items: Sequence[Graded]) -> None:
             by_id[item.client_answer_id] = item
             if where is not None:
                 at_position[where] = item
+    chosen = {id(item) for item in new}
+    new = [item for item in items if id(item) in chosen]  # stored in the order given
     if new:
         firsts = rating.first_answers([_key(item) for item in new], [tuple(r) for r in answered])
         as_first = {id(item): answer for item, answer in zip(items, maybe_first, strict=True)}
@@ -214,7 +232,12 @@ def store_batch(db: Session, items: Sequence[Graded]) -> None:
         assert isinstance(stored, StoredAttempt)
         replayed = regrade(item.variant, stored.choice_id, stored.typed_value, stored.typed_unit)
         item.outcome = AnswerOutcome(
-            stored, item.variant, replayed, replayed=True, withheld=item.withheld
+            stored,
+            item.variant,
+            replayed,
+            replayed=True,
+            withheld=item.withheld,
+            sent_id=item.client_answer_id,
         )
 
 
