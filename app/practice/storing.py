@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -80,6 +80,9 @@ class AnswerOutcome:
         return self.sent_id if self.sent_id is not None else self.attempt.client_answer_id
 
 
+_ARRIVALS: Iterator[int] = itertools.count()  # Graded.arrival
+
+
 @dataclass
 class Graded:
     """An answer graded and waiting for the writer; ``outcome`` or ``error`` once written."""
@@ -102,10 +105,7 @@ class Graded:
     error: BaseException | None = None
     # When it was graded, against every other answer of this process: which of two answers
     # sent with one client_answer_id came first, whatever order the writer stores them in.
-    arrival: int = field(default_factory=lambda: next(_arrivals))
-
-
-_arrivals = itertools.count()
+    arrival: int = field(default_factory=lambda: next(_ARRIVALS))
 
 
 def answer_id_reused() -> Conflict:
