@@ -228,3 +228,31 @@ def test_what_the_server_sends_is_what_the_document_says(spec, client):
                 header = spec["components"]["headers"][name]
             if header.get("required"):
                 assert response.headers.get(name), (path, response.status_code, name)
+
+
+def test_the_problem_members_a_client_reads_are_documented(client):
+    """A client generated from the document keeps what the problems carry: the field at fault,
+    every validation error, the body limit."""
+    spec = client.get("/openapi.json").json()
+    documented = set(spec["components"]["schemas"]["ProblemPublic"]["properties"])
+    token = client.post(f"{API}/learners").json()["access_token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    typed = client.get(
+        f"{API}/cards/zero-memory-offload/points/optimizer-memory/question",
+        params={"seed": 40, "mode": "typed"},
+    ).json()
+    bad_value = client.post(
+        f"{API}/answers",
+        json={"token": typed["token"], "value": "abc", "unit": "GB", "client_answer_id": "p-1"},
+        headers=auth,
+    )
+    invalid = client.post(f"{API}/answers", json={"token": 5}, headers=auth)
+    too_large = client.post(
+        f"{API}/answers",
+        content=b'{"token": "' + b"x" * (2 << 20) + b'"}',
+        headers={**auth, "Content-Type": "application/json"},
+    )
+    for response, member in ((bad_value, "field"), (invalid, "errors"), (too_large, "limit_bytes")):
+        body = response.json()
+        assert member in body, (response.status_code, body)
+        assert set(body) <= documented, set(body) - documented
