@@ -15,6 +15,7 @@ from test_web import csrf, form_fields, shown_variant, start, submit, wrong_of
 from app.domain.generation import generate, grade
 from app.domain.practice import EXAM_SECONDS_PER_QUESTION
 from app.domain.typed import accepted_units
+from app.domain.units import get_unit
 from app.models import Attempt, PracticeSession
 from app.practice.sessions import EXAM_GRACE
 from app.rendering import render_inline, render_quantity
@@ -225,7 +226,18 @@ def test_no_route_tells_an_exam_answers_result_before_the_exam_ends(client, app,
         assert body["summary_url"] == summary_url and not result_fields & set(body)
         return body["attempt_id"]
 
-    wrong = {"token": form_fields(page.text)["token"], "choice_id": wrong_of(app, page).id}
+    def wrong_answer(page) -> dict[str, str]:
+        """A wrong answer to the page's question: a pitfall's choice, or typed, its value (a
+        question asked without choices takes no choice)."""
+        variant = shown_variant(app, page)
+        fields = {"token": form_fields(page.text)["token"]}
+        if not accepted_units(variant):
+            return {**fields, "choice_id": wrong_of(app, page).id}
+        unit = variant.content.template.unit
+        value = variant.content.pitfalls[0].value / get_unit(unit).scale
+        return {**fields, "value": f"{float(value):.6g}", "unit": unit}
+
+    wrong = wrong_answer(page)
     single = client.post(f"{API}/answers", json={**wrong, "client_answer_id": "exam-1"},
                          headers=headers)  # fmt: skip
     assert single.status_code == 200
@@ -235,7 +247,7 @@ def test_no_route_tells_an_exam_answers_result_before_the_exam_ends(client, app,
     assert acknowledged(again.json(), "exam-1") == first and again.json()["replayed"] is True
 
     page = client.get(f"/sessions/{row.id}")
-    item = {"token": form_fields(page.text)["token"], "choice_id": wrong_of(app, page).id}
+    item = wrong_answer(page)
     batch = client.post(f"{API}/answers/batch",
                         json={"answers": [{**item, "client_answer_id": "exam-2"}]},
                         headers=headers)  # fmt: skip

@@ -348,6 +348,21 @@ def test_a_value_typed_for_a_question_shown_with_choices_rates_as_a_choice(clien
     assert db.scalars(select(ReviewLog.rating)).all() == [3]  # Good, as a right choice
 
 
+def test_a_choice_sent_for_a_question_asked_without_choices_is_refused(client, auth, db):
+    """Its choices were never shown: a letter is a guess (one in four), not recall, and is
+    refused like any other malformed answer (422 naming choice_id); nothing is stored."""
+    body = typed_question(client, auth)
+    assert body["mode"] == "typed" and body["choices"] == []
+    for lang, says in (("en", "asked without its choices"), ("zh", "没有给出选项")):
+        refused = send(client, auth, body, lang=lang, choice_id="a")
+        assert refused.status_code == 422, refused.text
+        problem = refused.json()
+        assert problem["code"] == "answer_form" and problem["field"] == "choice_id"
+        assert says in problem["detail"]
+    assert attempts(db) == 0
+    assert send(client, auth, body, value="3.17", unit="GB").status_code == 200
+
+
 def test_a_wrong_typed_answer_rates_again(client, auth, db):
     body = typed_question(client, auth)
     send(client, auth, body, value="5.69", unit="GB")

@@ -71,9 +71,9 @@ Seed = Annotated[
 Mode = Annotated[
     QuestionMode | None,
     Query(
-        description="typed: the same question (same token, parameters and key) without its "
-        "choices, to answer with a value and a unit; a statement keeps its choices. Default: "
-        "choices."
+        description="typed: the same question (same seed, parameters and key) without its "
+        "choices, to answer with a value and a unit (its token says so: a choice sent for it is "
+        "refused, 422 answer_form); a statement keeps its choices. Default: choices."
     ),
 ]
 MAX_BATCH = 50

@@ -202,6 +202,19 @@ def prepare(
         except Problem as problem:
             refusal = problem
     variant = regenerate(ctx.catalog, question)
+    choice_alone = submission.value is None and submission.unit is None
+    if (
+        asked_typed
+        and submission.choice_id is not None
+        and choice_alone
+        and accepted_units(variant)
+    ):
+        # Its choices were never shown: a letter sent anyway is a guess, not an answer.
+        raise InvalidAnswer(
+            "choice_id",
+            Message("This question was asked without its choices: send value and unit."),
+            code="answer_form",
+        )
     result = graded(variant, submission)
     duration_ms = submission.duration_ms
     if duration_ms is not None:
