@@ -428,7 +428,7 @@ def test_practise_again_on_a_mistake_marked_understood_offers_its_exam_point(cli
         },
     )
     assert response.status_code == 200 and response.template.name == "nothing_to_practise.html"
-    assert "marked this mistake as understood" in response.text
+    assert "marked as understood, or never answered wrong" in response.text
     assert f'name="point" value="{variant.id.point}"' in response.text
     assert "Practise this exam point" in response.text
 

@@ -14,10 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypeAliasType
 
 from app.analytics.service import card_analytics
+from app.api.problem_schemas import ProblemPublic
 from app.deps import ApiInstructor, CatalogDep, ContextDep, DbDep
 from app.domain.analytics import Scope
 from app.practice.questions import get_card
-from app.schemas import ProblemPublic
 
 router = APIRouter(tags=["instructor"])
 # One named enum in the OpenAPI document, for the query and the answer alike.

@@ -14,6 +14,7 @@ from app.api.batch_schemas import (
     AnswerBatchPublic,
     AnswerBatchResult,
 )
+from app.api.problem_schemas import AnswerConflictPublic, ProblemPublic
 from app.api.responses import JSONBytesResponse
 from app.deps import (
     BEARER_SECURITY,
@@ -35,13 +36,7 @@ from app.practice.answers import (
 from app.practice.storing import AnswerOutcome
 from app.problems import InvalidAnswer, Problem
 from app.routing import HotRoute, query_values, read_body, read_model, refuse
-from app.schemas import (
-    AnswerConflictPublic,
-    AnswerCreate,
-    AnswerPublic,
-    AnswerStoredPublic,
-    ProblemPublic,
-)
+from app.schemas import AnswerCreate, AnswerPublic, AnswerStoredPublic
 
 router = APIRouter(tags=["practice"])
 

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response, status
 
+from app.api.problem_schemas import ProblemPublic
 from app.auth.service import (
     admit_new_learner,
     authenticate,
@@ -30,7 +31,6 @@ from app.schemas import (
     DeviceTokenPublic,
     LearnerCreatedPublic,
     LearnerPublic,
-    ProblemPublic,
     RegisterCreate,
     RegistrationPublic,
     TokenCreate,

@@ -8,12 +8,12 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from app.api.card_calculator import CalculatorProblemPublic, CardCalculatorPublic, evaluate
+from app.api.problem_schemas import ProblemPublic
 from app.deps import ApiLang, CatalogDep
 from app.domain import calculator as calc
 from app.domain.messages import Message
 from app.practice.questions import get_card
 from app.problems import InvalidInput, NotFound
-from app.schemas import ProblemPublic
 
 router = APIRouter(tags=["calculator"])
 

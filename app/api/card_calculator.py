@@ -12,13 +12,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from app.api.problem_schemas import ProblemPublic
 from app.domain import card_calculator as calc
 from app.domain.calculator_input import CalculatorError, listed
 from app.domain.cards import Card
 from app.domain.messages import Message
 from app.domain.texts import Text
 from app.problems import InvalidInput
-from app.schemas import ProblemPublic
 
 
 class CalculatorFieldProblemPublic(BaseModel):

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.api import present
 from app.api.deck_schemas import CardSummaryPublic
+from app.api.problem_schemas import ProblemPublic
 from app.api.responses import JSONBytesResponse, conditional_responses, not_modified
 from app.catalog.demo import load_demo_results
 from app.deps import (
@@ -43,7 +44,6 @@ from app.review.service import CardProgress, deck_progress
 from app.routing import AllValues, HotRoute, Values, query_values, refuse
 from app.schemas import (
     CardPublic,
-    ProblemPublic,
     QuestionBatchPublic,
     QuestionMode,
     QuestionPublic,

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Path, Query, Response, UploadFile
 from pydantic import BaseModel, Field
 
+from app.api.problem_schemas import ProblemPublic
 from app.authoring.exports import (
     ExportFormat,
     attachment_headers,
@@ -21,7 +22,7 @@ from app.domain.export_plan import DEFAULT_VARIANTS, MAX_VARIANTS
 from app.domain.languages import LANGS
 from app.domain.moodle_calculated import MAX_DATASET_ITEMS
 from app.domain.moodle_import import MAX_BYTES
-from app.schemas import LangCode, NumericExportCode, ProblemPublic
+from app.schemas import LangCode, NumericExportCode
 
 router = APIRouter(tags=["instructor"])
 

@@ -12,12 +12,11 @@ from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from pydantic import BaseModel, Field
 
 from app.api.preview_schemas import PreviewChoicePublic, PreviewPublic, sides_public
-from app.api.problem_schemas import CardProblemPublic
+from app.api.problem_schemas import CardProblemPublic, ProblemPublic
 from app.authoring import history, service
 from app.authoring.preview import preview as make_preview
 from app.deps import ApiInstructor, ApiLang, ContextDep, DbDep
 from app.domain.identity import MAX_SEED
-from app.schemas import ProblemPublic
 
 router = APIRouter(
     prefix="/instructor",

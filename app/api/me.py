@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.api import present
+from app.api.problem_schemas import ProblemPublic
 from app.api.responses import conditional_responses, not_modified
 from app.api.sync_schemas import DismissCreate, DismissedPublic
 from app.auth.service import LearnerRef
@@ -32,7 +33,6 @@ from app.schemas import (
     PitfallCountPublic,
     PitfallMasteryPublic,
     PointProgressPublic,
-    ProblemPublic,
     ProgressPublic,
     QuestionPublic,
 )

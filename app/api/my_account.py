@@ -5,17 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response, status
 from fastapi.responses import JSONResponse
 
+from app.api.problem_schemas import ProblemPublic
 from app.auth.learner_data import delete_learner, export_filename, export_learner_data
 from app.auth.resets import ask_for_reset, reset_password
 from app.auth.service import confirm_password
 from app.deps import ApiLang, ApiLearner, ContextDep, DbDep, LimiterDep, SettingsDep
 from app.practice.sessions import running_exams
-from app.schemas import (
-    AccountDeletion,
-    PasswordResetConfirm,
-    PasswordResetCreate,
-    ProblemPublic,
-)
+from app.schemas import AccountDeletion, PasswordResetConfirm, PasswordResetCreate
 
 router = APIRouter(tags=["accounts"])
 

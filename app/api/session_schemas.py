@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from typing_extensions import TypeAliasType
 
 from app.domain.practice import MAX_SIZE, SCOPE_MODES
+from app.practice.sessions import EXAM_GRACE
 from app.schemas import PitfallPublic, QuestionPublic
 
 # One named enum each (a generator makes one type of it); app.domain.practice.MODES and SCOPES,
@@ -100,7 +101,9 @@ class SessionPublic(BaseModel):
     answered: int = Field(description="Questions answered so far.")
     started_at: datetime
     deadline_at: datetime | None = Field(
-        description="An exam's deadline (an answer after it is refused: exam_over); else null."
+        description="An exam's deadline, else null. An answer arriving after it is refused "
+        f"(exam_over), except within {EXAM_GRACE.seconds} seconds of it (sent as the clock ran "
+        "out: it counts)."
     )
     seconds_left: int | None = Field(
         description="Whole seconds to the deadline, rounded up (0: at or past it); null without "

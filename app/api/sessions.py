@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response, status
 
 from app.api import present
+from app.api.problem_schemas import AnswerConflictPublic, ProblemPublic
 from app.api.responses import JSONBytesResponse
 from app.api.session_schemas import (
     CardScorePublic,
@@ -40,13 +41,7 @@ from app.practice.session_flow import (
 from app.practice.sessions import SessionState, finish_session, load_session, start_session
 from app.practice.summaries import PointScore, QuestionLine, past_exams, summarise
 from app.problems import UnprocessableInput
-from app.schemas import (
-    AnswerConflictPublic,
-    AnswerCreate,
-    AnswerPublic,
-    AnswerStoredPublic,
-    ProblemPublic,
-)
+from app.schemas import AnswerCreate, AnswerPublic, AnswerStoredPublic
 
 router = APIRouter(tags=["sessions"], responses={401: {"model": ProblemPublic}})
 

@@ -7,10 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.api import present
+from app.api.problem_schemas import ProblemPublic
 from app.api.sync_schemas import ChangesPublic, ReviewStatePublic
 from app.deps import ApiLang, ApiLearner, ContextDep, DbDep
 from app.practice.sync import MAX_CHANGES_PAGE, changes_since, read_cursor
-from app.schemas import ProblemPublic
 
 router = APIRouter(tags=["me"], responses={401: {"model": ProblemPublic}})
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request, Response
 
+from app.api.problem_schemas import ProblemPublic
 from app.api.responses import conditional_responses, not_modified
 from app.api.today_schemas import (
     ActivityDayPublic,
@@ -26,10 +27,7 @@ from app.domain.messages import Message
 from app.practice.mistakes import results_told
 from app.problems import Problem
 from app.review.habits import answer_activity, review_forecast, today
-from app.schemas import (
-    LearnerPublic,
-    ProblemPublic,
-)
+from app.schemas import LearnerPublic
 
 router = APIRouter(tags=["me"], responses={401: {"model": ProblemPublic}})
 

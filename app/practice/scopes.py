@@ -32,7 +32,10 @@ class NothingToPractise(Conflict):
         if mode == "review":
             text = Message("Nothing is due for review right now.")
         elif narrowed:
-            text = Message("Nothing left to practise here: you marked this mistake as understood.")
+            text = Message(
+                "Nothing left to practise here: no mistake of yours is left on it (marked as "
+                "understood, or never answered wrong)."
+            )
         elif mode == "mistakes":
             text = Message("No mistakes to practise yet: answer some questions first.")
         else:
