@@ -10,7 +10,6 @@ from app.auth.learner_data import delete_learner, export_filename, export_learne
 from app.auth.resets import ask_for_reset, reset_password
 from app.auth.service import confirm_password
 from app.deps import ApiLang, ApiLearner, ContextDep, DbDep, LimiterDep, SettingsDep
-from app.practice.sessions import running_exams
 from app.schemas import AccountDeletion, PasswordResetConfirm, PasswordResetCreate
 
 router = APIRouter(tags=["accounts"])
@@ -88,8 +87,7 @@ def export_my_data(db: DbDep, ctx: ContextDep, learner: ApiLearner) -> Response:
     """The learner's profile (no password hash), attempts, mistakes, reviews with their ratings,
     sessions, devices and classes, as one JSON document with a file name to save it under (the
     answers of an exam still running come once it ends)."""
-    running = running_exams(db=db, learner_id=learner.id, now=ctx.clock())
-    document = export_learner_data(db=db, learner_id=learner.id, withheld=running)
+    document = export_learner_data(db=db, learner_id=learner.id, now=ctx.clock())
     disposition = f'attachment; filename="{export_filename(document)}"'
     return JSONResponse(document, headers={"Content-Disposition": disposition})
 

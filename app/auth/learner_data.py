@@ -6,7 +6,6 @@ against the database's foreign keys, so a new table cannot be forgotten by delet
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from datetime import date, datetime
 from typing import Any
 
@@ -31,6 +30,7 @@ from app.models import (
     ReviewLog,
     WebSession,
 )
+from app.practice.sessions import running_exams
 from app.problems import NotFound
 
 EXPORT_FORMAT = "infracards-learner-export"
@@ -60,18 +60,17 @@ def _day(value: date | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def export_learner_data(
-    *, db: Session, learner_id: str, withheld: Collection[str] = frozenset()
-) -> dict[str, Any]:
+def export_learner_data(*, db: Session, learner_id: str, now: datetime) -> dict[str, Any]:
     """Everything stored about the learner (never a password hash or a token hash).
 
-    ``withheld``: sessions whose answers get no feedback yet (exams still running,
-    app.practice.sessions.running_exams): their answers and plans are left out until they end,
+    The sessions whose answers get no feedback yet at ``now`` (exams still running,
+    app.practice.sessions.running_exams) have their answers and plans left out until they end,
     as every other read leaves them out; the document names them in ``running_exams``."""
     learner = db.get(Learner, learner_id)
     if learner is None:
         db.commit()
         raise NotFound(Message("unknown learner"))
+    withheld = running_exams(db=db, learner_id=learner_id, now=now)
     attempts = [
         a
         for a in db.scalars(

@@ -202,20 +202,7 @@ def prepare(
         except Problem as problem:
             refusal = problem
     variant = regenerate(ctx.catalog, question)
-    choice_alone = submission.value is None and submission.unit is None
-    if (
-        asked_typed
-        and submission.choice_id is not None
-        and choice_alone
-        and accepted_units(variant)
-    ):
-        # Its choices were never shown: a letter sent anyway is a guess, not an answer.
-        raise InvalidAnswer(
-            "choice_id",
-            Message("This question was asked without its choices: send value and unit."),
-            code="answer_form",
-        )
-    result = graded(variant, submission)
+    result = graded(variant, submission, asked_typed=asked_typed)
     duration_ms = submission.duration_ms
     if duration_ms is not None:
         duration_ms = max(0, min(duration_ms, MAX_DURATION_MS))
@@ -228,9 +215,11 @@ def prepare(
     )  # fmt: skip
 
 
-def graded(variant: Variant, submission: Submission) -> Grade:
+def graded(variant: Variant, submission: Submission, *, asked_typed: bool = False) -> Grade:
     """The submission's choice or typed value graded; :class:`InvalidAnswer` (422, naming the
-    field) or :class:`UnknownChoiceError` when it cannot be, so nothing is stored."""
+    field) or :class:`UnknownChoiceError` when it cannot be, so nothing is stored.
+    ``asked_typed``: shown without its choices, so a choice sent for a question that takes a
+    number is a guess at a letter never seen, refused."""
     typed = submission.value is not None or submission.unit is not None
     if submission.choice_id is not None and typed:
         raise InvalidAnswer(
@@ -242,6 +231,12 @@ def graded(variant: Variant, submission: Submission) -> Grade:
         if submission.choice_id is None:
             raise InvalidAnswer(
                 "choice_id", Message("Send choice_id, or value and unit."), code="answer_form"
+            )
+        if asked_typed and accepted_units(variant):
+            raise InvalidAnswer(
+                "choice_id",
+                Message("This question was asked without its choices: send value and unit."),
+                code="answer_form",
             )
         try:
             return grade(variant, submission.choice_id)

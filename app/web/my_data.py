@@ -12,7 +12,6 @@ from app.auth.service import confirm_password
 from app.deps import ContextDep, DbDep, LimiterDep, VisitorDep
 from app.domain.languages import LANGS
 from app.domain.messages import Message
-from app.practice.sessions import running_exams
 from app.problems import InvalidInput, Problem
 from app.web.account import Text_, client_address, form_page, refused
 from app.web.forms import check_csrf
@@ -27,9 +26,7 @@ def export_my_data(db: DbDep, ctx: ContextDep, visitor: VisitorDep) -> Response:
     exam still running come once it ends)."""
     if visitor.learner is None:
         return RedirectResponse(link("/login", visitor.lang), status_code=303)
-    learner_id = visitor.learner.id
-    running = running_exams(db=db, learner_id=learner_id, now=ctx.clock())
-    document = export_learner_data(db=db, learner_id=learner_id, withheld=running)
+    document = export_learner_data(db=db, learner_id=visitor.learner.id, now=ctx.clock())
     disposition = f'attachment; filename="{export_filename(document)}"'
     headers = {"Content-Disposition": disposition, "Cache-Control": "no-store"}
     return JSONResponse(document, headers=headers)
