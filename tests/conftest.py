@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import tempfile
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -52,22 +53,31 @@ def one_card_folder(folder: Path, card_id: str = CARD_ID) -> Path:
     return folder
 
 
-@pytest.fixture(scope="session", autouse=True)
-def validated_cards_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One folder of validation records for the whole run (app.catalog.validated), shared by the
-    xdist workers and named to every server process a test starts (VALIDATED_CARDS_DIR): the
-    shipped cards are validated whole once per worker (the ``cards`` fixture), and a server
-    serving them unchanged starts without validating them again. A card a test changes is
-    another document, validated whole by the server that reads it."""
-    base = tmp_path_factory.getbasetemp()
-    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "validated-cards"
-    os.environ["VALIDATED_CARDS_DIR"] = str(folder)
-    return folder
+def pytest_configure(config: pytest.Config) -> None:
+    """One folder of validation records for the whole run (app.catalog.validated), made by the
+    process that starts the run and inherited by the xdist workers it starts and by every server
+    process a test starts (VALIDATED_CARDS_DIR). It is set before collection, so the app that
+    ``tests/test_api_schema.py`` builds at import time (schemathesis reads the document then)
+    validates the shipped cards whole and records them, and the ``cards`` fixture and the servers
+    find them: each worker validates them whole once, where collection and the fixture did it
+    twice. The folder is new for every run, so a record always comes from a whole validation in
+    this run; a card a test changes is another document, validated whole by the server reading
+    it."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    folder = tempfile.mkdtemp(prefix="infracards-validated-")
+    os.environ["VALIDATED_CARDS_DIR"] = folder
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+@pytest.fixture(scope="session")
+def validated_cards_dir() -> Path:
+    return Path(os.environ["VALIDATED_CARDS_DIR"])
 
 
 @pytest.fixture(scope="session")
 def cards(validated_cards_dir: Path) -> dict[str, Card]:
-    return load_cards(CARDS_DIR, ValidatedCards(validated_cards_dir, reuse=False))
+    return load_cards(CARDS_DIR, ValidatedCards(validated_cards_dir))
 
 
 @pytest.fixture(scope="session")
