@@ -60,10 +60,17 @@ def is_sqlite(url: str) -> bool:
 
 
 def ensure_sqlite_folder(url: str) -> None:
-    """Create the folder of a file-based SQLite database (``data/`` for the default one)."""
+    """Create the folder of a file-based SQLite database (``data/`` for the default one).
+
+    A URI filename (``sqlite:///file:/path?mode=ro&uri=true``) names a database the deployer
+    opens as it says (read-only, shared cache...): its folder is not made, where it was made as
+    a folder named ``file:`` in the working directory."""
     parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    if parsed.query.get("uri") == "true":
+        return
+    Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
 def json_text(value: Any) -> str:

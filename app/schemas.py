@@ -5,7 +5,7 @@ texts with inline LaTeX (``$...$``) come with a ``..._mathml`` rendering beside 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypeAliasType
@@ -165,6 +165,10 @@ class ChoiceReviewPublic(BaseModel):
 
 
 class AnswerPublic(BaseModel):
+    outcome: Literal["stored"] = Field(
+        description="stored: graded and recorded (the tag a client switches on; a batch item's "
+        "result carries the same)."
+    )
     attempt_id: int
     client_answer_id: str = Field(
         description="The id this answer was sent with (a replay of a session position's "
@@ -192,6 +196,9 @@ class AnswerStoredPublic(BaseModel):
     """An answer in an exam that is still running: stored and counted, its result (right or
     wrong, the key, the pitfall, the solution) told only once the exam ends."""
 
+    outcome: Literal["withheld"] = Field(
+        description="withheld: recorded in a running exam; its result shows when the exam ends."
+    )
     attempt_id: int
     client_answer_id: str = Field(
         description="The id this answer was sent with (a replay of a session position's "
@@ -203,6 +210,10 @@ class AnswerStoredPublic(BaseModel):
         default=None, description="Always null: the exam's results show when it ends."
     )
     summary_url: str = Field(description="The exam's summary page on this server.")
+
+
+# POST /answers (and a session's answer): ``outcome`` tells the two shapes apart.
+AnswerResultPublic = Annotated[AnswerPublic | AnswerStoredPublic, Field(discriminator="outcome")]
 
 
 class LearnerCreatedPublic(BaseModel):

@@ -90,6 +90,25 @@ def test_batch_items_are_typed_and_results_discriminated(spec):
         assert {"outcome", "client_answer_id"} <= set(schemas[name]["required"]), name
 
 
+def test_an_answers_two_shapes_are_told_apart_by_outcome(spec):
+    """POST /answers and a session's answer are a graded result or, in a running exam, a
+    withheld one: a discriminator on ``outcome`` (required in both, as in the batch) lets a
+    generated client pick the shape by its tag instead of trying each."""
+    schemas = spec["components"]["schemas"]
+    for path in (f"{API}/answers", f"{API}/me/sessions/{{session_id}}/answers"):
+        body = spec["paths"][path]["post"]["responses"]["200"]["content"]["application/json"]
+        union = body["schema"]
+        assert union["discriminator"]["propertyName"] == "outcome", path
+        assert union["discriminator"]["mapping"] == {
+            "stored": "#/components/schemas/AnswerPublic",
+            "withheld": "#/components/schemas/AnswerStoredPublic",
+        }, path
+    assert schemas["AnswerPublic"]["properties"]["outcome"]["const"] == "stored"
+    assert schemas["AnswerStoredPublic"]["properties"]["outcome"]["const"] == "withheld"
+    for name in ("AnswerPublic", "AnswerStoredPublic"):
+        assert "outcome" in schemas[name]["required"], name
+
+
 def test_each_route_asks_for_the_token_it_takes(spec):
     schemes = spec["components"]["securitySchemes"]
     assert set(schemes) == {"LearnerToken", "InstructorToken"}

@@ -229,7 +229,7 @@ class Flow:
         )
         create_answer = self.op("practice", "create_answer")
         answer = create_answer.sync(client=self.learner, body=body)
-        assert isinstance(answer, self.models.AnswerPublic)
+        assert isinstance(answer, self.models.AnswerPublic) and answer.outcome == "stored"
         assert answer.client_answer_id == body.client_answer_id and not answer.replayed
         assert answer.choices and answer.explanation
         replay = create_answer.sync(client=self.learner, body=body)
@@ -511,6 +511,7 @@ class Flow:
             assert served.position == position and served.question.seed is None
             stored = self.session_answer(served, choice_id=self.keys(served)[pick]).parsed
             assert isinstance(stored, models.AnswerStoredPublic) and stored.feedback is None
+            assert stored.outcome == "withheld"
             self.server.clock.advance(seconds=40)
             withheld = get_summary.sync_detailed(exam.session_id, client=self.learner)
             assert withheld.status_code == 409 and withheld.parsed.code == "exam_running"

@@ -356,11 +356,15 @@ def read_only_url(db_url: str) -> str:
     return f"sqlite:///file:{path}?mode=ro&uri=true"
 
 
-def test_read_only_database_refuses_to_start(tmp_path, cards, db_url):
+def test_read_only_database_refuses_to_start(tmp_path, cards, db_url, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     settings = make_settings(tmp_path, read_only_url(db_url), **FAST)
     with pytest.raises(StartupRefused, match="readonly database"):
         with TestClient(create_app(settings, cards=cards)):
             pass
+    # The URI names the database; nothing is made in the working directory (it made a folder
+    # named "file:" there, holding the database's path).
+    assert not (tmp_path / "file:").exists()
 
 
 def test_read_only_database_writes_are_503s_reads_go_on(tmp_path, cards, db_url):

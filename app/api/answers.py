@@ -36,7 +36,7 @@ from app.practice.answers import (
 from app.practice.storing import AnswerOutcome
 from app.problems import InvalidAnswer, Problem
 from app.routing import HotRoute, query_values, read_body, read_model, refuse
-from app.schemas import AnswerCreate, AnswerPublic, AnswerStoredPublic
+from app.schemas import AnswerCreate, AnswerResultPublic
 
 router = APIRouter(tags=["practice"])
 
@@ -65,7 +65,7 @@ ANSWER_ERRORS: dict[int | str, dict[str, Any]] = {
 
 @router.post(
     "/answers",
-    response_model=AnswerPublic | AnswerStoredPublic,
+    response_model=AnswerResultPublic,
     responses=ANSWER_ERRORS,
     openapi_extra=BEARER_SECURITY,
 )

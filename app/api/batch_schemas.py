@@ -70,18 +70,12 @@ class AnswerBatchCreate(BaseModel):
 
 class AnswerBatchStoredPublic(AnswerPublic):
     """An item graded and recorded (or, with ``replayed``, the stored result of its
-    client_answer_id)."""
-
-    outcome: Literal["stored"] = Field(description="stored: this item was graded and recorded.")
+    client_answer_id): what ``POST /answers`` answers, ``outcome`` stored."""
 
 
 class AnswerBatchWithheldPublic(AnswerStoredPublic):
     """An item of an exam that is still running: recorded, its result told once the exam
-    ends."""
-
-    outcome: Literal["withheld"] = Field(
-        description="withheld: recorded in a running exam; its result shows when the exam ends."
-    )
+    ends; what ``POST /answers`` answers, ``outcome`` withheld."""
 
 
 class AnswerBatchProblemPublic(BaseModel):

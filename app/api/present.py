@@ -173,6 +173,7 @@ def _answer_fields(outcome: AnswerOutcome, lang: str) -> dict[str, Any]:
         session_id = outcome.attempt.practice_session_id
         assert session_id is not None
         return {
+            "outcome": "withheld",
             "attempt_id": outcome.attempt.id,
             "client_answer_id": outcome.client_answer_id,
             "stored": True,
@@ -182,6 +183,7 @@ def _answer_fields(outcome: AnswerOutcome, lang: str) -> dict[str, Any]:
         }
     grade_ = outcome.grade
     return {
+        "outcome": "stored",
         "attempt_id": outcome.attempt.id,
         "client_answer_id": outcome.client_answer_id,
         "correct": grade_.correct,
@@ -214,11 +216,11 @@ def answer(outcome: AnswerOutcome, lang: str) -> AnswerPublic | AnswerStoredPubl
 def batch_result(
     outcome: AnswerOutcome, lang: str
 ) -> AnswerBatchStoredPublic | AnswerBatchWithheldPublic:
-    """:func:`answer` as a batch item's result, tagged with its ``outcome``."""
+    """:func:`answer` as a batch item's result (the same fields, ``outcome`` among them)."""
     fields = _answer_fields(outcome, lang)
     if outcome.withheld:
-        return AnswerBatchWithheldPublic.model_validate({"outcome": "withheld", **fields})
-    return AnswerBatchStoredPublic.model_validate({"outcome": "stored", **fields})
+        return AnswerBatchWithheldPublic.model_validate(fields)
+    return AnswerBatchStoredPublic.model_validate(fields)
 
 
 def answer_json(outcome: AnswerOutcome, lang: str) -> bytes:

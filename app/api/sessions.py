@@ -41,7 +41,7 @@ from app.practice.session_flow import (
 from app.practice.sessions import SessionState, finish_session, load_session, start_session
 from app.practice.summaries import PointScore, QuestionLine, past_exams, summarise
 from app.problems import UnprocessableInput
-from app.schemas import AnswerCreate, AnswerPublic, AnswerStoredPublic
+from app.schemas import AnswerCreate, AnswerResultPublic
 
 router = APIRouter(tags=["sessions"], responses={401: {"model": ProblemPublic}})
 
@@ -184,7 +184,7 @@ def read_session_question(
 
 @router.post(
     "/me/sessions/{session_id}/answers",
-    response_model=AnswerPublic | AnswerStoredPublic,
+    response_model=AnswerResultPublic,
     responses={
         400: {"model": ProblemPublic, "description": "Invalid or tampered question token."},
         **UNKNOWN_SESSION,
