@@ -183,7 +183,7 @@ def test_the_json_in_chinese(client):
     assert body["title"] == "3D 并行布局计算器"
     checks = {c["id"]: c for c in body["checks"]}
     assert not checks["pipeline-fills"]["holds"]
-    assert checks["pipeline-fills"]["note"].startswith("微批数少于 stage 数时")
+    assert checks["pipeline-fills"]["note"].startswith("微批次数少于阶段数时")
     assert {o["id"]: o["shown"] for o in body["outputs"]}["bubble"] == "175%"  # 7/4
 
 
