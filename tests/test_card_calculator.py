@@ -270,7 +270,7 @@ def test_the_svg_is_escaped_and_names_its_terms(activation):
     result = run(activation)
     svg = calc.memory_chart_svg(result, "zh", {"title": "<标题>", "gpu": "GPU", "colon": "："})
     assert svg.startswith("<svg") and "&lt;标题&gt;" in svg and "<script" not in svg
-    assert "第一个 stage：" in svg and "99.1 GB" in svg and "80 GB" in svg
+    assert "第一个阶段：" in svg and "99.1 GB" in svg and "80 GB" in svg
     assert 'class="calc-term-0"' in svg and 'class="calc-term-1"' in svg
 
 

@@ -111,7 +111,7 @@ def test_the_chinese_page(client):
     assert "<h1>激活显存计算器</h1>" in page
     assert '<option value="full" selected>完全：只保留每层的输入</option>' in page
     assert output_row(page, "per_layer").endswith("50.3 MB")
-    assert "第一个 stage — 放得下" in words(page)
+    assert "第一个阶段 — 放得下" in words(page)
 
 
 def test_hostile_input_is_escaped_and_quick(client):

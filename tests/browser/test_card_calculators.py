@@ -42,7 +42,7 @@ TEXTS = {
         "fails": "不成立",
         "heads_rule": "张量并行度：t 必须整除注意力头数 a",
         "calculate": "计算",
-        "first_stage": "第一个 stage",
+        "first_stage": "第一个阶段",
     },
 }
 
