@@ -116,6 +116,10 @@ def test_new_templates_kept_their_history_of_versions(card):
     revised["p3-accumulation-by-stage"] += 1
     # Card version 11: three pitfalls that make two slips at once (its ratio hub 43 -> 32 %).
     revised["p2-activations-checkpointing"] += 1
+    # Card version 14: two Chinese keys reworded (one used a verb no distractor used, with an
+    # aside other than the English one; the other added NVLink and left out the all-to-all).
+    for template_id in ("p1-optimizer-recipes", "p4-zeropp-what-each-cuts"):
+        revised[template_id] += 1
     for template_id in new:
         template = card.template(template_id)
         assert template is not None, template_id
@@ -123,8 +127,10 @@ def test_new_templates_kept_their_history_of_versions(card):
         assert template.generator == 2, template_id
         assert len(template.pitfalls) >= 6, template_id
     # Card version 9 changed no template: it names the card it follows (prerequisites); 10 gave
-    # p4-overlap-threshold three pitfalls that make two slips at once (its ratio hub 44 -> 37 %).
-    assert card.version == 13 and card.prerequisites == ("megatron-3d-pipeline",)
+    # p4-overlap-threshold three pitfalls that make two slips at once (its ratio hub 44 -> 37 %);
+    # 14 fixed an expert review's findings (stated layouts, the GiB pitfall kept in GB, Chinese
+    # keys reworded).
+    assert card.version == 14 and card.prerequisites == ("megatron-3d-pipeline",)
 
 
 # --- K for other recipes -----------------------------------------------------------------------
@@ -150,10 +156,10 @@ def test_k_per_recipe(card):
     ):
         assert phrase in answer.en
     for phrase in (
-        "AdamW 取 12",
-        "动量 SGD 取 8",
-        "8 比特 Adam 的主权重不量化，取 6",
-        "纯 bf16 AdamW 取 4",
+        "AdamW 为 12",
+        "动量 SGD 为 8",
+        "8 比特 Adam 的矩状态各自分块，为 6",
+        "纯 bf16 AdamW 为 4",
     ):
         assert phrase in answer.zh
 
@@ -381,7 +387,7 @@ def test_card_version_8_rewrote_the_ratio_hubs(card):
             },
         ),
         "p5-nvme-bandwidth-for-optimizer": (
-            2,
+            3,  # card version 14: a domain whose keys a node's drives can sustain
             {
                 "read-only",
                 "moments-only",

@@ -102,22 +102,31 @@ def test_the_issues_examples_now_read_well(card):
                 return variant
         raise AssertionError(template_id)
 
-    # ZeRO-3 + offload, 1.3B on 64 GPUs: 2Ψ/N_d = 40.625 MB, not 0.041 GB
-    variant = first("p5-offload-gpu-memory", psi=1_300_000_000, n_d=64)
-    assert variant.choice(variant.correct_choice_id).text.en == "40.6 MB"
+    # ZeRO-3 + offload, 1.3B on 16 GPUs, divided by N_d twice: 2Ψ/N_d² = 10.16 MB, not 0.010 GB
+    # (since card version 14 its key stays at 0.1 GB or more, so that the GiB-read-as-GB pitfall
+    # reads GB: 1.3B on 64 GPUs, 40.6 MB, is no longer drawn)
+    template = card.template("p5-offload-gpu-memory")
+    shown = next(
+        c.text.en
+        for seed in range(3000)
+        for variant in [generate(card, template, seed)]
+        if variant.params == {"psi": "1300000000", "n_d": "16"}
+        for c in variant.choices
+        if c.pitfall_id == "divided-twice"
+    )
+    assert shown == "10.2 MB"
     # the PCIe step for the same run at 64 GB/s: 81.25 MB / 64 GB/s = 1.27 ms, not 0.0013 s
     variant = first("p5-pcie-time", psi=1_300_000_000, n_d=64, pcie_bw=64_000_000_000)
     assert variant.choice(variant.correct_choice_id).text.en == "1.27 ms"
-    # a shard's element count in Chinese: 1.3B / 64 = 2031 万 (not 0.2031 亿)
-    variant = first("p5-offload-gpu-memory", psi=1_300_000_000, n_d=64)
+    # a shard's element count in Chinese: 1.3B / 16 = 8125 万 (not 0.8125 亿)
     explanation = next(
         p for p in card.template("p5-offload-gpu-memory").pitfalls if p.id == "parameters-as-bytes"
     )
     rendered = explanation.explanation_template.render(
-        {"psi": Fraction(1_300_000_000), "n_d": Fraction(64)},
-        {"psi": "1.3B", "n_d": "64", "value": "20.3 MB", "answer": "40.6 MB"},
+        {"psi": Fraction(1_300_000_000), "n_d": Fraction(16)},
+        {"psi": "1.3B", "n_d": "16", "value": "81.2 MB", "answer": "0.163 GB"},
     )
-    assert "2031 万" in rendered.zh and "20.31 million" in rendered.en
+    assert "8125 万" in rendered.zh and "81.25 million" in rendered.en
     # 175B at 3Ψ elements of 16 bits: 8.4 万亿 bits (not 84000 亿)
     template = card.template("p4-zero3-comm-time")
     bits = next(p for p in template.pitfalls if p.id == "bits-for-bytes")

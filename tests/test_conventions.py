@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from app.domain.cards import CardError, parse_card, read_card
+from app.domain.cards import CardError, parse_card, read_card, read_cards
 from app.domain.conventions import stated
+from app.domain.generation import candidates, figures_of
+from app.domain.sampling import parameter_combinations
+from app.domain.units import readable_unit
 from app.domain.validation import validate_card
 
 
@@ -141,6 +144,11 @@ def test_the_zero_card_fixes_every_convention_its_keys_depend_on():
         "p3-gradient-shard-after-rs": {"units": "decimal"},
         "p3-exact-ring-bytes": {"units": "decimal", "ring": "counted"},
         "p5-offload-gpu-memory": {"units": "decimal"},
+        # under autocast the optimizer state is m and v alone (8Ψ) and ZeRO-1 keeps the fp32
+        # parameters and gradients whole (8Ψ + 8Ψ/N_d): the stems name the master-copy layout
+        "p1-optimizer-states": {"layout": "master-copy"},
+        "p2-zero1-per-rank": {"layout": "master-copy"},
+        "p2-zero2-per-rank": {"layout": "master-copy"},
     }
     for template_id, conventions in expected.items():
         template = templates[template_id]
@@ -152,3 +160,27 @@ def test_the_zero_card_fixes_every_convention_its_keys_depend_on():
                     name,
                     lang,
                 )
+
+
+def test_a_gib_figure_read_as_gb_is_shown_in_gb_everywhere_on_the_shipped_cards():
+    """A 'units' pitfall of a GB template is the GiB figure under a GB label. Shown in MB (a
+    value under 0.1 GB) it would no longer be that slip, MiB read as MB being another factor, and
+    its explanation ('0.09766 GiB ... labelled GB that reads 97.7 MB') would contradict itself;
+    the key could be the only choice in GB. The cards keep such values in GB by their domains."""
+    cards = read_cards(CARD_PATH.parent)
+    checked = 0
+    for card in cards.values():
+        for template in card.templates():
+            if template.kind != "numeric" or template.unit not in ("GB", "GB/s"):
+                continue
+            if not any(p.convention == "units" for p in template.pitfalls):
+                continue
+            for values in parameter_combinations(template):
+                _answer, pitfalls = candidates(template, values)
+                for c in pitfalls:
+                    if c.pitfall is None or c.pitfall.convention != "units":
+                        continue
+                    shown = readable_unit([c.value], template.unit, figures_of(template))
+                    assert shown == template.unit, (card.id, template.id, c.pitfall.id, values)
+                    checked += 1
+    assert checked > 500
