@@ -676,7 +676,7 @@ MESSAGES = {
         "数据并行 rank 数 N_d：应在 1 到 1,048,576 之间。",
         "GPU 显存：必填。",
         "卸载需要 ZeRO（阶段 1、2 或 3）：朴素 DDP 没有卸载。",
-        "估算激活值需要层数、隐藏维度、序列长度和微批大小：缺少隐藏维度、序列长度、微批大小"
+        "估算激活值需要层数、隐藏维度、序列长度和微批次大小：缺少隐藏维度、序列长度、微批次大小"
         "（或四项都留空）。",
         "注意力头数：'x' 不是数字。",
     ],
@@ -705,7 +705,7 @@ def test_every_message_reads_in_the_readers_language_on_the_page_and_in_the_json
         ({"stage": "2", "offload": "optimizer_params"}, "Offloading the parameters needs ZeRO-3 (DeepSpeed's offload_param works with stage 3 only).", "卸载参数需要 ZeRO-3（DeepSpeed 的 offload_param 只能用于阶段 3）。"),
         ({"gpus_per_node": "3"}, "GPUs per node: 3 does not divide N_d = 8.", "每节点 GPU 数：3 不能整除 N_d = 8。"),
         ({"largest_layer": "71B"}, "Largest layer's parameters: at most Ψ.", "最大层的参数量：不能超过 Ψ。"),
-        ({"seq_len": "80"}, "Activations need the layers, hidden size, sequence length and micro-batch: layers, hidden size, micro-batch missing (or leave all four empty).", "估算激活值需要层数、隐藏维度、序列长度和微批大小：缺少层数、隐藏维度、微批大小（或四项都留空）。"),
+        ({"seq_len": "80"}, "Activations need the layers, hidden size, sequence length and micro-batch: layers, hidden size, micro-batch missing (or leave all four empty).", "估算激活值需要层数、隐藏维度、序列长度和微批次大小：缺少层数、隐藏维度、微批次大小（或四项都留空）。"),
         ({"layers": "8", "hidden": "64", "seq_len": "4", "micro_batch": "1", "heads": "65"}, "Attention heads: at most the hidden size.", "注意力头数：不能超过隐藏维度。"),
     ],
 )  # fmt: skip
