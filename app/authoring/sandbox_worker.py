@@ -202,6 +202,7 @@ class DocumentCompiled:
     to_validate: tuple[str, ...]
     warnings: tuple[Any, ...]
     compiled: bool
+    not_compiled: int = 0  # templates that did not compile (each has its problem)
 
 
 def compile_document_task(digest: str, document: object) -> DocumentCompiled:
@@ -210,8 +211,13 @@ def compile_document_task(digest: str, document: object) -> DocumentCompiled:
     compiled = compiled_document(digest, document)
     if compiled.card is None:
         return DocumentCompiled(compiled.problems, (), (), False)
+    not_compiled = len({p.template_id for p in compiled.problems})
     return DocumentCompiled(
-        compiled.problems, compiled.to_validate, tuple(warnings(compiled.card)), True
+        compiled.problems,
+        compiled.to_validate,
+        tuple(warnings(compiled.card)),
+        True,
+        not_compiled,
     )
 
 

@@ -27,7 +27,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from app.authoring.sandbox import FormulaSandbox, default_sandbox, failure_text
@@ -149,7 +149,7 @@ class Validations:
             cpu_limit_s=COMPILE_CPU_S,
         )
         if kind != "ok":
-            return (_error(None, failure_text(kind, payload, COMPILE_CPU_S)),)
+            return (_error(template_id, failure_text(kind, payload, COMPILE_CPU_S), halts=True),)
         compiled: DocumentCompiled = payload
         if template_id not in compiled.to_validate:
             return compiled.problems + compiled.warnings
@@ -214,16 +214,19 @@ class Validations:
         )
         if kind == "timeout":  # the job's time ran out while the document compiled
             job.interrupted = True
-            return (self._stopped(0, draft_size(document).templates),)
+            return (replace(self._stopped(0, draft_size(document).templates), halts=True),)
         if kind != "ok":
             job.interrupted = kind == "error"
-            return (_error(None, failure_text(kind, payload, COMPILE_CPU_S)),)
+            return (_error(None, failure_text(kind, payload, COMPILE_CPU_S), halts=True),)
         compiled: DocumentCompiled = payload
         if not compiled.compiled:
             job.total = 0
             return compiled.problems
         templates = compiled.to_validate
-        job.total = len(templates)
+        # Every template of the card counts: one that does not compile was checked too (its
+        # error is among the compilation problems), so it is done before the others start.
+        job.total = len(templates) + compiled.not_compiled
+        job.done = compiled.not_compiled
         found: list[tuple[CardProblem, ...] | None] = [None] * len(templates)
         count = threading.Lock()
 
@@ -253,9 +256,9 @@ class Validations:
         problems = list(compiled.problems)
         for result in found:
             problems.extend(result or ())
-        if job.done < len(templates):
+        if job.done < job.total:
             job.interrupted = True
-            problems.append(self._stopped(job.done, len(templates)))
+            problems.append(self._stopped(job.done, job.total))
         problems.extend(compiled.warnings)
         return tuple(problems)
 
@@ -275,8 +278,8 @@ class Validations:
         )
 
 
-def _error(template_id: str | None, text: Text) -> CardProblem:
-    return CardProblem("error", template_id, None, text, None)
+def _error(template_id: str | None, text: Text, *, halts: bool = False) -> CardProblem:
+    return CardProblem("error", template_id, None, text, None, halts=halts)
 
 
 _default: Validations | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -49,6 +49,9 @@ class CardProblem:
     # page shows beside it); the text otherwise.
     detail: Text | None = None
     cue: Cue | None = None  # a give-away cue: its family and sample variants
+    # Validation stopped at this problem, before any template was validated (the document's
+    # structure, or a card-level part, is wrong): the templates' own problems are not known.
+    halts: bool = False
 
     @property
     def reason(self) -> Text:
@@ -184,6 +187,12 @@ class Checked:
     def publishable(self) -> bool:
         return self.card is not None and not self.errors
 
+    @property
+    def stopped(self) -> bool:
+        """Whether validation stopped before the templates: no template was validated, so no
+        page may say that they passed."""
+        return any(p.halts for p in self.problems)
+
 
 def check_document(raw: object, *, validate: bool = True) -> Checked:
     """Every problem of a card document (the structure of ``cards/*.yaml``, as JSON data).
@@ -223,7 +232,7 @@ def compile_document(raw: object) -> Compiled:
     try:
         card = parse_card(raw, problems=compile_errors)
     except CardError as exc:  # a card-level problem (formulas, numbering, duplicate ids)
-        return Compiled(None, (_from_error(exc),), ())
+        return Compiled(None, (replace(_from_error(exc), halts=True),), ())
     problems = tuple(_from_error(exc) for exc in compile_errors)
     failed = {p.template_id for p in problems}
     return Compiled(card, problems, tuple(t.id for t in card.templates() if t.id not in failed))
@@ -253,7 +262,7 @@ def _shape_problem(raw: object, error: Mapping[str, Any]) -> CardProblem:
             template_id = None
         location = location[4:]
     field = ".".join(str(part) for part in location) or None
-    return CardProblem("error", template_id, field, shape_message(error), None)
+    return CardProblem("error", template_id, field, shape_message(error), None, halts=True)
 
 
 def shape_message(error: Mapping[str, Any]) -> Text:

@@ -750,15 +750,20 @@ def _compile_template(
 ) -> Template:
     params: dict[str, Param] = {}
     for name, spec in raw.params.items():
+        field = f"params.{name}"
         if not is_identifier(name) or name == "answer" or name == "value":
             raise CardError(
                 Message(
                     "%(where)s: parameter name %(name)s is not allowed",
                     where=where,
                     name=repr(name),
-                )
+                ),
+                template_id=raw.id,
+                field=field,
             )
-        _check_shown_parameter(name, spec.format, definitions, where)
+        _check_shown_parameter(
+            name, spec.format, definitions, where, template_id=raw.id, field=field
+        )
         try:
             values = tuple(parse_number(v) for v in spec.values)
         except FormulaError as exc:
@@ -768,7 +773,9 @@ def _compile_template(
                     where=where,
                     name=repr(name),
                     error=exc.localized,
-                )
+                ),
+                template_id=raw.id,
+                field=field,
             ) from None
         if len(set(values)) != len(values):
             raise CardError(
@@ -776,7 +783,9 @@ def _compile_template(
                     "%(where)s: parameter %(name)s lists a value twice",
                     where=where,
                     name=repr(name),
-                )
+                ),
+                template_id=raw.id,
+                field=field,
             )
         params[name] = Param(name, values, spec.format)
 
@@ -832,7 +841,7 @@ def _compile_template(
             raise CardError(
                 Message("%(where)s: a numeric template needs 'unit' and 'precision'", where=where)
             )
-        _check_unit(raw.unit, where)
+        _check_unit(raw.unit, where, field="unit")
         answer_formula = formula(raw.answer, Message("answer"), "answer")
     else:
         if isinstance(raw.answer, str):
@@ -965,15 +974,17 @@ def _check_shown_parameter(
             field=field,
         )
     if fmt is not None and fmt not in FORMATS and fmt not in UNITS:
+        reason = Message(
+            "parameter %(name)s has unknown format %(format)s (known: %(known)s)",
+            name=repr(name),
+            format=repr(fmt),
+            known=", ".join((*FORMATS, *UNITS)),
+        )
         raise CardError(
-            Message(
-                "%(where)s: parameter %(name)s has unknown format %(format)s",
-                where=where,
-                name=repr(name),
-                format=repr(fmt),
-            ),
+            Message("%(where)s: %(error)s", where=where, error=reason),
             template_id=template_id,
             field=field,
+            reason=reason,
         )
 
 
@@ -1146,16 +1157,16 @@ def _check_conventions(raw: _TemplateIn, where: Text) -> None:
             )
 
 
-def _check_unit(unit: str, where: Text) -> None:
-    if unit not in UNITS:
+def _check_unit(unit: str, where: Text, *, field: str | None = None) -> None:
+    """A known display unit (``field``: where the error points)."""
+    try:
+        get_unit(unit)
+    except UnitError as exc:
         raise CardError(
-            Message(
-                "%(where)s: unknown unit %(unit)s (known: %(known)s)",
-                where=where,
-                unit=repr(unit),
-                known=", ".join(UNITS),
-            )
-        )
+            Message("%(where)s: %(error)s", where=where, error=exc.message),
+            field=field,
+            reason=exc.message,
+        ) from None
 
 
 # --- the calculator section -------------------------------------------------------------------

@@ -149,15 +149,26 @@ def validate_template(
         for candidate in pitfalls:
             if clash(candidate, answer):
                 assert candidate.pitfall is not None
+                pitfall_id = candidate.pitfall.id
+                shown = "formula" if template.kind == "numeric" else "statement"
                 raise CardError(
                     Message(
                         "%(where)s: pitfall %(pitfall)s shows %(value)s, which clashes with the "
                         "answer %(answer)s",
                         where=where,
-                        pitfall=repr(candidate.pitfall.id),
+                        pitfall=repr(pitfall_id),
                         value=candidate.text,
                         answer=answer.text,
-                    )
+                    ),
+                    template_id=template.id,
+                    field=f"pitfalls.{pitfall_id}.{shown}",
+                    reason=Message(
+                        "with the parameters %(values)s it shows %(value)s, which clashes with "
+                        "the answer %(answer)s",
+                        values=_show(template, values),
+                        value=candidate.text,
+                        answer=answer.text,
+                    ),
                 )
         for candidate in pitfalls:
             assert candidate.pitfall is not None

@@ -106,6 +106,7 @@ def _editor(
         "point_slug": point_slug,
         "original_id": original_id,
         "problems": problems,
+        "stopped": checked.stopped,
         "by_field": _by_field(problems),
         "names": names,
         "csrf_token": visitor.csrf_token,
@@ -124,8 +125,8 @@ def _by_field(problems: list[Any]) -> dict[str, list[Any]]:
     grouped: dict[str, list[Any]] = {}
     for problem in problems:
         field = problem.field or ""
-        # a derived parameter's or a constraint's problem shows under its whole field
-        if field.startswith(("derived.", "constraints.")):
+        # a parameter's, a derived parameter's or a constraint's problem: under its whole field
+        if field.startswith(("params.", "derived.", "constraints.")):
             field = field.split(".", 1)[0]
         grouped.setdefault(field, []).append(problem)
     return grouped
