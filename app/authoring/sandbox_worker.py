@@ -211,13 +211,12 @@ def compile_document_task(digest: str, document: object) -> DocumentCompiled:
     compiled = compiled_document(digest, document)
     if compiled.card is None:
         return DocumentCompiled(compiled.problems, (), (), False)
-    not_compiled = len({p.template_id for p in compiled.problems})
     return DocumentCompiled(
         compiled.problems,
         compiled.to_validate,
         tuple(warnings(compiled.card)),
         True,
-        not_compiled,
+        compiled.not_compiled,
     )
 
 

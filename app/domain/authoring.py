@@ -31,6 +31,7 @@ from .cards import (
 from .cues import Cue
 from .generation import LATEST_GENERATOR
 from .manifests import TemplateEntry, VersionManifest, template_body_hash
+from .markup import markup_problems
 from .messages import Message
 from .validation import validate_template
 
@@ -219,6 +220,7 @@ class Compiled:
     card: Card | None
     problems: tuple[CardProblem, ...]
     to_validate: tuple[str, ...]
+    not_compiled: int = 0  # templates that did not compile (each has its problem)
 
 
 def compile_document(raw: object) -> Compiled:
@@ -235,7 +237,14 @@ def compile_document(raw: object) -> Compiled:
         return Compiled(None, (replace(_from_error(exc), halts=True),), ())
     problems = tuple(_from_error(exc) for exc in compile_errors)
     failed = {p.template_id for p in problems}
-    return Compiled(card, problems, tuple(t.id for t in card.templates() if t.id not in failed))
+    # Markup in a text stops nothing: its template is validated all the same.
+    markup = tuple(_from_error(exc) for exc in markup_problems(card.document))
+    return Compiled(
+        card,
+        problems + markup,
+        tuple(t.id for t in card.templates() if t.id not in failed),
+        len(failed),
+    )
 
 
 def template_problems(card: Card, template_id: str) -> list[CardProblem]:

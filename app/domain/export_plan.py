@@ -28,6 +28,7 @@ from .cards import Card, Template
 from .generation import Variant, generate
 from .identity import QuestionId
 from .languages import Lang
+from .markup import strip_markup
 from .messages import Message, contextual_message
 from .texts import Text
 
@@ -185,7 +186,9 @@ def _shown_key(variant: Variant) -> tuple[tuple[tuple[str, str], ...], frozenset
 
 
 def _as_is(text: str) -> str:
-    return text
+    """The text as the card writes it, without markup a card stored before validation refused
+    it may hold (:func:`app.domain.markup.strip_markup`)."""
+    return strip_markup(text)
 
 
 def export_item(
@@ -243,7 +246,11 @@ def mathjax_delimiters(text: str) -> str:
 
 
 def _mathjax(text: str) -> str:
-    """``$x$`` as ``\\(x\\)`` (MathJax's inline delimiters); ``\\$`` becomes a plain ``$``."""
+    """``$x$`` as ``\\(x\\)`` (MathJax's inline delimiters); ``\\$`` becomes a plain ``$``. Markup
+    a card stored before validation refused it may hold is left out first
+    (:func:`app.domain.markup.strip_markup`): no ``\\href`` or ``\\(`` of the card's reaches
+    MathJax."""
+    text = strip_markup(text)
     parts: list[str] = []
     position = 0
     for match in _INLINE_MATH.finditer(text):

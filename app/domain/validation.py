@@ -50,6 +50,7 @@ from .generation import (
 )
 from .giveaways import TemplateGiveaways
 from .languages import LANGS
+from .markup import check_markup
 from .messages import Message
 from .sampling import parameter_combinations
 from .texts import Text
@@ -63,6 +64,7 @@ EXACT_ORDER_CHECK_LIMIT = 12
 
 
 def validate_card(card: Card) -> None:
+    check_markup(card.document)
     measured = [validate_template(card, template) for template in card.templates()]
     check_card_guesser(card, [m for m in measured if m is not None])
 
