@@ -108,6 +108,63 @@ def test_a_card_that_is_not_yaml_is_a_one_line_error_saying_where(tmp_path, caps
     )
 
 
+# Nine levels of nine aliases: 300 bytes that read as 9**9 (387 million) strings.
+ALIAS_BOMB = (
+    "id: bomb\nversion: 1\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    + "".join(
+        f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n"
+        for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+)
+
+
+def test_a_yaml_alias_bomb_is_a_one_line_error_at_once(tmp_path):
+    folder = tmp_path / "cards"
+    folder.mkdir()
+    (folder / "bomb.yaml").write_text(ALIAS_BOMB, encoding="utf-8")
+    env = {"PATH": "/usr/bin:/bin", "DATA_DIR": str(tmp_path / "data"), "CARDS_DIR": str(folder)}
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "check-cards"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,  # it ran at full CPU for minutes
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "error: bomb.yaml: line 3: YAML anchors and aliases are not allowed in a card file: "
+        "write each value out\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("id: a\nversion: 1\ntitle: &t {en: A, zh: A}\n", 3),  # an anchor alone
+        ("id: a\nversion: 1\n\nx: !!str &n 1\ny: [1, *n]\n", 4),
+    ],
+)
+def test_a_card_file_with_an_anchor_or_alias_is_refused_naming_the_line(tmp_path, text, line):
+    from app.domain.cards import CardError, read_card
+
+    (tmp_path / "a.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(CardError) as refused:
+        read_card(tmp_path / "a.yaml")
+    assert str(refused.value) == (
+        f"a.yaml: line {line}: YAML anchors and aliases are not allowed in a card file: write "
+        "each value out"
+    )
+
+
+def test_the_shipped_cards_use_no_anchor_or_alias():
+    for path in sorted(CARDS_DIR.glob("*.yaml")):
+        events = yaml.parse(path.read_text("utf-8"), Loader=yaml.SafeLoader)
+        assert not any(
+            isinstance(e, yaml.AliasEvent) or getattr(e, "anchor", None) for e in events
+        ), path.name
+
+
 def test_check_cards_with_a_missing_folder_fails_with_a_message(tmp_path, capsys):
     assert main(["check-cards", "--cards-dir", str(tmp_path / "nope")]) == 1
     assert "does not exist" in capsys.readouterr().err

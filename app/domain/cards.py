@@ -525,10 +525,38 @@ def too_deep(name: str) -> Message:
 _FAST_LOADER = getattr(yaml, "CSafeLoader", None)
 
 
+class YamlAliases(ValueError):
+    """A YAML document with an anchor or an alias (``&name``, ``*name``), refused before it is
+    built: nine levels of ``&a [*a, *a, ...]`` are a few hundred bytes that read as a billion
+    values (an "alias bomb"), and a card never needs them."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(f"YAML anchor or alias at line {line}")
+        self.line = line
+
+
+def _refuse_aliases(text: str) -> None:
+    """YamlAliases at the first anchor or alias of ``text``. The reader's events are read, never
+    the values they would build; a text the reader refuses is left to the loader to report."""
+    for loader in (_FAST_LOADER, yaml.SafeLoader):
+        if loader is None:
+            continue
+        try:
+            for event in yaml.parse(text, Loader=loader):
+                if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                    mark = event.start_mark
+                    raise YamlAliases(mark.line + 1 if mark is not None else 0)
+        except yaml.YAMLError:
+            continue
+        return
+
+
 def load_yaml(text: str) -> Any:
-    """``yaml.safe_load(text)``. libyaml reads it when it can; a document it refuses (it also
-    stops at 1,000 levels of nesting) is read again by the pure-Python reader, whose result or
-    complaint (with its line and column) is the answer."""
+    """``yaml.safe_load(text)``, refusing anchors and aliases (:class:`YamlAliases`). libyaml
+    reads it when it can; a document it refuses (it also stops at 1,000 levels of nesting) is
+    read again by the pure-Python reader, whose result or complaint (with its line and column)
+    is the answer."""
+    _refuse_aliases(text)
     if _FAST_LOADER is not None:
         try:
             return yaml.load(text, Loader=_FAST_LOADER)  # noqa: S506 (a safe loader)
@@ -549,6 +577,15 @@ def read_card(path: Path) -> Card:
     except yaml.YAMLError as exc:
         raise CardError(
             Message("%(file)s: not valid YAML: %(error)s", file=path.name, error=yaml_error(exc))
+        ) from None
+    except YamlAliases as exc:
+        raise CardError(
+            Message(
+                "%(file)s: line %(line)s: YAML anchors and aliases are not allowed "
+                "in a card file: write each value out",
+                file=path.name,
+                line=exc.line,
+            )
         ) from None
     except RecursionError:  # the YAML reader recurses once per level of nesting
         raise CardError(too_deep(path.name)) from None
