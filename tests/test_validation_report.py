@@ -145,3 +145,18 @@ def test_the_count_of_templates_validated_is_the_cards_and_problems_are_at_their
     editor = client.get("/instructor/cards/qa-test/templates/parsecs")
     unit = re.search(r'id="f-unit"[^>]*>((?:<p class="field-problem[^>]*>.*?</p>)*)', editor.text)
     assert unit is not None and "unknown unit &#39;parsecs&#39;" in unit[1]
+
+
+def test_the_card_page_renders_exam_point_titles_as_learner_pages_do(client, app):
+    prof = instructor_headers(client, app)
+    document = card([template("fine")])
+    document["points"][0]["title"]["en"] = r"The $16\Psi$ bill"
+    created = client.post(f"{API}/instructor/cards", json=document, headers=prof)
+    assert created.status_code == 201, created.text
+    log_in(client, app, email="web-prof@example.com")
+    page = client.get("/instructor/cards/qa-test").text
+    heading = re.search(r"<h3>1\. (.*?) <span", page)
+    assert heading is not None and heading[1].startswith('The <math aria-label="16 Psi"')
+    assert r"$16\Psi$" not in page
+    option = re.search(r'<option value="kv-bytes">(.*?)</option>', page)
+    assert option is not None and option[1] == "1. The 16Ψ bill"
