@@ -402,6 +402,18 @@ def test_page_shows_the_figures_charts_and_flags(client, app, seeded, card):
     assert zh.status_code == 200 and "区分度" in zh.text and "正确率" in zh.text
 
 
+def test_parameter_values_are_shown_as_the_questions_show_them(client, app, seeded):
+    web_login(client, app, "prof@example.com", "instructor")
+    page = client.get(PAGE).text
+    rows = re.findall(
+        r'<tr data-param="([^"]+)"[^>]*><td><code>[^<]*</code></td><td>([^<]*)</td>', page
+    )
+    shown = dict(rows)
+    # The card declares psi with 'format: count' (70B, 1.3B); n_d has no format.
+    assert shown["psi=7000000000"] == "7B" and shown["psi=1300000000"] == "1.3B"
+    assert shown["n_d=16"] == "16"
+
+
 def test_the_filter_form_sent_unchanged_shows_the_page(client, app, seeded):
     """ "Show" pressed on the form as it came: a blank number of days means every day."""
     web_login(client, app, "prof@example.com", "instructor")

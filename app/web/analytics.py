@@ -34,6 +34,7 @@ from app.domain.analytics import (
     pitfall_bars_svg,
 )
 from app.domain.cards import Card
+from app.domain.formulas import FormulaError, parse_number
 from app.domain.messages import Message, plural_message
 from app.domain.texts import Text
 from app.practice.answers import Context
@@ -100,6 +101,25 @@ class TemplateView:
     analytics: TemplateAnalytics
     chart: Markup
     worst_value: tuple[str, str] | None  # (name, value) with the lowest facility
+    shown_values: Mapping[tuple[str, str], str]  # (name, value) as the question texts show it
+
+
+def shown_values(card: Card, analytics: TemplateAnalytics) -> dict[tuple[str, str], str]:
+    """Each parameter value of the report as the questions show it (``7B``, not
+    ``7000000000``); one the card's current template cannot show (a retired template, a
+    parameter since removed) as it was stored."""
+    template = card.template(analytics.template_id)
+    names = set(template.params) | {d.name for d in template.derived} if template else set()
+    shown: dict[tuple[str, str], str] = {}
+    for value in analytics.params:
+        key = (value.name, value.value)
+        shown[key] = value.value
+        if template is not None and value.name in names:
+            try:
+                shown[key] = template.display(value.name, parse_number(value.value))
+            except FormulaError:
+                pass  # not a number the card could have drawn: as stored
+    return shown
 
 
 def pitfall_titles(card: Card, lang: str) -> dict[str, str]:
@@ -160,6 +180,7 @@ def _page(
                 analytics=template,
                 chart=Markup(chart),
                 worst_value=(worst.name, worst.value) if worst else None,
+                shown_values=shown_values(card, template),
             )
         )
     scatter = facility_discrimination_svg(
