@@ -14,7 +14,7 @@ from test_authoring import instructor_headers, learner_headers
 from app.authoring.exports import export_card
 from app.domain.export_plan import export_seeds
 from app.domain.generation import generate
-from app.domain.moodle_import import read_moodle_xml
+from app.domain.moodle_import import MoodleImportError, read_moodle_xml
 
 API = "/api/v1"
 KV = json.loads((Path(__file__).parent / "cards_fixtures" / "kv_cache_card.json").read_text())
@@ -114,6 +114,24 @@ BOMB = b"""<?xml version="1.0"?>
 <!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
 <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>
 <quiz><question type="multichoice"><name><text>&lol3;</text></name></question></quiz>"""
+
+
+@pytest.mark.parametrize(
+    "content", [BOMB, b'<?xml version="1.0"?>\n<!DOCTYPE quiz>\n<quiz></quiz>']
+)
+def test_a_file_with_a_doctype_is_refused_for_its_doctype_not_as_malformed(content):
+    with pytest.raises(MoodleImportError) as refused:
+        read_moodle_xml(content, lang="en")
+    assert refused.value.text.get("en") == (
+        "the file has a document type declaration (DOCTYPE), which an import does not accept: "
+        "remove that line, or export the questions from Moodle again"
+    )
+    assert refused.value.text.get("zh") == (
+        "文件含有文档类型声明（DOCTYPE），导入不接受这种文件：请删除那一行，或从 Moodle 重新导出题目"
+    )
+    with pytest.raises(MoodleImportError) as malformed:
+        read_moodle_xml(b"<quiz><question></quiz>", lang="en")
+    assert malformed.value.text.get("en") == "this is not a well-formed XML file"
 
 
 def kv_draft(client, headers) -> None:

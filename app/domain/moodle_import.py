@@ -22,7 +22,7 @@ from html.parser import HTMLParser
 from typing import Any
 from xml.etree.ElementTree import Element
 
-from defusedxml import DefusedXmlException
+from defusedxml import DefusedXmlException, DTDForbidden
 from defusedxml.ElementTree import ParseError, fromstring
 
 from .bilingual import Text
@@ -62,6 +62,13 @@ def read_moodle_xml(content: bytes, *, lang: str, taken: Collection[str] = ()) -
         raise MoodleImportError(Message("the file is larger than %(limit)s bytes", limit=MAX_BYTES))
     try:
         root = fromstring(content, forbid_dtd=True)
+    except DTDForbidden:  # well-formed, but a DTD can expand entities: never read
+        raise MoodleImportError(
+            Message(
+                "the file has a document type declaration (DOCTYPE), which an import does not "
+                "accept: remove that line, or export the questions from Moodle again"
+            )
+        ) from None
     except (ParseError, DefusedXmlException, ValueError):
         raise MoodleImportError(Message("this is not a well-formed XML file")) from None
     if root.tag != "quiz":
