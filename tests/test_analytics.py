@@ -603,7 +603,7 @@ def test_flag_thresholds():
 # --- classes ------------------------------------------------------------------------------------
 
 
-def test_a_class_by_join_code_and_each_members_progress(client, app, db, card, clock):
+def test_a_class_by_join_code_and_each_members_progress(client, app, db, card, cards, clock):
     from fastapi.testclient import TestClient
 
     from app.analytics.models import ClassMember
@@ -625,6 +625,8 @@ def test_a_class_by_join_code_and_each_members_progress(client, app, db, card, c
     assert re.fullmatch(r"[A-HJ-NP-Z2-9]{4}-[A-HJ-NP-Z2-9]{4}", code)
     class_url = str(created.url.path)
     assert "Nobody has joined yet" in created.text
+    # The link to send is whole (it was a path, useless pasted into a message).
+    assert f'<code id="join-link">http://testserver/classes/join?code={code}</code>' in created.text
 
     with TestClient(app) as guest:
         form = guest.get("/classes/join")
@@ -652,15 +654,19 @@ def test_a_class_by_join_code_and_each_members_progress(client, app, db, card, c
     first, other = templates[0], next(t for t in templates if t.point != templates[0].point)
     answers = [(first, True, True), (first, False, True), (first, True, True), (other, False, True)]
     answers.append((first, True, False))  # a retry: not counted
+    # And one first answer, right, on another card's exam point.
+    other_card = cards["activation-memory"]
+    answers.append((other_card.templates()[0], True, True))
     for k, (template, right, is_first) in enumerate(answers):
-        variant = generate(card, template, 500 + k)
+        answered_card = card if template in card.templates() else other_card
+        variant = generate(answered_card, template, 500 + k)
         wrong_choice = next(c for c in variant.choices if c.pitfall_id)
         chosen = variant.correct_choice_id if right else wrong_choice.id
         db.add(
             Attempt(
                 learner_id=ada.id,
-                card_id=CARD_ID,
-                card_version=card.version,
+                card_id=answered_card.id,
+                card_version=answered_card.version,
                 point=template.point,
                 template_id=template.id,
                 template_version=template.version,
@@ -691,10 +697,17 @@ def test_a_class_by_join_code_and_each_members_progress(client, app, db, card, c
     page = client.get(class_url).text
     row = re.search(rf'<tr data-learner="{ada.id}">(.*?)</tr>', page, re.S).group(1)
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
-    assert cells[0] == "4" and cells[1] == "ada@example.com" and cells[2] == "50%"
+    assert cells[0] == "5" and cells[1] == "ada@example.com" and cells[2] == "60%"
     assert cells[3] == "1"  # one review due
     assert f'data-point="{first.point}">67% <span class="muted">(2/3)</span>' in row
     assert f'data-point="{other.point}">0% <span class="muted">(0/1)</span>' in row
+    # Both cards have an "Exam point 1": each card heads its own exam points' columns.
+    groups = re.findall(
+        r'<th scope="colgroup" colspan="(\d+)" class="card-group" data-card="([^"]+)">', page
+    )
+    assert groups == [("1", "activation-memory"), ("2", CARD_ID)]
+    heads = re.findall(r'<th scope="col" data-card="([^"]+)">Exam point (\d+)</th>', page)
+    assert [h[0] for h in heads] == ["activation-memory", CARD_ID, CARD_ID]
     listing = client.get("/instructor/classes").text
     assert re.search(r'<tr data-class="\d+"><td>1</td>', listing)
 

@@ -101,10 +101,27 @@ def class_page(
         progress.columns, key=lambda c: (c[0], _point_label(catalog, c[0], c[1])[0], c[1])
     )
     points = {column: catalog.point_title_card(column[0], column[1]) for column in progress.columns}
+    # The columns by card, in order: a heading over each card's exam points (two cards' points
+    # were both headed "Exam point 1").
+    groups: list[tuple[str, object, int]] = []
+    for card_id, _slug in columns:
+        if groups and groups[-1][0] == card_id:
+            groups[-1] = (card_id, groups[-1][1], groups[-1][2] + 1)
+        else:
+            card = catalog.latest(card_id)
+            groups.append((card_id, card.title if card is not None else None, 1))
+    join_url = request.url_for("join_page").include_query_params(code=progress.summary.code_display)
     return render_page(
         request,
         "instructor_analytics_class.html",
-        {"progress": progress, "columns": columns, "points": points, "pct": percent},
+        {
+            "progress": progress,
+            "columns": columns,
+            "points": points,
+            "groups": groups,
+            "join_url": str(join_url),
+            "pct": percent,
+        },
         lang=visitor.lang,
     )
 
