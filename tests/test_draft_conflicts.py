@@ -163,3 +163,96 @@ def test_the_api_refuses_publishing_a_draft_changed_while_checked(client, app, m
         client.get(f"{API}/instructor/cards/kv-cache/draft", headers=prof).json()["document"]
         == edited()
     )
+
+
+# --- two tabs on one draft --------------------------------------------------------------------
+
+CONFLICT = (
+    "The draft changed since this page was opened (in another tab or by someone else);"
+    " nothing was saved."
+)
+
+
+def two_tabs(client, path):
+    """The same form opened twice: each tab's fields as its page would post them."""
+    from test_card_editing import posted
+
+    return posted(client.get(path).text), posted(client.get(path).text)
+
+
+def assert_refused_as_typed(answer, typed: str, reload_path: str):
+    assert answer.status_code == 409, answer.text[:500]
+    text = html.unescape(answer.text)
+    assert CONFLICT in text
+    assert f'href="{reload_path}' in text  # the form as the draft is now
+    assert typed in text  # what the second tab typed is still in its form
+
+
+@pytest.mark.parametrize(
+    ("path", "field", "stored"),
+    [
+        ("/instructor/cards/kv-cache/edit", "definition_en", lambda d: d["definition"]["en"]),
+        (
+            "/instructor/cards/kv-cache/points/kv-bytes",
+            "explanation_en",
+            lambda d: d["points"][0]["explanation"]["en"],
+        ),
+        (
+            "/instructor/cards/kv-cache/templates/kv-total",
+            "stem_en",
+            lambda d: d["points"][0]["templates"][0]["stem"]["en"],
+        ),
+    ],
+    ids=["card form", "exam point form", "template editor"],
+)
+def test_the_second_tab_saving_over_the_first_is_refused_with_its_typing_kept(
+    client, app, path, field, stored
+):
+    log_in(client, app)
+    kv_draft(client, app)
+    first, second = two_tabs(client, path)
+    for tab in (first, second):
+        if "precision" in tab:  # the fixture's 2 figures, refused by the editor
+            tab["precision"] = "3"
+    first[field] = "Typed in the first tab."
+    saved = client.post(path, data=first)
+    assert saved.status_code == 200, saved.text[:500]
+    second[field] = "Typed in the second tab."
+    refused = client.post(path, data=second)
+    assert_refused_as_typed(refused, "Typed in the second tab.", path)
+    with app.state.sessionmaker() as db:
+        assert stored(service.get_draft(db=db, card_id="kv-cache").document) == (
+            "Typed in the first tab."
+        )
+    # Opened again, the form saves over the draft as it is now.
+    again = two_tabs(client, path)[0]
+    if "precision" in again:
+        again["precision"] = "3"
+    again[field] = "Typed in the second tab."
+    assert client.post(path, data=again).status_code == 200
+
+
+def test_the_api_draft_has_its_revision_as_etag_and_a_put_honours_if_match(client, app):
+    prof = instructor_headers(client, app)
+    assert client.post(f"{API}/instructor/cards", json=CARD, headers=prof).status_code == 201
+    url = f"{API}/instructor/cards/kv-cache/draft"
+    etag = client.get(url, headers=prof).headers["ETag"]
+    assert etag.startswith('"') and etag.endswith('"')
+    first = client.put(url, json=edited(), headers={**prof, "If-Match": etag})
+    assert first.status_code == 200 and first.headers["ETag"] != etag
+    assert client.get(url, headers=prof).headers["ETag"] == first.headers["ETag"]
+    stale = client.put(url, json=CARD, headers={**prof, "If-Match": etag})
+    assert stale.status_code == 412 and stale.json()["code"] == "draft_changed"
+    assert client.get(url, headers=prof).json()["document"] == edited()
+    weak = client.put(url, json=CARD, headers={**prof, "If-Match": f"W/{first.headers['ETag']}"})
+    assert weak.status_code == 412  # If-Match compares strongly
+    listed = client.put(
+        url, json=CARD, headers={**prof, "If-Match": f'"x", {first.headers["ETag"]}'}
+    )
+    assert listed.status_code == 200
+    assert client.put(url, json=edited(), headers=prof).status_code == 200  # no If-Match: as before
+    assert client.put(url, json=CARD, headers={**prof, "If-Match": "*"}).status_code == 200
+    spec = client.get("/openapi.json").json()["paths"]["/api/v1/instructor/cards/{card_id}/draft"]
+    assert "412" in spec["put"]["responses"]
+    assert "ETag" in spec["get"]["responses"]["200"]["headers"]
+    assert any(p["name"] == "If-Match" for p in spec["put"]["parameters"])

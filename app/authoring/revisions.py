@@ -33,6 +33,22 @@ class DraftChanged(Problem):
     title = "Conflict"
 
 
+class DraftPreconditionFailed(DraftChanged):
+    """``If-Match`` names a revision of the draft that is no longer the current one."""
+
+    status_code = 412
+    title = "Precondition Failed"
+
+
+def changed_since_read() -> DraftPreconditionFailed:
+    return DraftPreconditionFailed(
+        Message(
+            "The draft changed since it was read (If-Match does not name its ETag); nothing was"
+            " saved. Read the draft again and send the change with its new ETag."
+        )
+    )
+
+
 def changed_since_opened() -> DraftChanged:
     return DraftChanged(
         Message(

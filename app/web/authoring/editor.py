@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 
 from app.authoring import service
 from app.authoring.preview import preview
+from app.authoring.revisions import DraftChanged
 from app.authoring.sandbox import check_draft_formula
 from app.authoring.sandbox import check_formula as check_in_sandbox
 from app.deps import DbDep, InstructorVisitor
@@ -78,8 +79,9 @@ def edit_template(
         point_slug = point_doc.get("slug", "")
     checked = service.validate_template(draft.document, template_id)
     return _editor(
-        request, visitor, draft.document, card_id, template, point_slug, template_id, checked
-    )
+        request, visitor, draft.document, card_id, template, point_slug, template_id, checked,
+        revision=draft.revision,
+    )  # fmt: skip
 
 
 def _editor(
@@ -92,10 +94,13 @@ def _editor(
     original_id: str,
     checked: Any,
     *,
+    revision: str,
     status_code: int = 200,
     message: Text | None = None,
+    conflict: DraftChanged | None = None,
     saved: bool = False,
 ) -> Response:
+    """The editor showing ``template``, based on the draft of ``revision``."""
     problems = [p for p in checked.problems if p.template_id in (template.get("id"), original_id)]
     # The card's parameters; static/authoring.js adds the template's from its field as typed.
     names = sorted(set(document.get("params", []) or []))
@@ -111,6 +116,9 @@ def _editor(
         "csrf_token": visitor.csrf_token,
         "message": message,
         "saved": saved,
+        "revision": revision,
+        "conflict": None if conflict is None else conflict.text,
+        "reload_url": f"/instructor/cards/{card_id}/templates/{original_id}",
         "params_text": params_text(template.get("params") or {}),
         "derived_text": derived_text(template.get("derived") or {}),
         "constraints_text": constraints_text(template.get("constraints") or []),
@@ -149,6 +157,10 @@ async def save_template(
         found = (
             find_template_document(draft.document, template_id) if template_id != "new" else None
         )
+        # A new template is added to the draft as it is then; an edit replaces the template as
+        # it was when the editor opened, which must still be the draft's.
+        based_on = (form.get("revision") or None) if template_id != "new" else None
+        revision = form.get("revision") or draft.revision
 
         def refused(
             shown: dict[str, Any], status_code: int, message: Text, extra: tuple[Any, ...] = ()
@@ -159,7 +171,7 @@ async def save_template(
                 checked = Checked(None, (*extra, *checked.problems))
             return _editor(
                 request, visitor, draft.document, card_id, shown, form.get("point", ""),
-                template_id, checked, status_code=status_code, message=message,
+                template_id, checked, revision=revision, status_code=status_code, message=message,
             )  # fmt: skip
 
         try:
@@ -181,7 +193,16 @@ async def save_template(
             )
         except KeyError:
             raise InvalidInput(Message("unknown exam point"), code="point_not_found") from None
-        service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
+        try:
+            revision = service.save_draft(
+                db=db, actor=visitor.learner, card_id=card_id, document=document, based_on=based_on
+            )
+        except DraftChanged as conflict:
+            return _editor(
+                request, visitor, draft.document, card_id, template, form.get("point", ""),
+                template_id, Checked(None, ()), revision=revision, conflict=conflict,
+                status_code=conflict.status_code,
+            )  # fmt: skip
         saved_id = template["id"] or template_id
         if template_id != saved_id:
             return back_to(visitor, f"/instructor/cards/{card_id}/templates/{saved_id}")
@@ -195,6 +216,7 @@ async def save_template(
             form.get("point", ""),
             saved_id,
             checked,
+            revision=revision,
             saved=True,
         )
 
