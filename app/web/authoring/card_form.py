@@ -31,7 +31,14 @@ from app.domain.authoring import (
 )
 from app.domain.formulas import is_identifier
 from app.domain.messages import Message
-from app.web.authoring.forms import by_field, saved, text_of
+from app.web.authoring.forms import (
+    MAX_FIELD_CHARS,
+    by_field,
+    saved,
+    submitted,
+    text_of,
+    too_long,
+)
 from app.web.forms import check_csrf
 from app.web.templating import render_page
 
@@ -74,6 +81,7 @@ def _card_page(
         "problems": problems,
         "by_field": by_field(problems),
         "csrf_token": visitor.csrf_token,
+        "max_chars": MAX_FIELD_CHARS,
         "revision": revision,
         "conflict": None if conflict is None else conflict.text,
         "reload_url": f"/instructor/cards/{card_id}/edit",
@@ -89,7 +97,7 @@ async def save_card(
 ) -> Response:
     """Save the card's texts, parameters and formulas into the draft, or show what is refused
     at its field (nothing saved)."""
-    form = {k: str(v)[:20_000] for k, v in (await request.form()).items()}
+    form = await submitted(request)
     check_csrf(visitor, form.get("csrf_token"))
 
     def work() -> Response:
@@ -108,7 +116,8 @@ async def save_card(
         document = put_card_formulas(
             put_card_texts(draft.document, texts), params, [formula for _, formula in rows]
         )
-        problems = [p for name in CARD_TEXTS for p in text_problems(name, texts[name])]
+        problems = too_long(form)
+        problems += [p for name in CARD_TEXTS for p in text_problems(name, texts[name])]
         problems += [
             CardProblem("error", None, "params", Message("not a name: %(name)s", name=repr(p)))
             for p in params

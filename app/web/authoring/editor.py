@@ -26,17 +26,29 @@ from app.domain.messages import Message
 from app.domain.texts import Text
 from app.problems import InvalidInput, Problem, UnprocessableInput
 from app.web.authoring import back_to
+from app.web.authoring.forms import MAX_FIELD_CHARS, submitted, too_long
 from app.web.authoring.template_form import (
     constraints_text,
     derived_text,
     form_problems,
+    kind_fields_missing,
     params_text,
-    template_from_form,
+    read_template_form,
 )
 from app.web.forms import BlankIsNone, check_csrf
 from app.web.templating import render_page
 
 router = APIRouter(include_in_schema=False, prefix="/instructor")
+SWITCHED = {
+    "statement": Message(
+        "The form now shows a statement template's fields (its answer and each pitfall's"
+        " statement, in both languages): fill them in, then save."
+    ),
+    "numeric": Message(
+        "The form now shows a numeric template's fields (its answer formula, unit and"
+        " significant figures, and each pitfall's formula): fill them in, then save."
+    ),
+}
 
 
 @router.get("/cards/{card_id}/templates/{template_id}")
@@ -98,9 +110,13 @@ def _editor(
     status_code: int = 200,
     message: Text | None = None,
     conflict: DraftChanged | None = None,
+    notice: Text | None = None,
     saved: bool = False,
+    typed: Mapping[str, str] | None = None,
 ) -> Response:
-    """The editor showing ``template``, based on the draft of ``revision``."""
+    """The editor showing ``template``, based on the draft of ``revision``; ``typed``: the form
+    as submitted, whose lines and counts are shown as typed (they may not read)."""
+    typed = typed or {}
     problems = [p for p in checked.problems if p.template_id in (template.get("id"), original_id)]
     # The card's parameters; static/authoring.js adds the template's from its field as typed.
     names = sorted(set(document.get("params", []) or []))
@@ -119,9 +135,15 @@ def _editor(
         "revision": revision,
         "conflict": None if conflict is None else conflict.text,
         "reload_url": f"/instructor/cards/{card_id}/templates/{original_id}",
-        "params_text": params_text(template.get("params") or {}),
-        "derived_text": derived_text(template.get("derived") or {}),
-        "constraints_text": constraints_text(template.get("constraints") or []),
+        "notice": notice,
+        "max_chars": MAX_FIELD_CHARS,
+        "typed_choices": typed.get("choices"),
+        "typed_precision": typed.get("precision"),
+        "params_text": typed.get("params", params_text(template.get("params") or {})),
+        "derived_text": typed.get("derived", derived_text(template.get("derived") or {})),
+        "constraints_text": typed.get(
+            "constraints", constraints_text(template.get("constraints") or [])
+        ),
     }
     return render_page(
         request, "instructor_template.html", context, lang=visitor.lang, status_code=status_code
@@ -148,7 +170,7 @@ async def save_template(
     visitor: InstructorVisitor,
 ) -> Response:
     """Save the editor's template into the draft; the editor comes back with its problems."""
-    form = {k: str(v)[:20_000] for k, v in (await request.form()).items()}
+    form = await submitted(request)
     check_csrf(visitor, form.get("csrf_token"))
 
     def work() -> Response:
@@ -163,22 +185,31 @@ async def save_template(
         revision = form.get("revision") or draft.revision
 
         def refused(
-            shown: dict[str, Any], status_code: int, message: Text, extra: tuple[Any, ...] = ()
+            shown: dict[str, Any],
+            status_code: int,
+            message: Text | None,
+            extra: tuple[Any, ...] = (),
+            **shown_with: Any,
         ) -> Response:
-            """The editor again, unsaved, with the draft's problems (and ``extra`` first)."""
+            """The editor again, unsaved, as typed, with the draft's problems (``extra`` first)."""
             checked = service.validate_template(draft.document, template_id)
             if extra:
                 checked = Checked(None, (*extra, *checked.problems))
             return _editor(
                 request, visitor, draft.document, card_id, shown, form.get("point", ""),
                 template_id, checked, revision=revision, status_code=status_code, message=message,
+                typed=form, **shown_with,
             )  # fmt: skip
 
-        try:
-            template = template_from_form(form, found[1] if found else None)
-        except InvalidInput as problem:
-            return refused(found[1] if found else {}, 400, problem.text)
-        form_refusals = form_problems(template)
+        template, form_refusals = read_template_form(form, found[1] if found else None)
+        if template_id == "new" and template["kind"] in SWITCHED and kind_fields_missing(form):
+            # The kind of a new template was switched: its form, with the fields of that kind.
+            return refused(template, 200, None, notice=SWITCHED[template["kind"]])
+        form_refusals = [
+            *too_long(form, template["id"] or template_id),
+            *form_refusals,
+            *form_problems(template),
+        ]
         if form_refusals:
             return refused(template, 400, form_refusals[0].text, tuple(form_refusals))
         if template_id == "new" and find_template_document(draft.document, template["id"]):
@@ -198,11 +229,7 @@ async def save_template(
                 db=db, actor=visitor.learner, card_id=card_id, document=document, based_on=based_on
             )
         except DraftChanged as conflict:
-            return _editor(
-                request, visitor, draft.document, card_id, template, form.get("point", ""),
-                template_id, Checked(None, ()), revision=revision, conflict=conflict,
-                status_code=conflict.status_code,
-            )  # fmt: skip
+            return refused(template, conflict.status_code, None, conflict=conflict)
         saved_id = template["id"] or template_id
         if template_id != saved_id:
             return back_to(visitor, f"/instructor/cards/{card_id}/templates/{saved_id}")

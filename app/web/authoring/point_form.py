@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 from starlette.responses import Response
 
 from app.authoring import service
@@ -27,7 +27,14 @@ from app.domain.cards import SLUG_PATTERN
 from app.domain.messages import Message
 from app.domain.texts import Text
 from app.problems import InvalidInput
-from app.web.authoring.forms import by_field, saved, text_of
+from app.web.authoring.forms import (
+    MAX_FIELD_CHARS,
+    by_field,
+    plain_text,
+    saved,
+    text_of,
+    too_long,
+)
 from app.web.forms import check_csrf
 from app.web.templating import render_page
 
@@ -69,6 +76,7 @@ def _point_page(
         "by_field": by_field(problems),
         "message": message,
         "csrf_token": visitor.csrf_token,
+        "max_chars": MAX_FIELD_CHARS,
         "revision": revision,
         "conflict": None if conflict is None else conflict.text,
         "reload_url": f"/instructor/cards/{card_id}/points/{original}",
@@ -78,7 +86,8 @@ def _point_page(
     )
 
 
-TextField = Annotated[str, Field(max_length=20_000)]
+# Line endings LF; a text over the limit is refused at its field by texts(), not by the model.
+TextField = Annotated[str, BeforeValidator(plain_text)]
 
 
 class PointTextsForm(BaseModel):
@@ -95,8 +104,12 @@ class PointTextsForm(BaseModel):
         """The title and the explanation, trimmed, and what the card format refuses in them."""
         title = {"en": self.title_en.strip(), "zh": self.title_zh.strip()}
         explanation = {"en": self.explanation_en.strip(), "zh": self.explanation_zh.strip()}
-        problems = text_problems("title", title) + text_problems("explanation", explanation)
+        problems = too_long(self.model_dump(include=set(_TEXT_FIELDS)))
+        problems += text_problems("title", title) + text_problems("explanation", explanation)
         return title, explanation, problems
+
+
+_TEXT_FIELDS = ("title_en", "title_zh", "explanation_en", "explanation_zh")
 
 
 @router.post("/cards/{card_id}/points")
