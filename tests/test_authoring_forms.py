@@ -12,7 +12,7 @@ import html
 import re
 
 import pytest
-from test_authoring_web import log_in
+from test_authoring_web import csrf, log_in
 from test_card_editing import posted
 
 from app.authoring import history, service
@@ -216,3 +216,41 @@ def test_saving_the_forms_unchanged_with_crlf_changes_nothing(client, app):
         _, changes = history.draft_diff(db=db, card_id="zero-memory-offload")
     assert changes == []
     assert "\r" not in str(zero_draft(app))
+
+
+# --- deleting a template, discarding a draft: asked first ---------------------------------------
+
+
+def test_deleting_a_template_is_asked_first_and_done_once_confirmed(client, app):
+    log_in(client, app)
+    editor = client.get(TEMPLATE).text
+    delete = f"{TEMPLATE}/delete"
+    assert f'href="{delete}"' in editor and f'action="{delete}"' not in editor
+    # A post without the confirmation (an old page, a slip) only asks.
+    asked = client.post(delete, data={"csrf_token": csrf(editor)})
+    assert asked.status_code == 200 and asked.template.name == "instructor_confirm.html"
+    assert "p1-total-16psi" in str(zero_draft(app))
+    page = client.get(delete)
+    assert page.status_code == 200 and "Delete template p1-total-16psi?" in html.unescape(page.text)
+    assert f'href="{TEMPLATE}"' in page.text  # the way back
+    done = client.post(delete, data=posted(page.text))
+    assert done.status_code == 200 and done.url.path == ZERO
+    assert "p1-total-16psi" not in str(zero_draft(app))
+    assert client.get(f"{ZERO}/templates/nope/delete").status_code == 404
+
+
+def test_the_card_page_discards_the_draft_once_confirmed(client, app):
+    log_in(client, app)
+    assert "/discard" not in client.get(ZERO).text  # no draft yet
+    edit = posted(client.get(f"{ZERO}/edit").text) | {"title_en": "A draft title"}
+    assert client.post(f"{ZERO}/edit", data=edit).status_code == 200
+    card = client.get(ZERO).text
+    assert f'href="{ZERO}/discard"' in card
+    page = client.get(f"{ZERO}/discard")
+    assert "Discard the draft of zero-memory-offload?" in html.unescape(page.text)
+    done = client.post(f"{ZERO}/discard", data=posted(page.text))
+    assert done.status_code == 200 and done.url.path == ZERO
+    with app.state.sessionmaker() as db:
+        draft = service.get_draft(db=db, card_id="zero-memory-offload")
+    assert not draft.is_draft and draft.document["title"]["en"] != "A draft title"
+    assert client.get(f"{ZERO}/discard").status_code == 404  # nothing left to discard

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Form, Query, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
@@ -17,7 +17,7 @@ from app.authoring.revisions import DraftChanged
 from app.authoring.sandbox import check_draft_formula
 from app.authoring.sandbox import check_formula as check_in_sandbox
 from app.deps import DbDep, InstructorVisitor
-from app.domain.authoring import Checked, put_template, remove_template
+from app.domain.authoring import Checked, put_template
 from app.domain.cards import find_template_document
 from app.domain.formulas import FormulaError
 from app.domain.generation import MIN_FIGURES
@@ -248,26 +248,6 @@ async def save_template(
         )
 
     return await run_in_threadpool(work)
-
-
-@router.post("/cards/{card_id}/templates/{template_id}/delete")
-def delete_template(
-    card_id: str,
-    template_id: str,
-    db: DbDep,
-    visitor: InstructorVisitor,
-    csrf_token: Annotated[str | None, Form()] = None,
-) -> Response:
-    check_csrf(visitor, csrf_token)
-    assert visitor.learner is not None
-    draft = service.get_draft(db=db, card_id=card_id[:100])
-    service.save_draft(
-        db=db,
-        actor=visitor.learner,
-        card_id=card_id,
-        document=remove_template(draft.document, template_id),
-    )
-    return back_to(visitor, f"/instructor/cards/{card_id}")
 
 
 @router.get("/cards/{card_id}/preview")
