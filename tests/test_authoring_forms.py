@@ -254,3 +254,27 @@ def test_the_card_page_discards_the_draft_once_confirmed(client, app):
         draft = service.get_draft(db=db, card_id="zero-memory-offload")
     assert not draft.is_draft and draft.document["title"]["en"] != "A draft title"
     assert client.get(f"{ZERO}/discard").status_code == 404  # nothing left to discard
+
+
+# --- minor: a missing template, a formula too long to check ---------------------------------
+
+
+def test_a_missing_template_is_404_in_the_editor_as_in_the_preview(client, app):
+    log_in(client, app)
+    assert client.get(f"{ZERO}/templates/nope").status_code == 404
+    assert client.get(f"{ZERO}/preview", params={"template_id": "nope"}).status_code == 404
+
+
+def test_a_formula_too_long_to_check_is_answered_as_the_editor_script_reads_it(client, app):
+    log_in(client, app)
+    answer = client.get(
+        "/instructor/check-formula",
+        params={"card_id": "zero-memory-offload", "text": "psi+" * 600},
+    )
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+    assert answer.json() == {
+        "ok": False,
+        "message": "must be at most 2000 characters long",
+        "position": 2001,
+        "where": None,
+    }

@@ -24,7 +24,7 @@ from app.domain.generation import MIN_FIGURES
 from app.domain.identity import MAX_SEED
 from app.domain.messages import Message
 from app.domain.texts import Text
-from app.problems import InvalidInput, Problem, UnprocessableInput
+from app.problems import InvalidInput, NotFound, Problem, UnprocessableInput
 from app.web.authoring import back_to
 from app.web.authoring.forms import MAX_FIELD_CHARS, submitted, too_long
 from app.web.authoring.template_form import (
@@ -39,6 +39,8 @@ from app.web.forms import BlankIsNone, check_csrf
 from app.web.templating import render_page
 
 router = APIRouter(include_in_schema=False, prefix="/instructor")
+# The longest formula the live check parses (a card's formulas are at most 500 characters).
+MAX_FORMULA_CHARS = 2000
 SWITCHED = {
     "statement": Message(
         "The form now shows a statement template's fields (its answer and each pitfall's"
@@ -82,8 +84,8 @@ def edit_template(
         point_slug = found_point.get("slug", "")
     else:
         found = find_template_document(draft.document, template_id)
-        if found is None:
-            raise InvalidInput(
+        if found is None:  # 404, as the preview of a missing template
+            raise NotFound(
                 Message("the card has no template %(template)s", template=repr(template_id)),
                 code="template_not_found",
             )
@@ -300,7 +302,7 @@ def check_formula(
     db: DbDep,
     visitor: InstructorVisitor,
     card_id: Annotated[str, Query(max_length=100)],
-    text: Annotated[str, Query(max_length=2000)] = "",
+    text: Annotated[str, Query(max_length=100_000)] = "",
     names: Annotated[str, Query(max_length=1000)] = "",
     scope: Annotated[Literal["template", "card"], Query()] = "template",
 ) -> Response:
@@ -308,6 +310,16 @@ def check_formula(
     formula may use ``names`` and the draft's card formulas; a card formula (``scope`` card)
     only ``names``: the card's parameters and the formulas above it, as saving compiles it."""
     draft = service.get_draft(db=db, card_id=card_id)
+    if len(text) > MAX_FORMULA_CHARS:  # answered as the script reads every refusal
+        too_long = Message("must be at most %(limit)s characters long", limit=MAX_FORMULA_CHARS)
+        return JSONResponse(
+            {
+                "ok": False,
+                "message": too_long.get(visitor.lang),
+                "position": MAX_FORMULA_CHARS + 1,  # the first character past it
+                "where": None,
+            }
+        )
     wanted = frozenset(n.strip() for n in names.split(",") if n.strip())
     # The card formulas are compiled in the sandbox with the formula, never here.
     if scope == "card":
