@@ -278,3 +278,19 @@ def test_a_formula_too_long_to_check_is_answered_as_the_editor_script_reads_it(c
         "position": 2001,
         "where": None,
     }
+
+
+# --- minor: Chinese sentences with Chinese punctuation ---------------------------------------
+
+
+def test_chinese_preview_and_moodle_plan_headings_use_chinese_punctuation(client, app):
+    log_in(client, app)
+    preview = client.get(
+        f"{ZERO}/preview", params={"template_id": "p1-total-16psi", "seed": 1, "lang": "zh"}
+    )
+    assert "预览：p1-total-16psi" in html.unescape(preview.text)
+    plan = html.unescape(client.get(f"{ZERO}/export/moodle", params={"lang": "zh"}).text)
+    sentence = re.search(r"第 \d+ 版：\d+ 个模板为计算题，\d+ 个为固定变体。", plan)
+    assert sentence, re.findall(r"<p>[^<]*版[^<]*</p>", plan)
+    english = html.unescape(client.get(f"{ZERO}/export/moodle", params={"lang": "en"}).text)
+    assert re.search(r"Version \d+: \d+ templates? calculated, \d+ as fixed variants\.", english)
