@@ -250,15 +250,15 @@ HEADINGS = {
         "answer": "Answer:",
         "pitfalls": "Why the other choices are wrong",
         "solution": "Worked solution",
-        "source": "Source:",
+        "source": "Source: ",
         "correct": "Correct.",
         "incorrect": "Not quite: see the worked solution.",
     },
     "zh": {
-        "answer": "答案:",
+        "answer": "答案：",
         "pitfalls": "其他选项错在哪里",
         "solution": "解答过程",
-        "source": "来源:",
+        "source": "来源：",
         "correct": "回答正确。",
         "incorrect": "不对，请看解答过程。",
     },
@@ -279,7 +279,7 @@ def test_the_exports_headings_and_feedback_are_in_the_chosen_language(card, tmp_
         fields = {name: html_text(value) for name, value in note["fields"].items()}
         assert fields["Answer"].startswith(words["answer"])
         assert fields["Solution"].startswith(words["solution"])
-        assert fields["Source"].startswith(f"{words['source']} {card.id} / ")
+        assert fields["Source"].startswith(f"{words['source']}{card.id} / ")
         if fields["Pitfalls"]:
             assert fields["Pitfalls"].startswith(words["pitfalls"])
         assert not any(

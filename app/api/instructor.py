@@ -5,16 +5,28 @@ Every route needs an instructor (or admin) bearer token: learners get 403.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Query, Request, Response, status
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Body, Header, Path, Query, Request, Response, status
 
+from app.api.instructor_schemas import (
+    ETAG,
+    HAS_ERRORS,
+    AuditPublic,
+    DraftCreatedPublic,
+    DraftPublic,
+    InstructorCardPublic,
+    ProblemsPublic,
+    PublishedPublic,
+    ValidationPublic,
+    VersionPublic,
+)
 from app.api.preview_schemas import PreviewChoicePublic, PreviewPublic, sides_public
 from app.api.problem_schemas import CardProblemPublic, ProblemPublic
+from app.api.responses import if_match
 from app.authoring import history, service
 from app.authoring.preview import preview as make_preview
+from app.authoring.revisions import DraftChanged, changed_since_read
 from app.deps import ApiInstructor, ApiLang, ContextDep, DbDep
 from app.domain.identity import MAX_SEED
 
@@ -32,63 +44,6 @@ CardId = Annotated[str, Path(max_length=100)]
 Document = Annotated[
     dict[str, Any], Body(description="A card document: the structure of cards/*.yaml, as JSON.")
 ]
-
-
-class ProblemsPublic(BaseModel):
-    problems: list[CardProblemPublic]
-
-
-class CardHasErrorsPublic(ProblemPublic):
-    """422 ``card_has_errors``: what publishing found (a malformed request is a 422 too, with
-    ``errors`` instead of ``problems``)."""
-
-    problems: list[CardProblemPublic] = Field(
-        default_factory=list, description="card_has_errors: every problem of the card."
-    )
-
-
-# Publishing, and retiring a template (which publishes a version without it), refuse a card
-# with errors (app.authoring.service.NotPublishable; its problems: app.errors).
-HAS_ERRORS: dict[int | str, dict[str, Any]] = {
-    422: {"model": CardHasErrorsPublic, "description": "card_has_errors, with `problems`."}
-}
-
-
-class DraftCreatedPublic(BaseModel):
-    card_id: str
-    problems: list[CardProblemPublic]
-
-
-class DraftPublic(BaseModel):
-    card_id: str
-    is_draft: bool = Field(description="False: no draft yet, this is the latest published version.")
-    document: dict[str, Any]
-    updated_at: datetime | None
-
-
-class PublishedPublic(BaseModel):
-    version: int
-
-
-class VersionPublic(BaseModel):
-    version: int
-    created_at: datetime
-    templates: int
-
-
-class InstructorCardPublic(BaseModel):
-    id: str
-    title: str
-    version: int
-    offered: bool
-
-
-class AuditPublic(BaseModel):
-    at: datetime
-    actor: str | None
-    action: str
-    template_id: str | None
-    version: int | None
 
 
 def _problems(checked: Any) -> list[CardProblemPublic]:
@@ -123,15 +78,6 @@ def validate_card(document: Document, instructor: ApiInstructor) -> ProblemsPubl
     """Every problem of a card document (errors block publishing, warnings do not), answered
     when its validation job finishes (within the job's time bound, VALIDATION_TIMEOUT_S)."""
     return ProblemsPublic(problems=_problems(service.validate(document)))
-
-
-class ValidationPublic(BaseModel):
-    id: str
-    status: str = Field(description="running | done")
-    templates_done: int
-    templates_total: int | None = Field(description="None until the document has compiled.")
-    seconds: float | None = Field(description="Wall-clock seconds it took, once done.")
-    problems: list[CardProblemPublic] | None = Field(description="Once done.")
 
 
 def _validation(job: Any, lang: str) -> ValidationPublic:
@@ -191,10 +137,16 @@ def create_card(document: Document, db: DbDep, instructor: ApiInstructor) -> Dra
     return DraftCreatedPublic(card_id=card_id, problems=_problems(service.validate(document)))
 
 
-@router.get("/cards/{card_id}/draft", response_model=DraftPublic)
-def read_draft(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> DraftPublic:
-    """The card's draft, or its latest version when there is no draft."""
+@router.get(
+    "/cards/{card_id}/draft", response_model=DraftPublic, responses={200: {"headers": ETAG}}
+)
+def read_draft(
+    card_id: CardId, response: Response, db: DbDep, instructor: ApiInstructor
+) -> DraftPublic:
+    """The card's draft, or its latest version when there is no draft; its revision is the
+    ETag."""
     draft = service.get_draft(db=db, card_id=card_id)
+    response.headers["ETag"] = f'"{draft.revision}"'
     return DraftPublic(
         card_id=card_id,
         is_draft=draft.is_draft,
@@ -203,12 +155,44 @@ def read_draft(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> DraftPu
     )
 
 
-@router.put("/cards/{card_id}/draft", response_model=ProblemsPublic)
+@router.put(
+    "/cards/{card_id}/draft",
+    response_model=ProblemsPublic,
+    responses={
+        200: {"headers": ETAG},
+        412: {
+            "model": ProblemPublic,
+            "description": "draft_changed: If-Match does not name the draft's ETag (nothing saved).",
+        },
+    },
+)
 def save_draft(
-    card_id: CardId, document: Document, db: DbDep, instructor: ApiInstructor
+    card_id: CardId,
+    document: Document,
+    response: Response,
+    db: DbDep,
+    instructor: ApiInstructor,
+    if_match_header: Annotated[
+        str | None,
+        Header(
+            alias="If-Match",
+            max_length=2000,
+            description="The ETag of the draft read (GET …/draft): saved only over that draft.",
+        ),
+    ] = None,
 ) -> ProblemsPublic:
-    """Replace the draft; the answer lists its problems."""
-    service.save_draft(db=db, actor=instructor, card_id=card_id, document=document)
+    """Replace the draft (with If-Match: only the draft of that ETag); the answer lists its
+    problems and its ETag is the new revision."""
+    based_on = None
+    if if_match_header is not None:
+        based_on = if_match(if_match_header, service.get_draft(db=db, card_id=card_id).revision)
+    try:
+        revision = service.save_draft(
+            db=db, actor=instructor, card_id=card_id, document=document, based_on=based_on
+        )
+    except DraftChanged:
+        raise changed_since_read() from None
+    response.headers["ETag"] = f'"{revision}"'
     return ProblemsPublic(problems=_problems(service.validate(document)))
 
 
@@ -221,12 +205,20 @@ def discard_draft(card_id: CardId, db: DbDep, instructor: ApiInstructor) -> Resp
 @router.post(
     "/cards/{card_id}/publish",
     response_model=PublishedPublic,
-    responses=HAS_ERRORS,
+    responses={
+        **HAS_ERRORS,
+        409: {
+            "model": ProblemPublic,
+            "description": "draft_changed: the draft was saved again while it was being checked"
+            " (nothing published, the draft kept).",
+        },
+    },
 )
 def publish(
     card_id: CardId, request: Request, db: DbDep, instructor: ApiInstructor
 ) -> PublishedPublic:
-    """Publish the draft as the next version (blocked while errors remain)."""
+    """Publish the draft as the next version (blocked while errors remain); 404 ``no_draft``
+    when there is none (published meanwhile by another request)."""
     version = service.publish(
         db=db, actor=instructor, live=request.app.state.live_catalog, card_id=card_id
     )

@@ -1,5 +1,5 @@
 """A response body serialized once, straight from the response model's fields; conditional GETs
-(``ETag`` and 304) for the bodies an app polls.
+(``ETag`` and 304) for the bodies an app polls; ``If-Match`` read for a conditional write.
 
 A route that returns a pydantic model has FastAPI validate it against ``response_model`` again
 and then serialize it: on the question route that second pass cost ≈0.1 ms a request, and even
@@ -68,3 +68,12 @@ def conditional_responses(what: str) -> dict[int | str, dict[str, Any]]:
             "headers": {"ETag": {"required": True, "schema": {"type": "string"}}},
         },
     }
+
+
+def if_match(header: str | None, current: str) -> str | None:
+    """The revision a write with ``If-Match: header`` is based on: None without the header or
+    with ``*`` (no condition); ``current`` when the header names it (``"current"``, compared
+    strongly: RFC 9110 13.1.1, a weak tag never matches), else "" (no revision: refused)."""
+    if header is None or header.strip() == "*":
+        return None
+    return current if f'"{current}"' in [t.strip() for t in header.split(",")] else ""

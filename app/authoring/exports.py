@@ -208,6 +208,10 @@ def _stable_id(*parts: str) -> int:
     return (1 << 30) + int.from_bytes(digest[:8], "big") % (1 << 30)
 
 
+# A label and what it introduces: ": " in English, "：" in Chinese (the pages' own msgid).
+COLON = Message(": ")
+
+
 def anki_fields(item: ExportItem, plan: ExportPlan) -> list[str]:
     """The note's fields (HTML), in :data:`ANKI_FIELDS` order."""
     choices = "".join(
@@ -216,15 +220,16 @@ def anki_fields(item: ExportItem, plan: ExportPlan) -> list[str]:
     )
     question = f'<div class="stem">{block_html(item.stem)}</div><ul class="choices">{choices}</ul>'
     key = item.key
+    colon = COLON.get(plan.lang)  # "：" in Chinese, as the pages write it
     answer = (
-        f'<p class="answer"><b>{escape(plan.label("answer"))}:</b> '
+        f'<p class="answer"><b>{escape(plan.label("answer") + colon)}</b>'
         f"{key.letter}) {inline_html(key.text)}</p>"
     )
     pitfalls = "".join(_anki_pitfall(c) for c in item.pitfalls)
     pitfalls_html = f"<h4>{escape(plan.label('pitfalls'))}</h4><ul>{pitfalls}</ul>"
     steps = "".join(f"<li>{inline_html(step)}</li>" for step in item.solution)
     solution = f"<h4>{escape(plan.label('solution'))}</h4><ol>{steps}</ol>"
-    source = escape(f"{plan.label('source')}: {item.reference}")
+    source = escape(f"{plan.label('source')}{colon}{item.reference}")
     return [question, answer, pitfalls_html, solution, source]
 
 

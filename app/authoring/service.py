@@ -15,11 +15,26 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.auth.service import LearnerRef, now_utc
+from app.authoring.checks import (  # noqa: F401 - the checks, as the pages and the API call them
+    MAX_DOCUMENT_BYTES,
+    DraftTooLarge,
+    checked_size,
+    start_validation,
+    validate,
+    validate_template,
+    validation_job,
+)
 from app.authoring.history import publish_changes, unknown_card
-from app.authoring.validation import TooManyValidations, ValidationJob, default_validations
+from app.authoring.revisions import (
+    changed_since_opened,
+    changed_while_checked,
+    no_draft_to_publish,
+    revision,
+)
 from app.catalog.service import (
     LiveCatalog,
     compile_document,
@@ -30,16 +45,13 @@ from app.catalog.service import (
 from app.db import write_transaction
 from app.domain.authoring import (
     CardProblem,
-    Checked,
     canonical,
     next_version,
-    size_problem,
 )
 from app.domain.cards import CardError
 from app.domain.catalog import check_versions
 from app.domain.messages import Message, plural_message
 from app.domain.patches import json_patch
-from app.domain.storable import value_problem
 from app.domain.versions import compare_cards
 from app.models import AuditEntry, CardDraft, CardState
 from app.problems import (
@@ -47,11 +59,7 @@ from app.problems import (
     InvalidInput,
     NotFound,
     Problem,
-    TooManyRequests,
-    UnprocessableInput,
 )
-
-MAX_DOCUMENT_BYTES = 2_000_000
 
 
 class NotPublishable(Problem):
@@ -101,71 +109,6 @@ def _audit(
     )
 
 
-class DraftTooLarge(Problem):
-    """A draft over a size limit (templates, formulas, placeholders: cards/README.md)."""
-
-    status_code = 422
-    code = "draft_too_large"
-    title = "Unprocessable Content"
-
-
-def checked_size(document: object) -> dict[str, Any]:
-    """The document, when it is a JSON object within the size limits of a draft."""
-    if not isinstance(document, dict):
-        raise InvalidInput(Message("a card document is a JSON object"), code="invalid_document")
-    if len(json.dumps(document, ensure_ascii=False)) > MAX_DOCUMENT_BYTES:
-        raise InvalidInput(Message("the card document is too large"), code="document_too_large")
-    unstorable = value_problem(document)
-    if unstorable is not None:  # a NUL, a lone surrogate, NaN: refused before any database
-        raise UnprocessableInput(
-            Message("the card document cannot be stored: %(problem)s", problem=unstorable),
-            code="unstorable_document",
-        )
-    problem = size_problem(document)
-    if problem is not None:
-        raise DraftTooLarge(problem)
-    return document
-
-
-def start_validation(document: object) -> ValidationJob:
-    """A validation job for the document (:mod:`app.authoring.validation`): the running or
-    finished one for the same document, or a new one."""
-    try:
-        return default_validations().start(checked_size(document))
-    except TooManyValidations:
-        raise TooManyRequests(
-            Message("too many cards are being validated at once: try again in a moment"),
-            retry_after_s=5,
-        ) from None
-
-
-def validation_job(job_id: str) -> ValidationJob:
-    job = default_validations().get(job_id)
-    if job is None:
-        raise NotFound(Message("there is no such validation"), code="validation_not_found")
-    return job
-
-
-def validate(document: object) -> Checked:
-    """Every problem of a card document, found by a validation job in the sandbox's worker
-    processes (an authored formula costs at most the sandbox's limits, never a request thread's
-    time); waits for the job, which its own wall-clock bound ends."""
-    job = start_validation(document)
-    job.wait()
-    return Checked(None, tuple(job.problems or ()))
-
-
-def validate_template(document: object, template_id: str) -> Checked:
-    """The problems the editor shows for one template: the document's compilation problems and
-    warnings, and that template validated (the whole card's, when it was validated already)."""
-    doc = checked_size(document)
-    validations = default_validations()
-    known = validations.get_finished(doc)
-    if known is not None:
-        return Checked(None, known)
-    return Checked(None, validations.one_template(doc, template_id))
-
-
 # --- drafts -----------------------------------------------------------------------------------
 
 
@@ -195,7 +138,17 @@ def stored_documents_exist(db: Session, card_id: str) -> bool:
     )
 
 
-def save_draft(*, db: Session, actor: LearnerRef, card_id: str, document: object) -> None:
+def save_draft(
+    *,
+    db: Session,
+    actor: LearnerRef,
+    card_id: str,
+    document: object,
+    based_on: str | None = None,
+) -> str:
+    """Replace the card's draft (or start one from the latest version); the new revision.
+    ``based_on``: the revision the change was made on (:attr:`Draft.revision`); when the draft
+    has changed since, nothing is saved (409 ``draft_changed``)."""
     doc = checked_size(document)
     if doc.get("id") != card_id:
         raise InvalidInput(
@@ -203,9 +156,13 @@ def save_draft(*, db: Session, actor: LearnerRef, card_id: str, document: object
             code="invalid_document",
         )
     with write_transaction(db):
-        draft = db.get(CardDraft, card_id)
+        draft = _current_draft(db, card_id)
         if draft is None and not stored_documents_exist(db, card_id):
             raise unknown_card(card_id)
+        if based_on is not None:
+            shown = draft.document if draft else _editable(latest_document(db, card_id) or {})
+            if revision(shown) != based_on:
+                raise changed_since_opened()
         # What changed (between the documents' canonical forms: defaults spelled out), from
         # the draft or else from the latest version; not the document twice.
         if draft is not None:
@@ -226,6 +183,14 @@ def save_draft(*, db: Session, actor: LearnerRef, card_id: str, document: object
             draft.updated_by = actor.id
             draft.updated_at = now_utc()
         _audit(db, actor, "save_draft", card_id, changes=changes)
+    return revision(doc)
+
+
+def _current_draft(db: Session, card_id: str) -> CardDraft | None:
+    """The card's draft as stored now, locked until the transaction ends (PostgreSQL; SQLite's
+    write transaction holds the whole database)."""
+    query = select(CardDraft).where(CardDraft.card_id == card_id).with_for_update()
+    return db.scalars(query.execution_options(populate_existing=True)).first()
 
 
 @dataclass(frozen=True)
@@ -234,17 +199,20 @@ class Draft:
     document: dict[str, Any]
     is_draft: bool  # False: the latest published version, shown as the starting point
     updated_at: datetime | None
+    revision: str  # what a save based on this document passes as ``based_on``
 
 
 def get_draft(*, db: Session, card_id: str) -> Draft:
     draft = db.get(CardDraft, card_id)
     db.commit()
     if draft is not None:
-        return Draft(card_id, dict(draft.document), True, draft.updated_at)
-    document = latest_document(db, card_id)
-    if document is None:
+        document = dict(draft.document)
+        return Draft(card_id, document, True, draft.updated_at, revision(document))
+    latest = latest_document(db, card_id)
+    if latest is None:
         raise unknown_card(card_id)
-    return Draft(card_id, _editable(document), False, None)
+    document = _editable(latest)
+    return Draft(card_id, document, False, None, revision(document))
 
 
 def _editable(document: dict[str, Any]) -> dict[str, Any]:
@@ -273,14 +241,14 @@ def discard_draft(*, db: Session, actor: LearnerRef, card_id: str) -> None:
 
 
 def publish(*, db: Session, actor: LearnerRef, live: LiveCatalog, card_id: str) -> int:
-    """Publish the card's draft as its next version; the new version number."""
+    """Publish the card's draft as its next version; the new version number. A draft published
+    meanwhile (by a second request) is refused as 404 ``no_draft``; a draft saved again while
+    it was being checked is kept, unpublished (409 ``draft_changed``)."""
     draft = db.get(CardDraft, card_id)
     db.commit()
     if draft is None:
-        raise NotFound(
-            Message("This card has no draft to publish."),
-            code="no_draft",
-        )
+        raise no_draft_to_publish()
+    checked_revision = revision(draft.document)
     published = stored_manifests(db, card_id).get(card_id, [])
     document = next_version(draft.document, published)
     checked = validate(document)
@@ -305,19 +273,27 @@ def publish(*, db: Session, actor: LearnerRef, live: LiveCatalog, card_id: str) 
     except CardError as exc:  # pragma: no cover - next_version makes the versions consistent
         raise InvalidInput(exc.text, code="version_conflict") from None
     previous = latest_document(db, card_id) if published else None
-    with write_transaction(db):
-        store_version(db, card)
-        stale = db.get(CardDraft, card_id)
-        if stale is not None:
-            db.delete(stale)
-        _audit(
-            db,
-            actor,
-            "publish",
-            card_id,
-            version=card.version,
-            changes=publish_changes(previous, dict(card.document)),
-        )
+    try:
+        with write_transaction(db):
+            current = _current_draft(db, card_id)
+            if current is None:
+                raise no_draft_to_publish()
+            if revision(current.document) != checked_revision:
+                raise changed_while_checked()
+            store_version(db, card)
+            db.flush()  # a version stored meanwhile fails here, before anything else is written
+            db.delete(current)
+            _audit(
+                db,
+                actor,
+                "publish",
+                card_id,
+                version=card.version,
+                changes=publish_changes(previous, dict(card.document)),
+            )
+    except IntegrityError:
+        # Another publication stored this version number first (its draft is gone with it).
+        raise no_draft_to_publish() from None
     live.reload(known=[card])
     return card.version
 

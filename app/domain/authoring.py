@@ -229,7 +229,7 @@ def compile_document(raw: object) -> Compiled:
     try:
         _CardIn.model_validate(raw)
     except ValidationError as exc:
-        return Compiled(None, tuple(_shape_problem(raw, error) for error in exc.errors()), ())
+        return Compiled(None, _shape_problems(raw, exc.errors()), ())
     compile_errors: list[CardError] = []
     try:
         card = parse_card(raw, problems=compile_errors)
@@ -257,6 +257,39 @@ def template_problems(card: Card, template_id: str) -> list[CardProblem]:
     except CardError as exc:
         return [_from_error(exc, template.id)]
     return []
+
+
+# What pydantic puts in an error's location for a member of a union (``answer: str | _TextIn``
+# fails as ``answer.str`` and ``answer._TextIn.en``): no field of a card document.
+_UNION_MEMBERS = frozenset({"str", "int", "float", "bool", "list", "dict"})
+# Errors saying a value is not of one member's type: noise beside another member's errors.
+_TYPE_ERRORS = frozenset(
+    {"string_type", "int_type", "float_type", "list_type", "dict_type", "model_type"}
+)
+
+
+def _union_member(part: object) -> bool:
+    return isinstance(part, str) and (part in _UNION_MEMBERS or part.startswith("_") or "[" in part)
+
+
+def _shape_problems(raw: object, errors: Sequence[Mapping[str, Any]]) -> tuple[CardProblem, ...]:
+    """Every shape error at its document field (a union's members left out of the location);
+    a value of a union that is none of its members is named once, by the member it resembles
+    (a text object's empty language, not also "must be text")."""
+    located = [
+        ({**error, "loc": tuple(p for p in error.get("loc", ()) if not _union_member(p))}, error)
+        for error in errors
+    ]
+    kept = []
+    for error, original in located:
+        in_union = any(_union_member(p) for p in original.get("loc", ()))
+        here = error["loc"]
+        if in_union and error.get("type") in _TYPE_ERRORS:
+            others = [e for e, o in located if o is not original and e["loc"][: len(here)] == here]
+            if others:
+                continue
+        kept.append(_shape_problem(raw, error))
+    return tuple(kept)
 
 
 def _shape_problem(raw: object, error: Mapping[str, Any]) -> CardProblem:

@@ -11,6 +11,8 @@ from app.web.authoring import cards as authoring_cards
 from app.web.authoring import editor as authoring_editor
 from app.web.authoring import exports as authoring_exports
 from app.web.authoring import imports as authoring_imports
+from app.web.authoring import point_form as authoring_point_form
+from app.web.authoring import removals as authoring_removals
 from app.web.calculator import router as calculator_router
 from app.web.classes import router as classes_router
 
@@ -27,7 +29,9 @@ PAGE_ROUTERS = (
     account.router,
     authoring_cards.router,
     authoring_card_form.router,
+    authoring_point_form.router,
     authoring_editor.router,
+    authoring_removals.router,
     authoring_exports.router,
     authoring_imports.router,
     calculator_router,

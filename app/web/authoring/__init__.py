@@ -5,9 +5,11 @@ withdrawal, versions with diffs, and the audit log. Instructor role only (403 ot
 Forms post whole templates; the document edits themselves are plain functions in
 :mod:`app.domain.authoring`, the use cases in :mod:`app.authoring.service` (shared with the API).
 The pages: :mod:`app.web.authoring.cards` (the card list, a card's overview and what it does to
-the whole card), :mod:`app.web.authoring.card_form` (the card's texts, parameters and formulas,
-its exam points) and :mod:`app.web.authoring.editor` (a template's editor, its preview and the
-formula check as one types); :mod:`app.web.authoring.template_form` reads the editor's form.
+the whole card), :mod:`app.web.authoring.card_form` (the card's texts, parameters and formulas),
+:mod:`app.web.authoring.point_form` (its exam points) and :mod:`app.web.authoring.editor` (a
+template's editor, its preview and the formula check as one types);
+:mod:`app.web.authoring.template_form` reads the editor's form, :mod:`app.web.authoring.forms`
+holds what the forms share.
 """
 
 from __future__ import annotations

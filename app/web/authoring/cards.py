@@ -10,6 +10,7 @@ from fastapi import APIRouter, Form, Query, Request
 from starlette.responses import JSONResponse, Response
 
 from app.authoring import history, service
+from app.authoring.revisions import DraftChanged
 from app.authoring.validation import ValidationJob
 from app.deps import ContextDep, DbDep, InstructorVisitor
 from app.domain.authoring import Checked, new_card_document
@@ -91,6 +92,20 @@ def card_overview(
 ) -> Response:
     """The draft (or latest version): points, templates, every problem, publish, versions, and
     the audit log, :data:`AUDIT_PAGE` entries a page (``audit_page`` 2: the next older ones)."""
+    return card_page(request, db, ctx, visitor, card_id, audit_page=audit_page)
+
+
+def card_page(
+    request: Request,
+    db: DbDep,
+    ctx: ContextDep,
+    visitor: InstructorVisitor,
+    card_id: str,
+    *,
+    audit_page: int = 1,
+    refusal: Problem | None = None,
+) -> Response:
+    """The card's page; ``refusal``: what was refused, shown at the top (with its status)."""
     draft = service.get_draft(db=db, card_id=card_id[:100])
     job = service.start_validation(draft.document)
     # A small draft's problems come with the page; a large one's page shows the validation's
@@ -116,8 +131,15 @@ def card_overview(
         "audit_page": audit_page,
         "audit_older": len(audit) > AUDIT_PAGE,
         "csrf_token": visitor.csrf_token,
+        "message": None if refusal is None else refusal.text,
     }
-    return render_page(request, "instructor_card.html", context, lang=visitor.lang)
+    return render_page(
+        request,
+        "instructor_card.html",
+        context,
+        lang=visitor.lang,
+        status_code=200 if refusal is None else refusal.status_code,
+    )
 
 
 def progress_text(job: ValidationJob) -> Text:
@@ -151,14 +173,19 @@ def publish(
     request: Request,
     card_id: str,
     db: DbDep,
+    ctx: ContextDep,
     visitor: InstructorVisitor,
     csrf_token: Annotated[str | None, Form()] = None,
 ) -> Response:
+    """Publish the draft; one changed while it was checked is kept, and its page says so."""
     check_csrf(visitor, csrf_token)
     assert visitor.learner is not None
-    service.publish(
-        db=db, actor=visitor.learner, live=request.app.state.live_catalog, card_id=card_id
-    )
+    try:
+        service.publish(
+            db=db, actor=visitor.learner, live=request.app.state.live_catalog, card_id=card_id
+        )
+    except DraftChanged as refusal:
+        return card_page(request, db, ctx, visitor, card_id, refusal=refusal)
     return back_to(visitor, f"/instructor/cards/{card_id}")
 
 

@@ -6,36 +6,51 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Form, Query, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from app.authoring import service
 from app.authoring.preview import preview
+from app.authoring.revisions import DraftChanged
 from app.authoring.sandbox import check_draft_formula
 from app.authoring.sandbox import check_formula as check_in_sandbox
 from app.deps import DbDep, InstructorVisitor
-from app.domain.authoring import Checked, put_template, remove_template
+from app.domain.authoring import Checked, put_template
 from app.domain.cards import find_template_document
 from app.domain.formulas import FormulaError
 from app.domain.generation import MIN_FIGURES
 from app.domain.identity import MAX_SEED
 from app.domain.messages import Message
 from app.domain.texts import Text
-from app.problems import InvalidInput, Problem, UnprocessableInput
+from app.problems import InvalidInput, NotFound, Problem, UnprocessableInput
 from app.web.authoring import back_to
+from app.web.authoring.forms import MAX_FIELD_CHARS, submitted, too_long
 from app.web.authoring.template_form import (
     constraints_text,
     derived_text,
     form_problems,
+    kind_fields_missing,
     params_text,
-    template_from_form,
+    read_template_form,
 )
 from app.web.forms import BlankIsNone, check_csrf
 from app.web.templating import render_page
 
 router = APIRouter(include_in_schema=False, prefix="/instructor")
+# The longest formula the live check parses (a card's formulas are at most 500 characters).
+MAX_FORMULA_CHARS = 2000
+SWITCHED = {
+    "statement": Message(
+        "The form now shows a statement template's fields (its answer and each pitfall's"
+        " statement, in both languages): fill them in, then save."
+    ),
+    "numeric": Message(
+        "The form now shows a numeric template's fields (its answer formula, unit and"
+        " significant figures, and each pitfall's formula): fill them in, then save."
+    ),
+}
 
 
 @router.get("/cards/{card_id}/templates/{template_id}")
@@ -69,8 +84,8 @@ def edit_template(
         point_slug = found_point.get("slug", "")
     else:
         found = find_template_document(draft.document, template_id)
-        if found is None:
-            raise InvalidInput(
+        if found is None:  # 404, as the preview of a missing template
+            raise NotFound(
                 Message("the card has no template %(template)s", template=repr(template_id)),
                 code="template_not_found",
             )
@@ -78,8 +93,9 @@ def edit_template(
         point_slug = point_doc.get("slug", "")
     checked = service.validate_template(draft.document, template_id)
     return _editor(
-        request, visitor, draft.document, card_id, template, point_slug, template_id, checked
-    )
+        request, visitor, draft.document, card_id, template, point_slug, template_id, checked,
+        revision=draft.revision,
+    )  # fmt: skip
 
 
 def _editor(
@@ -92,10 +108,17 @@ def _editor(
     original_id: str,
     checked: Any,
     *,
+    revision: str,
     status_code: int = 200,
     message: Text | None = None,
+    conflict: DraftChanged | None = None,
+    notice: Text | None = None,
     saved: bool = False,
+    typed: Mapping[str, str] | None = None,
 ) -> Response:
+    """The editor showing ``template``, based on the draft of ``revision``; ``typed``: the form
+    as submitted, whose lines and counts are shown as typed (they may not read)."""
+    typed = typed or {}
     problems = [p for p in checked.problems if p.template_id in (template.get("id"), original_id)]
     # The card's parameters; static/authoring.js adds the template's from its field as typed.
     names = sorted(set(document.get("params", []) or []))
@@ -112,9 +135,18 @@ def _editor(
         "csrf_token": visitor.csrf_token,
         "message": message,
         "saved": saved,
-        "params_text": params_text(template.get("params") or {}),
-        "derived_text": derived_text(template.get("derived") or {}),
-        "constraints_text": constraints_text(template.get("constraints") or []),
+        "revision": revision,
+        "conflict": None if conflict is None else conflict.text,
+        "reload_url": f"/instructor/cards/{card_id}/templates/{original_id}",
+        "notice": notice,
+        "max_chars": MAX_FIELD_CHARS,
+        "typed_choices": typed.get("choices"),
+        "typed_precision": typed.get("precision"),
+        "params_text": typed.get("params", params_text(template.get("params") or {})),
+        "derived_text": typed.get("derived", derived_text(template.get("derived") or {})),
+        "constraints_text": typed.get(
+            "constraints", constraints_text(template.get("constraints") or [])
+        ),
     }
     return render_page(
         request, "instructor_template.html", context, lang=visitor.lang, status_code=status_code
@@ -141,7 +173,7 @@ async def save_template(
     visitor: InstructorVisitor,
 ) -> Response:
     """Save the editor's template into the draft; the editor comes back with its problems."""
-    form = {k: str(v)[:20_000] for k, v in (await request.form()).items()}
+    form = await submitted(request)
     check_csrf(visitor, form.get("csrf_token"))
 
     def work() -> Response:
@@ -150,24 +182,37 @@ async def save_template(
         found = (
             find_template_document(draft.document, template_id) if template_id != "new" else None
         )
+        # A new template is added to the draft as it is then; an edit replaces the template as
+        # it was when the editor opened, which must still be the draft's.
+        based_on = (form.get("revision") or None) if template_id != "new" else None
+        revision = form.get("revision") or draft.revision
 
         def refused(
-            shown: dict[str, Any], status_code: int, message: Text, extra: tuple[Any, ...] = ()
+            shown: dict[str, Any],
+            status_code: int,
+            message: Text | None,
+            extra: tuple[Any, ...] = (),
+            **shown_with: Any,
         ) -> Response:
-            """The editor again, unsaved, with the draft's problems (and ``extra`` first)."""
+            """The editor again, unsaved, as typed, with the draft's problems (``extra`` first)."""
             checked = service.validate_template(draft.document, template_id)
             if extra:
                 checked = Checked(None, (*extra, *checked.problems))
             return _editor(
                 request, visitor, draft.document, card_id, shown, form.get("point", ""),
-                template_id, checked, status_code=status_code, message=message,
+                template_id, checked, revision=revision, status_code=status_code, message=message,
+                typed=form, **shown_with,
             )  # fmt: skip
 
-        try:
-            template = template_from_form(form, found[1] if found else None)
-        except InvalidInput as problem:
-            return refused(found[1] if found else {}, 400, problem.text)
-        form_refusals = form_problems(template)
+        template, form_refusals = read_template_form(form, found[1] if found else None)
+        if template_id == "new" and template["kind"] in SWITCHED and kind_fields_missing(form):
+            # The kind of a new template was switched: its form, with the fields of that kind.
+            return refused(template, 200, None, notice=SWITCHED[template["kind"]])
+        form_refusals = [
+            *too_long(form, template["id"] or template_id),
+            *form_refusals,
+            *form_problems(template),
+        ]
         if form_refusals:
             return refused(template, 400, form_refusals[0].text, tuple(form_refusals))
         if template_id == "new" and find_template_document(draft.document, template["id"]):
@@ -182,7 +227,12 @@ async def save_template(
             )
         except KeyError:
             raise InvalidInput(Message("unknown exam point"), code="point_not_found") from None
-        service.save_draft(db=db, actor=visitor.learner, card_id=card_id, document=document)
+        try:
+            revision = service.save_draft(
+                db=db, actor=visitor.learner, card_id=card_id, document=document, based_on=based_on
+            )
+        except DraftChanged as conflict:
+            return refused(template, conflict.status_code, None, conflict=conflict)
         saved_id = template["id"] or template_id
         if template_id != saved_id:
             return back_to(visitor, f"/instructor/cards/{card_id}/templates/{saved_id}")
@@ -196,30 +246,11 @@ async def save_template(
             form.get("point", ""),
             saved_id,
             checked,
+            revision=revision,
             saved=True,
         )
 
     return await run_in_threadpool(work)
-
-
-@router.post("/cards/{card_id}/templates/{template_id}/delete")
-def delete_template(
-    card_id: str,
-    template_id: str,
-    db: DbDep,
-    visitor: InstructorVisitor,
-    csrf_token: Annotated[str | None, Form()] = None,
-) -> Response:
-    check_csrf(visitor, csrf_token)
-    assert visitor.learner is not None
-    draft = service.get_draft(db=db, card_id=card_id[:100])
-    service.save_draft(
-        db=db,
-        actor=visitor.learner,
-        card_id=card_id,
-        document=remove_template(draft.document, template_id),
-    )
-    return back_to(visitor, f"/instructor/cards/{card_id}")
 
 
 @router.get("/cards/{card_id}/preview")
@@ -272,7 +303,7 @@ def check_formula(
     db: DbDep,
     visitor: InstructorVisitor,
     card_id: Annotated[str, Query(max_length=100)],
-    text: Annotated[str, Query(max_length=2000)] = "",
+    text: Annotated[str, Query(max_length=100_000)] = "",
     names: Annotated[str, Query(max_length=1000)] = "",
     scope: Annotated[Literal["template", "card"], Query()] = "template",
 ) -> Response:
@@ -280,6 +311,16 @@ def check_formula(
     formula may use ``names`` and the draft's card formulas; a card formula (``scope`` card)
     only ``names``: the card's parameters and the formulas above it, as saving compiles it."""
     draft = service.get_draft(db=db, card_id=card_id)
+    if len(text) > MAX_FORMULA_CHARS:  # answered as the script reads every refusal
+        too_long = Message("must be at most %(limit)s characters long", limit=MAX_FORMULA_CHARS)
+        return JSONResponse(
+            {
+                "ok": False,
+                "message": too_long.get(visitor.lang),
+                "position": MAX_FORMULA_CHARS + 1,  # the first character past it
+                "where": None,
+            }
+        )
     wanted = frozenset(n.strip() for n in names.split(",") if n.strip())
     # The card formulas are compiled in the sandbox with the formula, never here.
     if scope == "card":

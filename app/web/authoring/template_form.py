@@ -151,14 +151,52 @@ _PITFALL_FORM_FIELDS = frozenset({"id", "title", "explanation", "formula", "stat
 def template_from_form(
     form: Mapping[str, str], existing: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The template document a submitted editor form describes."""
+    """The template document a submitted editor form describes (InvalidInput: the first thing
+    the form refuses, see :func:`read_template_form`)."""
+    template, problems = read_template_form(form, existing)
+    if problems:
+        raise InvalidInput(problems[0].text)
+    return template
+
+
+def kind_fields_missing(form: Mapping[str, str]) -> bool:
+    """Whether the form was shown for the other kind than the one chosen (a new template whose
+    kind was switched): it has none of the chosen kind's answer fields."""
+    if form.get("kind", "numeric") == "statement":
+        return "answer_en" not in form and "answer_zh" not in form
+    return "answer" not in form
+
+
+def read_template_form(
+    form: Mapping[str, str], existing: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], list[CardProblem]]:
+    """The template document a submitted editor form describes, and what the form refuses at
+    its field (a line of parameters, derived parameters or constraints that does not read, a
+    count that is not a whole number, a kind changed): the template then shows what was typed,
+    and is not saved."""
+    problems: list[CardProblem] = []
+    template_id = form.get("id", "").strip()
+
+    def refuse(field: str, text: Message) -> None:
+        problems.append(CardProblem("error", template_id or "new", field, text))
+
+    def parsed(field: str, parse: Any, empty: Any) -> Any:
+        try:
+            return parse(form.get(field, ""))
+        except InvalidInput as refusal:
+            refuse(field, refusal.text)
+            return empty
+
     kind = form.get("kind", "numeric")
+    if existing is not None and existing.get("kind", "numeric") != kind:
+        refuse("kind", CHANGED_KIND)
+        kind = existing.get("kind", "numeric")  # read as the form was shown
     template: dict[str, Any] = {
-        "id": form.get("id", "").strip(),
+        "id": template_id,
         "kind": kind,
-        "params": parse_params(form.get("params", "")),
+        "params": parsed("params", parse_params, {}),
         "stem": {"en": form.get("stem_en", ""), "zh": form.get("stem_zh", "")},
-        "choices": _int(form.get("choices"), 4),
+        "choices": _whole(form, "choices", 4, refuse),
         "solution": _steps(form.get("solution_en", ""), form.get("solution_zh", "")),
         "pitfalls": [],
     }
@@ -167,7 +205,7 @@ def template_from_form(
     if kind == "numeric":
         template["answer"] = form.get("answer", "").strip()
         template["unit"] = form.get("unit", "").strip() or "B"
-        template["precision"] = _int(form.get("precision"), MIN_FIGURES)
+        template["precision"] = _whole(form, "precision", MIN_FIGURES, refuse)
     else:
         template["answer"] = {"en": form.get("answer_en", ""), "zh": form.get("answer_zh", "")}
         if "answer_phrasings_en" in form or "answer_phrasings_zh" in form:
@@ -198,15 +236,22 @@ def template_from_form(
                 "zh": form.get(prefix + "statement_zh", ""),
             }
         template["pitfalls"].append(pitfall)
-    derived = parse_derived(form.get("derived", ""))
-    constraints = parse_constraints(form.get("constraints", ""))
+    derived = parsed("derived", parse_derived, {})
+    constraints = parsed("constraints", parse_constraints, [])
     if derived:
         template["derived"] = derived
     if constraints:
         template["constraints"] = constraints
     if existing is not None:
         _keep_what_the_form_does_not_show(template, existing)
-    return template
+    return template, problems
+
+
+CHANGED_KIND = Message(
+    "a template's kind cannot be changed: a numeric template's answer and pitfalls are formulas,"
+    " a statement template's are sentences. Add a template of the other kind to this exam point"
+    " instead, and delete this one once the new one is ready."
+)
 
 
 def _keep_what_the_form_does_not_show(
@@ -232,7 +277,7 @@ def form_problems(template: Mapping[str, Any]) -> list[CardProblem]:
     """What the form refuses before the draft is saved, each at its field: significant figures
     are 0 (whole numbers) or 3 to 12, never silently raised to 3."""
     figures = template.get("precision")
-    if template.get("kind") != "numeric" or figures is None:
+    if template.get("kind") != "numeric" or not isinstance(figures, int):
         return []
     if figures == 0 or MIN_FIGURES <= figures <= MAX_FIGURES:
         return []
@@ -246,11 +291,17 @@ def form_problems(template: Mapping[str, Any]) -> list[CardProblem]:
     return [CardProblem("error", template.get("id") or "new", "precision", text)]
 
 
-def _int(value: str | None, default: int) -> int:
-    try:
-        return int(value) if value not in (None, "") else default
-    except ValueError:
+def _whole(form: Mapping[str, str], field: str, default: int, refuse: Any) -> int | str:
+    """The whole number typed in ``field`` (``default`` when blank); anything else is refused at
+    the field and kept as typed."""
+    typed = form.get(field, "").strip()
+    if not typed:
         return default
+    try:
+        return int(typed)
+    except ValueError:
+        refuse(field, Message("must be a whole number"))
+        return typed
 
 
 def _steps(en: str, zh: str) -> list[dict[str, str]]:
