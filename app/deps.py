@@ -35,7 +35,7 @@ from app.domain.languages import Lang, choose_lang, from_accept_language
 from app.domain.messages import Message
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
-from app.problems import Forbidden, Unauthorized
+from app.problems import Forbidden, LoginRequired, Unauthorized
 from app.routing import Values
 from app.schemas import LangCode
 from app.web.templating import LANG_COOKIE, TIME_ZONE_COOKIE
@@ -367,8 +367,14 @@ VisitorDep = Annotated[Visitor, Depends(get_visitor)]
 
 
 async def get_instructor_visitor(visitor: VisitorDep) -> Visitor:
-    """A signed-in instructor (or admin) on a dashboard page; 403 for everyone else."""
-    if visitor.learner is None or visitor.learner.role not in ("instructor", "admin"):
+    """A signed-in instructor (or admin) on a dashboard page; 403 for everyone else (a visitor
+    without an account asking for a page is sent to log in first: LoginRequired)."""
+    if visitor.learner is None or not visitor.learner.has_account:
+        raise LoginRequired(
+            Message("This page is for instructors: log in with an instructor account."),
+            code="instructor_only",
+        )
+    if visitor.learner.role not in ("instructor", "admin"):
         raise Forbidden(
             Message("This page is for instructors: log in with an instructor account."),
             code="instructor_only",

@@ -9,6 +9,7 @@ import logging
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -16,16 +17,16 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app.db import failure_kind, first_line
 from app.db_errors import UnstorableText, WriteTimedOut
 from app.domain.languages import choose_lang
 from app.domain.messages import Message
 from app.domain.texts import Text
-from app.problems import InvalidAnswer, Problem, TooManyRequests, Unauthorized
+from app.problems import InvalidAnswer, LoginRequired, Problem, TooManyRequests, Unauthorized
 from app.routing import BodyTooLarge
-from app.web.templating import LANG_COOKIE, render_page
+from app.web.templating import LANG_COOKIE, link, render_page
 
 log = logging.getLogger(__name__)
 API_PREFIX = "/api/"
@@ -146,6 +147,12 @@ def _title(status_code: int) -> str:
 
 
 def _problem(request: Request, exc: Problem) -> Response:
+    if (
+        isinstance(exc, LoginRequired)
+        and request.method in ("GET", "HEAD")
+        and not request.url.path.startswith(API_PREFIX)
+    ):
+        return _to_login(request)
     headers: dict[str, str] = {}
     if isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"
@@ -159,6 +166,15 @@ def _problem(request: Request, exc: Problem) -> Response:
     return error_response(
         request, exc.status_code, exc.text, code=exc.code, headers=headers, extra=extra
     )
+
+
+def _to_login(request: Request) -> Response:
+    """The login page, which comes back to the page asked for once the visitor is in."""
+    back = request.url.path
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "lang"]
+    if query:
+        back += "?" + urlencode(query)
+    return RedirectResponse(link("/login", request_lang(request), next=back), status_code=303)
 
 
 def _http_error(request: Request, exc: StarletteHTTPException) -> Response:

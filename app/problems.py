@@ -88,6 +88,11 @@ class Forbidden(Problem):
     title = "Forbidden"
 
 
+class LoginRequired(Forbidden):
+    """A page for signed-in instructors asked by a visitor without an account: a page GET is
+    sent to the login page, which comes back here after it (other requests get the 403)."""
+
+
 class TooManyRequests(Problem):
     status_code = 429
     code = "rate_limited"

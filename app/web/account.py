@@ -103,9 +103,24 @@ def signup(
     return form_page(request, visitor, "login.html", email=email, signed_up=True)
 
 
+# The longest address the login page comes back to (a dashboard page with its filters).
+MAX_NEXT = 2000
+
+
+def page_to_return_to(next_: str | None) -> str | None:
+    """``next_`` when it is a page of this site to go back to after logging in (a path: ``/``
+    then not ``/`` or ``\\``, no scheme or host, no control character), else None: the login
+    page never sends a visitor to another site."""
+    if not next_ or len(next_) > MAX_NEXT or not next_.startswith("/"):
+        return None
+    if next_[1:2] in ("/", "\\") or any(ord(c) < 32 or c == "\\" for c in next_):
+        return None
+    return next_
+
+
 @router.get("/login")
-def login_page(request: Request, visitor: VisitorDep) -> Response:
-    return form_page(request, visitor, "login.html", email="")
+def login_page(request: Request, visitor: VisitorDep, next: str | None = None) -> Response:
+    return form_page(request, visitor, "login.html", email="", next=page_to_return_to(next))
 
 
 @router.post("/login")
@@ -117,8 +132,10 @@ def login(
     csrf_token: Annotated[str | None, Form()] = None,
     email: Text_ = "",
     password: Text_ = "",
+    next: Text_ = "",
 ) -> Response:
     check_csrf(visitor, csrf_token)
+    back = page_to_return_to(next)
     try:
         learner = authenticate(
             db=db,
@@ -128,12 +145,15 @@ def login(
             address=client_address(request),
         )
     except Problem as problem:
-        return refused(request, visitor, "login.html", problem, email=email)
+        return refused(request, visitor, "login.html", problem, email=email, next=back)
     if visitor.learner is not None and visitor.learner.kind == "guest":
         merge_learner(db=db, source_id=visitor.learner.id, target_id=learner.id)
     secret = start_web_session(
         db=db, learner_id=learner.id, lang=visitor.lang, replace=visitor.browser.secret
     )
+    if back is not None:  # the page asked for; its language stays in the cookie
+        visitor.browser.replace(secret)
+        return RedirectResponse(back, status_code=303)
     return _signed_in(visitor, secret, "/")
 
 
