@@ -461,10 +461,12 @@ def test_csv_parses_and_matches(client, app, seeded):
 # --- who may look -------------------------------------------------------------------------------
 
 
-def test_learners_and_guests_get_403_and_the_api_needs_an_instructor_token(client, app, seeded):
+def test_learners_get_403_guests_log_in_and_the_api_needs_an_instructor_token(client, app, seeded):
     api_url = f"{API}/instructor/cards/{CARD_ID}/analytics"
     for url in (PAGE, PAGE + ".csv", PAGE + "?format=csv"):
-        assert client.get(url).status_code == 403, url  # a guest
+        response = client.get(url, follow_redirects=False)  # a guest: sent to log in first
+        assert response.status_code == 303 and response.headers["location"].startswith("/login")
+        assert "text/csv" not in response.headers.get("content-type", "")
     assert client.get(api_url).status_code == 401
     headers = bearer(client, app, "ada@example.com", "learner")
     assert client.get(api_url, headers=headers).status_code == 403
