@@ -161,3 +161,26 @@ def test_derived_parameters_and_constraints_in_the_editor(page: Page, live_serve
     page.click("button:has-text('Save template')")
     expect(page.locator("#f-derived")).to_have_value("per_head = head_dim * 2 | int")
     expect(page.locator("#f-constraints")).to_have_value("heads/2 integer")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_dashboard_pages_fit_a_phones_width(phone_page: Page, live_server, lang):
+    """Nothing on an instructor's pages is wider than a phone: the card page's import form took
+    its select's longest option (an exam point's title), 495 px in a 390 px window. Wide tables
+    and charts scroll inside their own boxes."""
+    log_in_as_instructor(phone_page, live_server)
+    card = "/instructor/cards/zero-memory-offload"
+    for path in (
+        "/instructor",
+        card,
+        f"{card}/edit",
+        f"{card}/templates/p1-total-16psi",
+        f"{card}/preview?template_id=p1-total-16psi",
+        f"{card}/analytics",
+        "/instructor/classes",
+    ):
+        phone_page.goto(f"{path}{'&' if '?' in path else '?'}lang={lang}")
+        width = phone_page.evaluate("document.documentElement.scrollWidth")
+        assert width <= phone_page.viewport_size["width"], (path, width)
+    phone_page.goto(f"{card}?lang={lang}")
+    shot(phone_page, f"dashboard-card-phone-{lang}")
