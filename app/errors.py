@@ -30,6 +30,7 @@ from app.web.templating import LANG_COOKIE, link, render_page
 
 log = logging.getLogger(__name__)
 API_PREFIX = "/api/"
+_DASHBOARD_PAGE = re.compile(r"/instructor(?:/cards/([a-z0-9-]{1,100})(?:/|$))?")
 PROBLEM_JSON = "application/problem+json"
 STATUS_CODES = {
     400: "bad_request",
@@ -93,10 +94,18 @@ def error_response(
             **(extra or {}),
         }
         return JSONResponse(body, status_code, headers=headers, media_type=PROBLEM_JSON)
+    # On the dashboard, the way back is to the card or the dashboard (for an instructor: the
+    # page checks the role), not to the learners' cards.
+    dashboard = _DASHBOARD_PAGE.match(request.url.path)
     response = render_page(
         request,
         "error.html",
-        {"status_code": status_code, "message": message.get(lang)},
+        {
+            "status_code": status_code,
+            "message": message.get(lang),
+            "dashboard": dashboard is not None,
+            "dashboard_card": dashboard.group(1) if dashboard and status_code != 404 else None,
+        },
         lang=lang,
         status_code=status_code,
     )

@@ -599,3 +599,21 @@ def value_edit_of(document):
     edited = copy.deepcopy(document)
     edited["points"][0]["templates"][0]["pitfalls"][5]["formula"] = "kv*heads/2"
     return edited
+
+
+def test_an_error_on_the_dashboard_leads_back_to_the_card_and_the_dashboard(client, app):
+    """A refusal on an instructor's page linked only 'Back to the cards' (the learners' list)."""
+    log_in(client, app, email="ada@example.com", role="learner")
+    refused = client.get("/instructor")
+    assert refused.status_code == 403 and "Back to the cards" in refused.text
+    assert "Back to the dashboard" not in refused.text  # a learner has no dashboard
+    client.post("/logout", data={"csrf_token": csrf(client.get("/").text)})
+    log_in(client, app)
+    card = "/instructor/cards/zero-memory-offload"
+    bad = client.get(f"{card}/preview", params={"template_id": "p1-total-16psi", "seed": "x"})
+    assert bad.status_code in (400, 422)
+    assert f'<a href="{card}">Back to the card</a>' in bad.text
+    assert '<a href="/instructor">Back to the dashboard</a>' in bad.text
+    missing = client.get(f"{card}/templates/nope", params={"lang": "zh"})
+    assert missing.status_code == 404 and "返回讲师后台" in missing.text
+    assert "返回卡片" not in missing.text  # the card page may be what is missing
