@@ -160,3 +160,23 @@ def test_the_card_page_renders_exam_point_titles_as_learner_pages_do(client, app
     assert r"$16\Psi$" not in page
     option = re.search(r'<option value="kv-bytes">(.*?)</option>', page)
     assert option is not None and option[1] == "1. The 16Ψ bill"
+
+
+def test_the_api_says_which_problems_stopped_validation(client, app):
+    """An app or script validating through the API could not tell a structure error that kept
+    every template unchecked from a problem of one template: ``halts`` says so."""
+    prof = instructor_headers(client, app)
+    stopped = client.post(
+        f"{API}/instructor/cards/validate",
+        json=card(real_problems() + schema_broken()),
+        headers=prof,
+    )
+    assert stopped.status_code == 200, stopped.text
+    problems = stopped.json()["problems"]
+    assert problems and all(p["halts"] for p in problems if p["severity"] == "error")
+    checked = client.post(
+        f"{API}/instructor/cards/validate", json=card(real_problems()), headers=prof
+    )
+    problems = checked.json()["problems"]
+    assert any(p["template_id"] == "parsecs" for p in problems)
+    assert not any(p["halts"] for p in problems)

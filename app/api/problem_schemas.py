@@ -86,3 +86,8 @@ class CardProblemPublic(BaseModel):
         default=None,
         description="A give-away cue: its family, strategy and sample variants.",
     )
+    halts: bool = Field(
+        default=False,
+        description="True: validation stopped at this problem, before the templates (the "
+        "document's structure, or a card that does not compile); no template was checked.",
+    )

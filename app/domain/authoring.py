@@ -79,6 +79,7 @@ class CardProblem:
             "message": self.text.get(lang),
             "position": self.position,
             "giveaway": self.cue.to_json() if self.cue is not None else None,
+            "halts": self.halts,
         }
 
 
