@@ -7,30 +7,27 @@ the same content, whichever process computes it.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from app.domain.manifests import document_hash
 from app.domain.messages import Message
-from app.problems import NotFound, Problem
+from app.problems import Conflict, NotFound
 
 # Typed into a form or an If-Match header: 32 hex digits (128 bits) are plenty.
 REVISION_LENGTH = 32
 
 
 def revision(document: Mapping[str, Any]) -> str:
-    """The revision of a draft document (the same for the same content)."""
-    text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:REVISION_LENGTH]
+    """The revision of a draft document (the same for the same content): the start of its
+    :func:`~app.domain.manifests.document_hash`, the digest card versions are told apart by."""
+    return document_hash(document)[:REVISION_LENGTH]
 
 
-class DraftChanged(Problem):
+class DraftChanged(Conflict):
     """A save or a publication based on a draft that changed since it was read: nothing done."""
 
-    status_code = 409
     code = "draft_changed"
-    title = "Conflict"
 
 
 class DraftPreconditionFailed(DraftChanged):
