@@ -5,8 +5,13 @@ px wide and zoom it out, so taps landed beside their targets."""
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, timedelta
+
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
+
+from app.models import PracticeSession
 
 from .helpers import CARD_ID, LiveServer, shot
 
@@ -44,3 +49,30 @@ def test_a_feedback_page_with_a_wide_formula_fits_a_phones_width(
         assert phone_page.evaluate("() => window.innerWidth") <= 390, lang
         assert phone_page.evaluate("() => document.documentElement.scrollWidth") <= 390, lang
     shot(phone_page, "phone-feedback-wide-formula-zh")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_exams_results_fit_a_phones_width_whatever_its_exam_points(
+    phone_page: Page, live_server: LiveServer, lang: str
+):
+    """An exam's results list its exam points by title beside three counts. One long word in a
+    title ("communication") or one formula ($sbh(34 + 5as/h)$) made the table wider than a
+    390 px screen (by 0.5-9 px, whichever exam point the exam drew). An exam of five questions
+    on a card asks one per exam point, so every title of every card is checked here."""
+    page = phone_page
+    for card in live_server.app.state.catalog.cards():
+        page.goto(f"/cards/{card.id}?lang={lang}")
+        form = page.locator("form.start:has(input[name=mode][value=exam])")
+        form.locator("select[name=size]").select_option("5")
+        form.locator("button[type=submit]").click()
+        page.wait_for_url(re.compile(r"/sessions/[^/?]+(\?|$)"))
+        session_id = re.search(r"/sessions/([^/?]+)", page.url).group(1)
+        with live_server.app.state.sessionmaker() as db:
+            deadline = db.get(PracticeSession, session_id).deadline_at.replace(tzinfo=UTC)
+        live_server.clock.advance(deadline + timedelta(seconds=1) - live_server.clock())
+        page.goto(f"/sessions/{session_id}/summary")
+        expect(page.locator("table.card-scores tbody tr")).to_have_count(len(card.points))
+        table = page.locator("table.card-scores").bounding_box()
+        assert table and table["x"] + table["width"] <= 390, (card.id, lang, table)
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 390, card.id
+        shot(page, f"phone-exam-results-{card.id}-{lang}")
