@@ -294,3 +294,40 @@ def test_chinese_preview_and_moodle_plan_headings_use_chinese_punctuation(client
     assert sentence, re.findall(r"<p>[^<]*版[^<]*</p>", plan)
     english = html.unescape(client.get(f"{ZERO}/export/moodle", params={"lang": "en"}).text)
     assert re.search(r"Version \d+: \d+ templates? calculated, \d+ as fixed variants\.", english)
+
+
+# --- a pitfall typed without its id -----------------------------------------------------------
+
+
+def test_a_pitfall_typed_without_an_id_comes_back_refused_not_dropped(client, app):
+    """The form ends with a blank pitfall row; one filled in but for its id was dropped without
+    a word when saved (the instructor's new pitfall lost). It is refused at its id field, with
+    what was typed; once named, it is saved."""
+    log_in(client, app)
+    blank = len(zero_template(app)["pitfalls"])  # the row after the template's own pitfalls
+    prefix = f"pitfall{blank}_"
+    typed = {
+        prefix + "title_en": "Forgot the gradients",
+        prefix + "title_zh": "漏算了梯度",
+        prefix + "formula": "14*psi",
+        prefix + "explanation_en": "Counts weights and optimizer states only.",
+        prefix + "explanation_zh": "只算了权重和优化器状态。",
+    }
+    form = posted(client.get(TEMPLATE).text) | {"kind": "numeric"} | typed
+    before = zero_draft(app)
+    refused = client.post(TEMPLATE, data=form)
+    assert refused.status_code == 400, refused.text[:300]
+    assert field_problems(refused.text, f"p{blank}-id") == [
+        "this pitfall has no id: give it one (lowercase letters, digits and dashes, such as"
+        " forgot-the-master-copy), or clear its fields to leave it out"
+    ]
+    again = posted(refused.text)
+    assert {name: again[name] for name in typed} == typed
+    assert again[prefix + "id"] == ""
+    assert zero_draft(app) == before  # nothing saved
+    saved = client.post(TEMPLATE, data=again | {prefix + "id": "forgot-the-gradients"})
+    assert saved.status_code == 200, saved.text[:300]
+    added = zero_template(app)["pitfalls"][blank]
+    assert added["id"] == "forgot-the-gradients"
+    assert added["formula"] == "14*psi"
+    assert added["title"] == {"en": "Forgot the gradients", "zh": "漏算了梯度"}

@@ -215,8 +215,8 @@ def read_template_form(
     for index in range(MAX_PITFALLS):
         prefix = f"pitfall{index}_"
         pitfall_id = form.get(prefix + "id", "").strip()
-        if not pitfall_id:
-            continue
+        if not pitfall_id and not _row_filled(form, prefix):
+            continue  # the blank row the form offers for a new pitfall
         pitfall: dict[str, Any] = {
             "id": pitfall_id,
             "title": {
@@ -236,6 +236,9 @@ def read_template_form(
                 "zh": form.get(prefix + "statement_zh", ""),
             }
         template["pitfalls"].append(pitfall)
+        if not pitfall_id:
+            # Typed into but unnamed: kept on the form and refused, never dropped unsaid.
+            refuse(f"pitfalls.#{len(template['pitfalls'])}.id", UNNAMED_PITFALL)
     derived = parsed("derived", parse_derived, {})
     constraints = parsed("constraints", parse_constraints, [])
     if derived:
@@ -245,6 +248,21 @@ def read_template_form(
     if existing is not None:
         _keep_what_the_form_does_not_show(template, existing)
     return template, problems
+
+
+UNNAMED_PITFALL = Message(
+    "this pitfall has no id: give it one (lowercase letters, digits and dashes, such as"
+    " forgot-the-master-copy), or clear its fields to leave it out"
+)
+_PITFALL_ROW_FIELDS = (
+    "title_en", "title_zh", "explanation_en", "explanation_zh", "formula", "statement_en",
+    "statement_zh",
+)  # fmt: skip
+
+
+def _row_filled(form: Mapping[str, str], prefix: str) -> bool:
+    """Whether anything was typed in a pitfall row besides its id."""
+    return any(form.get(prefix + field, "").strip() for field in _PITFALL_ROW_FIELDS)
 
 
 CHANGED_KIND = Message(
