@@ -6,11 +6,13 @@ feedback), other questions are listed with the reason they were skipped, and a h
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from test_authoring import instructor_headers, learner_headers
 
+from app.authoring import service
 from app.authoring.exports import export_card
 from app.domain.export_plan import export_seeds
 from app.domain.generation import generate
@@ -221,3 +223,42 @@ def test_the_dashboard_imports_a_file_and_lists_what_it_skipped(client, app, lan
         assert "only multichoice questions are imported" in text
     editor = client.get("/instructor/cards/kv-cache/templates/moodle-adam-states")
     assert editor.status_code == 200 and "Adam" in html.unescape(editor.text)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_file_the_dashboard_cannot_import_comes_back_at_the_import_form(client, app, lang):
+    """A file that cannot be imported was the error page (a link back to the card); it is the
+    card's page again, the reason at the file field, the exam point and language as chosen, and
+    the draft unchanged."""
+    import html
+
+    from test_authoring_web import csrf, kv_draft, log_in
+
+    log_in(client, app)
+    client.cookies.set("infracards_lang", lang)
+    page = kv_draft(client, app)
+    before = kv_document(app)
+    response = client.post(
+        "/instructor/cards/kv-cache/import",
+        data={"csrf_token": csrf(page.text), "point": "kv-bytes", "language": "zh"},
+        files={"file": ("bank.xml", b'<?xml version="1.0"?>\n<!DOCTYPE quiz>\n<quiz></quiz>')},
+    )
+    assert response.status_code == 400, response.text[:300]
+    text = html.unescape(response.text)
+    problem = re.search(
+        r'<p class="field-problem error" id="import-file-problem"[^>]*>(.*?)</p>', text, re.S
+    )
+    assert problem, text[:500]
+    reason = {
+        "en": "the file has a document type declaration (DOCTYPE), which an import does not accept",
+        "zh": "文件含有文档类型声明（DOCTYPE），导入不接受这种文件",
+    }[lang]
+    assert problem[1].startswith("bank.xml") and reason in problem[1]
+    assert re.search(r'<option value="kv-bytes" selected>', text)
+    assert re.search(r'<option value="zh" lang="zh-Hans" selected>', text)
+    assert kv_document(app) == before
+
+
+def kv_document(app) -> dict:
+    with app.state.sessionmaker() as db:
+        return service.get_draft(db=db, card_id="kv-cache").document

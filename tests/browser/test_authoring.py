@@ -184,3 +184,25 @@ def test_the_dashboard_pages_fit_a_phones_width(phone_page: Page, live_server, l
         assert width <= phone_page.viewport_size["width"], (path, width)
     phone_page.goto(f"{card}?lang={lang}")
     shot(phone_page, f"dashboard-card-phone-{lang}")
+
+
+def test_a_file_that_cannot_be_imported_is_told_at_the_import_form(
+    page: Page, live_server, tmp_path
+):
+    log_in_as_instructor(page, live_server)
+    bad = tmp_path / "bank.xml"
+    bad.write_bytes(b'<?xml version="1.0"?>\n<!DOCTYPE quiz>\n<quiz></quiz>')
+    page.goto(f"{live_server.url}/instructor/cards/zero-memory-offload")
+    page.set_input_files("#import-file", str(bad))
+    page.select_option("#import-point", "offload")
+    page.locator("section[aria-labelledby=import-title] button[type=submit]").click()
+    problem = page.locator("#import-file-problem")
+    expect(problem).to_contain_text("bank.xml: the file has a document type declaration (DOCTYPE)")
+    expect(page.locator("#import-point")).to_have_value("offload")
+    expect(page.locator("#import-file")).to_have_attribute(
+        "aria-describedby", "import-file-problem"
+    )
+    # The answer opens at the import form (the action's #import-title), not the page's top.
+    assert page.url.endswith("#import-title")
+    expect(problem).to_be_in_viewport()
+    shot(page, "dashboard-import-refused")

@@ -4,6 +4,7 @@ publish its draft, withdraw or offer it, compare two versions."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, Request
@@ -104,8 +105,10 @@ def card_page(
     *,
     audit_page: int = 1,
     refusal: Problem | None = None,
+    import_form: Mapping[str, str] | None = None,
 ) -> Response:
-    """The card's page; ``refusal``: what was refused, shown at the top (with its status)."""
+    """The card's page; ``refusal``: what was refused, shown at the top (with its status), and
+    at the import form's file field when ``import_form`` (what it was sent with) is given."""
     draft = service.get_draft(db=db, card_id=card_id[:100])
     job = service.start_validation(draft.document)
     # A small draft's problems come with the page; a large one's page shows the validation's
@@ -132,6 +135,7 @@ def card_page(
         "audit_older": len(audit) > AUDIT_PAGE,
         "csrf_token": visitor.csrf_token,
         "message": None if refusal is None else refusal.text,
+        "import_form": import_form,
     }
     return render_page(
         request,

@@ -8,8 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 
 from app.authoring.imports import import_moodle
-from app.deps import DbDep, InstructorVisitor
+from app.deps import ContextDep, DbDep, InstructorVisitor
 from app.domain.moodle_import import MAX_BYTES
+from app.problems import InvalidInput
+from app.web.authoring.cards import card_page
 from app.web.forms import check_csrf
 from app.web.templating import render_page
 
@@ -21,6 +23,7 @@ def import_page(
     request: Request,
     card_id: str,
     db: DbDep,
+    ctx: ContextDep,
     visitor: InstructorVisitor,
     file: Annotated[UploadFile, File()],
     csrf_token: Annotated[str | None, Form()] = None,
@@ -28,17 +31,22 @@ def import_page(
     language: Annotated[str, Form(max_length=5)] = "en",
 ) -> Response:
     """Import, then show what became a template (with a link to its editor) and what was
-    skipped, with the reason."""
+    skipped, with the reason. A file that cannot be imported comes back on the card's page, its
+    reason at the file field, the exam point and language as chosen."""
     check_csrf(visitor, csrf_token)
     assert visitor.learner is not None
-    read = import_moodle(
-        db=db,
-        actor=visitor.learner,
-        card_id=card_id[:100],
-        point=point,
-        content=file.file.read(MAX_BYTES + 1),
-        lang=language,
-    )
+    try:
+        read = import_moodle(
+            db=db,
+            actor=visitor.learner,
+            card_id=card_id[:100],
+            point=point,
+            content=file.file.read(MAX_BYTES + 1),
+            lang=language,
+        )
+    except InvalidInput as refusal:
+        chosen = {"point": point, "language": language, "file": file.filename or ""}
+        return card_page(request, db, ctx, visitor, card_id, refusal=refusal, import_form=chosen)
     context = {
         "card_id": card_id,
         "point": point,
