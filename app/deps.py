@@ -326,7 +326,7 @@ class Visitor:
         return self.learner is not None and self.learner.has_account
 
 
-def _look_up_visitor(request: Request, secret: str, now: datetime) -> KnownVisitor | None:
+def look_up_visitor(request: Request, secret: str, now: datetime) -> KnownVisitor | None:
     with request.app.state.lookups() as db:
         return visitor_for_web_session(db=db, secret=secret, now=now)
 
@@ -342,7 +342,7 @@ async def get_visitor(request: Request) -> Visitor:
         now = request.app.state.context.clock()
         known = remembered_visitor(browser.secret, now) if reads else None
         if known is None:
-            known = await run_in_threadpool(_look_up_visitor, request, browser.secret, now)
+            known = await run_in_threadpool(look_up_visitor, request, browser.secret, now)
             if known is not None and reads:
                 remember_visitor(browser.secret, known)
     lang = choose_lang(

@@ -13,14 +13,17 @@ from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from app.auth.cookies import STATE_KEY, BrowserSession
+from app.auth.visitors import remembered_visitor
 from app.db import failure_kind, first_line
 from app.db_errors import UnstorableText, WriteTimedOut
+from app.deps import look_up_visitor
 from app.domain.languages import choose_lang
 from app.domain.messages import Message
 from app.domain.texts import Text
@@ -94,6 +97,8 @@ def error_response(
             **(extra or {}),
         }
         return JSONResponse(body, status_code, headers=headers, media_type=PROBLEM_JSON)
+    if status_code != 503:  # the database's own trouble: not asked again
+        _read_visitor(request)
     # On the dashboard, the way back is to the card or the dashboard (for an instructor: the
     # page checks the role), not to the learners' cards.
     dashboard = _DASHBOARD_PAGE.match(request.url.path)
@@ -112,6 +117,28 @@ def error_response(
     if headers:
         response.headers.update(headers)
     return response
+
+
+def _read_visitor(request: Request) -> None:
+    """Who is looking, for the navigation of an error page answered before any route read it
+    (an unknown address, a body over its limit): a signed-in learner's page must not offer
+    "Log in". Blocking: call it from the threadpool. Unknown (a guest's navigation) when the
+    database cannot say."""
+    if hasattr(request.state, "visitor_learner"):
+        return
+    browser: BrowserSession | None = getattr(request.state, STATE_KEY, None)
+    known = None
+    if browser is not None and not browser.is_new:
+        now = request.app.state.context.clock()
+        try:
+            known = remembered_visitor(browser.secret, now) or look_up_visitor(
+                request, browser.secret, now
+            )
+        except SQLAlchemyError:
+            known = None
+    request.state.visitor_learner = known.learner if known else None
+    if known is not None:
+        request.state.due_count = known.due_count
 
 
 def problem_response(status_code: int, code: str, detail: str) -> JSONResponse:

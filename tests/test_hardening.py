@@ -670,3 +670,31 @@ def test_nul_surrogates_and_non_finite_numbers_are_422s_on_both_databases(
                 == 0
             )
             assert db.query(Learner).filter(Learner.email.like("a%@x.io")).count() == 0
+
+
+def navigation(page: str) -> str:
+    found = re.search(r"<nav[^>]*>(.*?)</nav>", page, re.S)
+    assert found, page[:300]
+    return found[1]
+
+
+def test_an_error_page_shows_a_signed_in_instructor_their_own_navigation(client, app):
+    """A 404 at an unknown address and a 413 for a form over its limit are answered before any
+    route reads who is looking: their navigation offered a signed-in instructor "Log in" and no
+    dashboard, as if the session had ended."""
+    from test_authoring_web import log_in
+
+    log_in(client, app)
+    for response in (
+        client.get("/no-such-page"),
+        client.post("/answers", content=b"a=" + b"x" * MIB, headers=FORM),
+        client.post("/answers", content=chunked(MIB + 1), headers=FORM),
+    ):
+        assert response.status_code in (404, 413), response.text[:300]
+        nav = navigation(response.text)
+        assert 'href="/account"' in nav and 'href="/instructor"' in nav, nav
+        assert 'href="/login"' not in nav, nav
+    # A visitor without a session still gets the guest's navigation.
+    client.cookies.clear()
+    nav = navigation(client.get("/no-such-page").text)
+    assert 'href="/login"' in nav and 'href="/account"' not in nav

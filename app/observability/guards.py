@@ -17,6 +17,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -98,7 +99,9 @@ class _TooLargeAnswer:
             and _is_plain_text(message)
         ):
             self.replaced = True
-            response = too_large_response(Request(self.scope, self.receive), limit)
+            # A page's answer reads who is looking (the navigation): in the threadpool.
+            request = Request(self.scope, self.receive)
+            response = await run_in_threadpool(too_large_response, request, limit)
             await response(self.scope, self.receive, self.send)
             return
         await self.send(message)
