@@ -54,7 +54,7 @@ PHRASES: Mapping[str, Mapping[str, Mapping[str, tuple[str, ...]]]] = {
     },
     "ring": {
         "counted": {
-            "en": ("$(N_d - 1)/N_d$", "exact ring"),
+            "en": ("$(N_d - 1)/N_d$", "exact ring", "counted exactly"),
             "zh": ("$(N_d - 1)/N_d$", "精确"),
         },
         "ignored": {
