@@ -458,6 +458,29 @@ def test_an_exam_past_its_deadline_refuses_answers_and_shows_the_summary(client,
     assert summary.template.name == "summary.html" and summary.context["summary"].unanswered == 2
 
 
+@pytest.mark.parametrize(
+    ("lang", "ended", "time_up"),
+    [
+        ("en", "You had ended this exam: this answer was not counted.", "Time was up"),
+        ("zh", "你已结束这场考试：这次作答未计分。", "时间已到"),
+    ],
+)
+def test_an_answer_after_ending_an_exam_early_does_not_say_time_was_up(
+    client, app, lang, ended, time_up
+):
+    """End the exam now, Back, answer the question still on screen: not counted, and the
+    summary says the learner ended the exam (its 3 minutes were far from up)."""
+    client.get(f"/cards/{CARD_ID}?lang={lang}")  # the language stays with the browser
+    page = start(client, "exam", size=2)
+    first = submit(client, page, "a")  # the next question, in the same form
+    session = re.search(r'action="/sessions/(\w+)/finish"', first.text).group(1)
+    client.post(f"/sessions/{session}/finish?lang={lang}", data={"csrf_token": csrf(first.text)})
+    refused = submit(client, first, "b")
+    assert refused.template.name == "summary.html"
+    assert ended in refused.text and time_up not in refused.text
+    assert attempts(app) == 1
+
+
 def test_mistakes_mode_practises_fresh_variants_of_the_templates_got_wrong(client, app):
     page = practise(client, seed=40)
     wrong = wrong_of(app, page)
