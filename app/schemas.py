@@ -360,7 +360,10 @@ class PitfallMasteryPublic(BaseModel):
         "answers offering it since); fixed: chosen before, avoided in the last 3 answers "
         "offering it; avoided: offered, never chosen."
     )
-    offered: int = Field(description="Answers on templates offering it.")
+    offered: int = Field(
+        description="Answers that offered it: it was among the choices shown (a typed answer "
+        "offers every pitfall of its template)."
+    )
     chosen: int = Field(description="Of those, answers that chose it.")
 
 

@@ -379,11 +379,35 @@ def test_changing_the_password_signs_out_the_others(client, app):
     done = client.post(
         "/account/password",
         data={"csrf_token": csrf(page.text), "current": PASSWORD, "new": "another good one"},
+        follow_redirects=False,
     )
-    assert done.status_code == 200 and "Password changed" in done.text
+    # Redirected to the account page, which says so: reloading it sends no form again (it
+    # refused the old password as "not right").
+    assert done.status_code == 303 and done.headers["location"] == "/account?changed=password"
+    for _reload in range(2):
+        shown = client.get(done.headers["location"])
+        assert "Password changed" in shown.text and "not right" not in shown.text
+    assert "Password changed" not in client.get("/account").text
     assert client.get("/account").status_code == 200  # this browser stays in
     assert other.get("/account", follow_redirects=False).status_code == 303
     assert token(client, email="pw@example.com", password="another good one").status_code == 200
+
+
+def test_a_password_change_in_chinese_comes_back_in_chinese(client):
+    register(client, "pw-zh@example.com")
+    page = client.get("/login")
+    client.post(
+        "/login",
+        data={"csrf_token": csrf(page.text), "email": "pw-zh@example.com", "password": PASSWORD},
+    )
+    page = client.get("/account?lang=zh")
+    done = client.post(
+        "/account/password?lang=zh",
+        data={"csrf_token": csrf(page.text), "current": PASSWORD, "new": "another good one"},
+        follow_redirects=False,
+    )
+    assert done.headers["location"] == "/account?changed=password&lang=zh"
+    assert "密码已修改" in client.get(done.headers["location"]).text
 
 
 def test_guessing_the_current_password_is_throttled(client):

@@ -10,15 +10,18 @@ import pytest
 
 from app.domain import habits
 from app.domain.habits import (
+    ShownAnswer,
     Streak,
     activity,
     activity_level,
     answer_days,
+    falls_when_offered,
     forecast,
     median_answer_seconds,
     memory,
     minutes_for,
     next_action,
+    offered_by,
     pitfall_mastery,
     retrievability,
     streak,
@@ -184,3 +187,18 @@ def test_a_pitfall_is_fixed_after_three_answers_offering_it_avoided_it() -> None
     assert pitfall_mastery([True, False, False, False]) == "fixed"
     assert pitfall_mastery([True, False, False, False, True]) == "falling"
     assert pitfall_mastery([False, True, False, False, False]) == "fixed"
+
+
+def test_an_answer_offered_the_pitfalls_it_showed() -> None:
+    template = ["a", "b", "c", "d", "e"]
+    # three of the template's five pitfalls among the choices, and the key (no pitfall)
+    assert offered_by(["b", None, "d", "e"], template) == {"b", "d", "e"}
+    assert offered_by([], template) == set(template)  # typed: any value could be typed
+    answers = [
+        ShownAnswer(frozenset({"a", "b", "c"}), "a"),
+        ShownAnswer(frozenset({"b", "c", "d"}), None),  # "a" not shown: not an avoidance
+        ShownAnswer(frozenset({"a", "c", "d"}), None),
+    ]
+    assert falls_when_offered(answers, "a") == [True, False]
+    assert falls_when_offered(answers, "d") == [False, False]
+    assert falls_when_offered(answers, "e") == []

@@ -321,33 +321,90 @@ def test_progress_is_honest_and_in_the_card_s_order(client, app, auth, clock, db
     assert "100%" not in page.text
 
 
+def _right(client, auth, question, chosen):
+    response = client.post(
+        f"{API}/answers",
+        json={
+            "token": question["token"],
+            "choice_id": chosen.correct_choice_id,
+            "client_answer_id": uuid.uuid4().hex,
+        },
+        headers=auth,
+    )
+    assert response.status_code == 200, response.text
+
+
+def _shows(chosen, pitfall_id):
+    return any(c.pitfall is not None and c.pitfall.id == pitfall_id for c in chosen.choices)
+
+
 def test_a_pitfall_avoided_three_times_after_a_fall_is_fixed(client, app, auth, clock, card):
     clock.now = LATE_DEC_1
     body = answer(client, app, auth, right=False, seed=11)
     fallen = next(c for c in variant(app, body).choices if c.pitfall).pitfall.id
     template = body["template_id"]
-    # three right answers on templates offering that pitfall
     offering = card.templates_offering(fallen)
-    seed, right = 12, 0
-    while right < 3:
+    # Right answers on templates carrying that pitfall: one question that did not show it (the
+    # learner could not fall for it: it does not count) and three that did.
+    shown = hidden = 0
+    for seed in range(12, 400):
+        if shown == 3 and hidden == 1:
+            break
         question = ask(client, offering[template], seed)
-        seed += 1
         if question["template_id"] not in offering:
             continue
         chosen = variant(app, question)
-        client.post(
-            f"{API}/answers",
-            json={
-                "token": question["token"],
-                "choice_id": chosen.correct_choice_id,
-                "client_answer_id": uuid.uuid4().hex,
-            },
-            headers=auth,
-        )
-        right += 1
+        if _shows(chosen, fallen) and shown < 3:
+            shown += 1
+        elif not _shows(chosen, fallen) and hidden < 1:
+            hidden += 1
+        else:
+            continue
+        _right(client, auth, question, chosen)
+    assert (shown, hidden) == (3, 1)
     pitfalls = client.get(f"{API}/me/progress", headers=auth).json()["cards"][0]["pitfalls"]
     row = next(p for p in pitfalls if p["pitfall_id"] == fallen)
     assert row["state"] == "fixed" and row["chosen"] == 1 and row["offered"] == 4
+
+
+def test_only_the_pitfalls_a_question_showed_were_offered(client, app, auth, clock, card):
+    """A question shows a few of its template's pitfalls: the others were not avoided."""
+    clock.now = LATE_DEC_1
+    body = answer(client, app, auth, right=True, seed=5)
+    shown = {c.pitfall.id for c in variant(app, body).choices if c.pitfall is not None}
+    template = card.template(body["template_id"])
+    assert len(shown) == 3 and len(template.pitfalls) > 3
+    pitfalls = client.get(f"{API}/me/progress", headers=auth).json()["cards"][0]["pitfalls"]
+    assert {p["pitfall_id"]: (p["state"], p["offered"], p["chosen"]) for p in pitfalls} == {
+        pitfall_id: ("avoided", 1, 0) for pitfall_id in shown
+    }
+
+
+def test_a_typed_answer_offered_every_pitfall_of_its_template(client, app, auth, clock, card):
+    """Asked without choices, any pitfall's value could have been typed (and is recognised)."""
+    clock.now = LATE_DEC_1
+    question = client.get(
+        f"{API}/cards/{CARD}/points/zero-stage-memory/question",
+        params={"seed": 724, "mode": "typed"},
+    ).json()
+    assert question["template_id"] == "p2-zero2-per-rank"
+    # 2Ψ + 14Ψ/N_d with Ψ = 1.3B, N_d = 32: 3.16875e9 bytes (tests/test_typed_answers.py)
+    response = client.post(
+        f"{API}/answers",
+        json={
+            "token": question["token"],
+            "value": "3.17",
+            "unit": "GB",
+            "client_answer_id": uuid.uuid4().hex,
+        },
+        headers=auth,
+    )
+    assert response.json()["correct"] is True
+    template = card.template("p2-zero2-per-rank")
+    pitfalls = client.get(f"{API}/me/progress", headers=auth).json()["cards"][0]["pitfalls"]
+    assert {p["pitfall_id"]: (p["state"], p["offered"]) for p in pitfalls} == {
+        p.id: ("avoided", 1) for p in template.pitfalls
+    }
 
 
 # --- the web pages ----------------------------------------------------------------------------
@@ -406,6 +463,21 @@ def test_the_review_page_draws_the_charts_with_tables(client, app, clock):
     assert "未来 14 天的复习" in zh and "暂无数据" in zh
     caption = re.search(r'<figcaption id="activity-caption">(.*?)</figcaption>', zh).group(1)
     assert "，" in caption and "。" in caption and ", " not in caption and ". " not in caption
+
+
+def test_the_review_page_counts_the_pitfalls_a_question_showed(client, app, clock):
+    """One wrong answer to a four-choice question: the pitfall chosen, the two others shown
+    avoided, and nothing about the pitfalls of its template the question did not show."""
+    clock.now = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    _web_answer(client, app, right=False, seed=3)
+    text = client.get("/review").text
+    assert text.count("chosen 1× out of 1 answer that offered it") == 1
+    assert text.count("chosen 0× out of 1 answer that offered it") == 2
+    assert "2 pitfalls offered and avoided so far" in text
+    assert "times out of" not in text
+    zh = client.get("/review?lang=zh").text
+    assert zh.count("在出现它的 1 次作答中选了 1 次") == 1
+    assert zh.count("在出现它的 1 次作答中选了 0 次") == 2
 
 
 def test_the_card_page_puts_the_practise_buttons_first(client):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from urllib.parse import urlencode
 
 import pytest
 from conftest import CARD_ID, make_settings
@@ -16,6 +17,7 @@ from app.auth.cookies import COOKIE_NAME
 from app.auth.service import end_web_session
 from app.main import create_app
 from app.models import Attempt, PracticeSession
+from app.practice.mistakes import PITFALL_SEPARATOR
 from app.practice.sessions import question_id_at
 
 PRACTICE = f"/cards/{CARD_ID}/points/{{point}}/practice"
@@ -456,6 +458,29 @@ def test_an_exam_past_its_deadline_refuses_answers_and_shows_the_summary(client,
     assert summary.template.name == "summary.html" and summary.context["summary"].unanswered == 2
 
 
+@pytest.mark.parametrize(
+    ("lang", "ended", "time_up"),
+    [
+        ("en", "You had ended this exam: this answer was not counted.", "Time was up"),
+        ("zh", "你已结束这场考试：这次作答未计分。", "时间已到"),
+    ],
+)
+def test_an_answer_after_ending_an_exam_early_does_not_say_time_was_up(
+    client, app, lang, ended, time_up
+):
+    """End the exam now, Back, answer the question still on screen: not counted, and the
+    summary says the learner ended the exam (its 3 minutes were far from up)."""
+    client.get(f"/cards/{CARD_ID}?lang={lang}")  # the language stays with the browser
+    page = start(client, "exam", size=2)
+    first = submit(client, page, "a")  # the next question, in the same form
+    session = re.search(r'action="/sessions/(\w+)/finish"', first.text).group(1)
+    client.post(f"/sessions/{session}/finish?lang={lang}", data={"csrf_token": csrf(first.text)})
+    refused = submit(client, first, "b")
+    assert refused.template.name == "summary.html"
+    assert ended in refused.text and time_up not in refused.text
+    assert attempts(app) == 1
+
+
 def test_mistakes_mode_practises_fresh_variants_of_the_templates_got_wrong(client, app):
     page = practise(client, seed=40)
     wrong = wrong_of(app, page)
@@ -533,6 +558,47 @@ def test_the_mistake_book_filters_by_point_and_pitfall(client, app, card):
     assert plain(b.pitfall.title.en) in by_point and plain(a.pitfall.title.en) not in by_point
     by_pitfall = articles(client.get("/mistakes", params={"pitfall": a.pitfall.id}).text)
     assert plain(a.pitfall.title.en) in by_pitfall and plain(b.pitfall.title.en) not in by_pitfall
+
+
+def _dismiss_form(book: str) -> dict[str, str]:
+    form = book.split('action="/mistakes/dismiss"')[1].split("</form>")[0]
+    return {k: html.unescape(v) for k, v in re.findall(r'name="(\w+)" value="([^"]*)"', form)}
+
+
+def test_dismissing_a_mistake_keeps_the_book_s_filter(client, app, card):
+    first, second = (
+        practise(client, point=card.points[0].slug, seed=70),
+        practise(client, point=card.points[4].slug, seed=71),
+    )
+    a, b = wrong_of(app, first), wrong_of(app, second)
+    submit(client, first, a.id)
+    submit(client, second, b.id)
+    last = card.points[4].slug
+    book = client.get("/mistakes", params={"point": last, "lang": "zh"}).text
+    # the exam points under their card's name (every card's first point is "1.")
+    assert '<optgroup label="ZeRO-1/2/3 与 Offload 显存卸载">' in book
+    done = client.post(
+        "/mistakes/dismiss?lang=zh", data=_dismiss_form(book), follow_redirects=False
+    )
+    assert done.status_code == 303
+    assert done.headers["location"] == f"/mistakes?point={last}&lang=zh"
+    back = client.get(done.headers["location"]).text
+    assert 'class="mistake"' not in back and "没有符合这个筛选条件的错题了" in back
+    assert 'href="/mistakes?lang=zh"' in back  # all of them, one click away
+    everything = client.get("/mistakes?lang=en").text
+    assert plain(a.pitfall.title.en) in articles(everything)
+    assert "No mistakes recorded yet" not in everything
+    by_pitfall = client.get("/mistakes", params={"pitfall": a.pitfall.id}).text
+    done = client.post(
+        "/mistakes/dismiss?lang=en", data=_dismiss_form(by_pitfall), follow_redirects=False
+    )
+    shown = html.unescape(re.search(r'<option value="([^"]+)" selected>', by_pitfall).group(1))
+    assert a.pitfall.id in shown.split(PITFALL_SEPARATOR)
+    assert done.headers["location"] == "/mistakes?" + urlencode({"pitfall": shown})
+    assert (
+        "None of your mistakes left matches this filter."
+        in client.get(done.headers["location"]).text
+    )
 
 
 def test_review_shows_what_is_due_with_a_count_in_the_header(client, app, clock):

@@ -212,3 +212,30 @@ def pitfall_mastery(fell: Sequence[bool], n: int = FIXED_AFTER) -> Mastery:
     if len(fell) >= n and not any(fell[-n:]):
         return "fixed"
     return "falling"
+
+
+@dataclass(frozen=True, slots=True)
+class ShownAnswer:
+    """An answer as mastery sees it: the pitfalls it offered and the one it chose (None: right,
+    or a wrong value no pitfall gives)."""
+
+    offered: frozenset[str]
+    chosen: str | None
+
+
+def offered_by(
+    shown_pitfalls: Iterable[str | None], template_pitfalls: Iterable[str]
+) -> frozenset[str]:
+    """The pitfalls an answer offered: those among the choices shown (a question shows a few of
+    its template's pitfalls); a typed answer, asked with no choices, offered every pitfall of its
+    template (any of their values is recognised)."""
+    shown = list(shown_pitfalls)
+    if not shown:
+        return frozenset(template_pitfalls)
+    return frozenset(p for p in shown if p is not None)
+
+
+def falls_when_offered(answers: Iterable[ShownAnswer], pitfall_id: str) -> list[bool]:
+    """For each answer that offered ``pitfall_id``, oldest first, whether it chose it (what
+    :func:`pitfall_mastery` reads)."""
+    return [a.chosen == pitfall_id for a in answers if pitfall_id in a.offered]

@@ -85,6 +85,15 @@ class SessionState:
     def over(self, now: datetime) -> bool:
         return self.ended_at(now) is not None
 
+    @property
+    def ended_by_learner(self) -> bool:
+        """Ended by the learner ("End the exam now"; a session's end) before any deadline: an
+        exam stored as ended at its deadline ran out of time."""
+        row = self.row
+        if row.finished_at is None:
+            return False
+        return row.deadline_at is None or as_utc(row.finished_at) < as_utc(row.deadline_at)
+
     def withholds_feedback(self, now: datetime) -> bool:
         """Whether the session's answers get no feedback yet (right or wrong, the key, the
         pitfall, the solution): an exam's, until it ends. The one rule of every route that
@@ -318,8 +327,7 @@ def check_can_answer(state: SessionState, now: datetime) -> None:
     deadline = as_utc(row.deadline_at) if row.deadline_at is not None else None
     late = deadline is not None and now > deadline + EXAM_GRACE
     # Ended by the learner; an exam stored as ended at its deadline still takes the grace.
-    ended = row.finished_at is not None and (deadline is None or as_utc(row.finished_at) < deadline)
-    if late or ended:
+    if late or state.ended_by_learner:
         raise SessionOver(row)
 
 

@@ -6,9 +6,10 @@ when the item of an answer comes back. The rules are app.domain.habits'; days ar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
@@ -265,7 +266,7 @@ class PitfallMastery:
     pitfall_id: str
     title_pitfall: Pitfall
     state: habits.Mastery
-    offered: int  # answers on templates offering it
+    offered: int  # answers that showed it as a choice (a typed answer: every one of its template)
     fell: int  # answers that chose it
 
 
@@ -282,18 +283,17 @@ def pitfall_mastery(
     if learner_id is None:
         return []
     rows = db.execute(
-        select(Attempt.card_id, Attempt.template_id, Attempt.pitfall_id)
+        select(Attempt.card_id, Attempt.template_id, Attempt.choices, Attempt.pitfall_id)
         .where(Attempt.learner_id == learner_id if told is None else told)
         .order_by(Attempt.id)
     ).all()
     db.commit()
-    by_template: dict[tuple[str, str], list[str | None]] = {}
-    for card_id, template_id, chosen in rows:
-        by_template.setdefault((card_id, template_id), []).append(chosen)
-    if not by_template:
-        return []
+    cards = {card.id: card for card in catalog.cards()}
+    answers = _shown_answers(rows, cards)
     result: list[PitfallMastery] = []
-    for card in catalog.cards():
+    for card in cards.values():
+        if card.id not in answers:
+            continue
         seen: set[str] = set()
         for point in card.points:
             for template in point.templates:
@@ -301,7 +301,7 @@ def pitfall_mastery(
                     if pitfall.id in seen:
                         continue
                     seen.add(pitfall.id)
-                    fell = _answers_offering(rows, card, pitfall.id)
+                    fell = habits.falls_when_offered(answers[card.id], pitfall.id)
                     if fell:
                         result.append(
                             PitfallMastery(
@@ -317,15 +317,26 @@ def pitfall_mastery(
     return result
 
 
-def _answers_offering(
-    rows: Sequence[tuple[str, str, str | None]], card: Card, pitfall_id: str
-) -> list[bool]:
-    offering = card.templates_offering(pitfall_id)
-    return [
-        chosen == pitfall_id
-        for card_id, template_id, chosen in rows
-        if card_id == card.id and template_id in offering
-    ]
+def _shown_answers(
+    rows: Sequence[tuple[str, str, list[dict[str, Any]] | None, str | None]],
+    cards: Mapping[str, Card],
+) -> dict[str, list[habits.ShownAnswer]]:
+    """The answers on each offered card, oldest first, with the pitfalls each offered (the
+    choices it showed: app.domain.habits.offered_by)."""
+    template_pitfalls: dict[tuple[str, str], list[str]] = {}
+    answers: dict[str, list[habits.ShownAnswer]] = {}
+    for card_id, template_id, choices, chosen in rows:
+        card = cards.get(card_id)
+        if card is None:
+            continue
+        key = (card_id, template_id)
+        if key not in template_pitfalls:
+            template = card.template(template_id)
+            template_pitfalls[key] = [p.id for p in template.pitfalls] if template else []
+        shown = (choice.get("pitfall_id") for choice in choices or ())
+        offered = habits.offered_by(shown, template_pitfalls[key])
+        answers.setdefault(card_id, []).append(habits.ShownAnswer(offered, chosen))
+    return answers
 
 
 # --- after an answer --------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Form, Query, Request
 from starlette.responses import RedirectResponse, Response
 
 from app.auth.service import (
@@ -178,15 +178,25 @@ def logout_everywhere(
     return RedirectResponse(link("/", visitor.lang), status_code=303)
 
 
+# ?changed=password: the page a password change redirects to (it says the change was made).
+PASSWORD_CHANGED = "password"
+
+
 @router.get("/account")
-def account_page(request: Request, db: DbDep, visitor: VisitorDep) -> Response:
+def account_page(
+    request: Request,
+    db: DbDep,
+    visitor: VisitorDep,
+    changed: Annotated[str | None, Query(max_length=20)] = None,
+) -> Response:
     """An account's page; a guest who has practised sees what it can do with its data."""
     if visitor.learner is None:
         return RedirectResponse(link("/login", visitor.lang), status_code=303)
     if not visitor.learner.has_account:
         return form_page(request, visitor, "account.html", devices=[], done=False)
     devices = list_tokens(db=db, learner_id=visitor.learner.id)
-    return form_page(request, visitor, "account.html", devices=devices, done=False)
+    done = changed == PASSWORD_CHANGED
+    return form_page(request, visitor, "account.html", devices=devices, done=done)
 
 
 @router.post("/account/password")
@@ -215,5 +225,8 @@ def password(
     except Problem as problem:
         devices = list_tokens(db=db, learner_id=visitor.learner.id)
         return refused(request, visitor, "account.html", problem, devices=devices, done=False)
-    devices = list_tokens(db=db, learner_id=visitor.learner.id)
-    return form_page(request, visitor, "account.html", devices=devices, done=True)
+    # Redirected (post/redirect/get): reloading the page does not send the form again, which
+    # refused the old password it held as "not right" and counted a failed attempt.
+    return RedirectResponse(
+        link("/account", visitor.lang, changed=PASSWORD_CHANGED), status_code=303
+    )

@@ -69,6 +69,7 @@ def mistakes_page(
         "book": book,
         "catalog": catalog,
         "cards": {c.id: c for c in catalog.cards()},
+        "filtered": bool(point or chosen),
         "point_filter": point or "",
         "pitfall_filter": next((o.value for o in options if set(o.pitfall_ids) & set(chosen)), ""),
         "pitfall_options": options,
@@ -86,8 +87,11 @@ def dismiss_mistake(
     point: Annotated[str, Form(max_length=100)] = "",
     template_id: Annotated[str, Form(max_length=100)] = "",
     pitfall_id: Annotated[str | None, Form(max_length=100)] = None,
+    shown_point: Annotated[str | None, Form(max_length=100)] = None,
+    shown_pitfall: Annotated[str | None, Form(max_length=2000)] = None,
 ) -> Response:
-    """ "I understand this now": hide the group from the book (statistics keep it)."""
+    """ "I understand this now": hide the group from the book (statistics keep it), and come
+    back to the book as it was filtered (``shown_point``, ``shown_pitfall``)."""
     check_csrf(visitor, csrf_token)
     if visitor.learner is not None:
         dismiss(
@@ -98,7 +102,8 @@ def dismiss_mistake(
             pitfall_id=pitfall_id or None,
             template_id=template_id,
         )
-    return RedirectResponse(link("/mistakes", visitor.lang), status_code=303)
+    back = link("/mistakes", visitor.lang, point=shown_point or None, pitfall=shown_pitfall or None)
+    return RedirectResponse(back, status_code=303)
 
 
 @router.get("/review")
