@@ -104,3 +104,26 @@ def test_the_api_no_longer_documents_a_taken_address(client):
     responses = spec["paths"][f"{API}/auth/register"]["post"]["responses"]
     assert "409" not in responses and set(responses) >= {"201", "400"}
     assert "email_taken" not in str(spec)
+
+
+def test_signing_up_answers_with_a_redirect_so_a_reload_signs_up_nobody_again(
+    client, app, mails: Inbox
+):
+    """The login form after signing up was rendered at the POST's address: reloading it sent
+    the form again, and for a taken address emailed its owner once more. It is a 303 to the
+    login page, which shows the address and the message once."""
+    register(client, "ada@example.com")
+    page = client.get("/signup?lang=zh")
+    answered = client.post(
+        "/signup",
+        data={"csrf_token": csrf(page.text), "email": "ada@example.com", "password": PASSWORD},
+        follow_redirects=False,
+    )
+    assert answered.status_code == 303 and answered.headers["location"] == "/login?lang=zh"
+    login = client.get(answered.headers["location"])
+    assert 'value="ada@example.com"' in login.text
+    assert "如果这个邮箱是新注册的，你的账号已经建好" in login.text
+    again = client.get("/login")  # a reload: the plain login form, nothing sent again
+    assert 'value="ada@example.com"' not in again.text
+    assert "如果这个邮箱是新注册的" not in again.text
+    assert [m["To"] for m in mails.wait_for(1)] == ["ada@example.com"]

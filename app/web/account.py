@@ -8,6 +8,7 @@ session secret. Signing up answers the same whether the address had an account
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import quote, unquote
 
 from fastapi import APIRouter, Form, Query, Request
 from starlette.responses import RedirectResponse, Response
@@ -24,6 +25,7 @@ from app.auth.service import (
 )
 from app.auth.signup import sign_up
 from app.deps import DbDep, LimiterDep, SettingsDep, VisitorDep
+from app.models import EMAIL_MAX
 from app.problems import Problem, TooManyRequests
 from app.web.forms import check_csrf
 from app.web.templating import link, render_page
@@ -100,7 +102,23 @@ def signup(
         )
     except Problem as problem:
         return refused(request, visitor, "signup.html", problem, email=email)
-    return form_page(request, visitor, "login.html", email=email, signed_up=True)
+    # The login form comes from a GET (a reload must not sign up again, emailing the owner of a
+    # taken address once more); the address it is filled with, in a cookie for that page alone.
+    response = RedirectResponse(link("/login", visitor.lang), status_code=303)
+    response.set_cookie(
+        SIGNED_UP_COOKIE,
+        quote(email, safe=""),
+        max_age=SIGNED_UP_MAX_AGE_S,
+        path="/login",
+        httponly=True,
+        samesite="lax",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+SIGNED_UP_COOKIE = "infracards_signed_up"
+SIGNED_UP_MAX_AGE_S = 600
 
 
 # The longest address the login page comes back to (a dashboard page with its filters).
@@ -120,7 +138,16 @@ def page_to_return_to(next_: str | None) -> str | None:
 
 @router.get("/login")
 def login_page(request: Request, visitor: VisitorDep, next: str | None = None) -> Response:
-    return form_page(request, visitor, "login.html", email="", next=page_to_return_to(next))
+    """The login form; just after signing up, with the address and what became of it (once)."""
+    signed_up = request.cookies.get(SIGNED_UP_COOKIE)
+    email = unquote(signed_up)[:EMAIL_MAX] if signed_up else ""
+    response = form_page(
+        request, visitor, "login.html", email=email, next=page_to_return_to(next),
+        signed_up=bool(signed_up),
+    )  # fmt: skip
+    if signed_up:
+        response.delete_cookie(SIGNED_UP_COOKIE, path="/login")
+    return response
 
 
 @router.post("/login")
