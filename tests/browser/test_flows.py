@@ -116,6 +116,10 @@ def test_pitfall_mistake_book_and_review_with_fresh_numbers(
     choose(page, fresh_right.id, lang)
     expect(page.locator(".verdict h1")).to_have_text(texts["correct"])
     expect(page.locator("section.pitfall")).to_have_count(0)
+    # A right choice is tagged in the right answer's colours, not the wrong one's (red).
+    colours = "e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]"
+    chosen = page.locator("li.is-chosen .tag.chosen")
+    assert chosen.evaluate(colours) == page.locator("li.is-chosen .tag.right").evaluate(colours)
     shot(page, f"{lang}-flow-08-feedback-right")
 
     nav(page).get_by_role("link", name=texts["review"]).click()
