@@ -402,3 +402,27 @@ def test_the_exam_date_is_saved_and_spreads_reviews_before_it(client, app, clock
     assert clock.now < as_utc(item.due_at) <= eve
     refused = client.post("/review/exam-date", data={"csrf_token": csrf, "exam_date": "2001-01-01"})
     assert refused.status_code == 400
+
+
+def test_an_exam_date_years_away_is_refused_and_days_left_are_grouped(client, clock):
+    """9999-12-31 was taken as an exam date: the review page then said '2912104 days left'
+    (the Today page grouped it). An exam more than 3 years away is a typing slip: refused with
+    the reason; the days left are written as numbers are on every page."""
+    page = client.get("/review")
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
+    refused = client.post("/review/exam-date", data={"csrf_token": csrf, "exam_date": "9999-12-31"})
+    assert refused.status_code == 400
+    assert "The exam date has to be within 3 years." in refused.text
+    assert "days-left" not in refused.text
+    exam = (clock.now + timedelta(days=1095)).date()  # 3 × 365 days: the furthest taken
+    taken = client.post(
+        "/review/exam-date", data={"csrf_token": csrf, "exam_date": exam.isoformat()}
+    )
+    assert taken.status_code == 200
+    assert re.search(r'days-left">([^<]+)<', taken.text).group(1) == "1,095"
+    zh = client.get("/review?lang=zh")
+    assert 'days-left">1,095<' in zh.text
+    refused_zh = client.post(
+        "/review/exam-date?lang=zh", data={"csrf_token": csrf, "exam_date": "9999-12-31"}
+    )
+    assert "考试日期须在 3 年之内。" in refused_zh.text

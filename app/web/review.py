@@ -174,7 +174,17 @@ def _exam_day(text: str, today: date) -> date | None:
         raise InvalidInput(Message("Enter the exam date as a date."), code="invalid_date") from None
     if value < today:
         raise InvalidInput(Message("The exam date has to be today or later."), code="invalid_date")
+    if (value - today).days > MAX_DAYS_TO_EXAM:
+        raise InvalidInput(
+            Message(
+                "The exam date has to be within %(years)s years.", years=MAX_DAYS_TO_EXAM // 365
+            ),
+            code="invalid_date",
+        )
     return value
+
+
+MAX_DAYS_TO_EXAM = 3 * 365  # further than this is a typing slip (9999-12-31), not a plan
 
 
 @router.post("/review/exam-date")
