@@ -75,6 +75,10 @@ def test_an_exam_past_its_deadline_is_over_everywhere_and_its_end_is_the_deadlin
     assert "still running" not in summary.text and "not finished" not in summary.text
     # Unanswered questions are unanswered, not wrong with a pitfall.
     assert summary.text.count("Not answered") == 2 and not counted.pitfalls
+    # The summary says why (it said nothing of the time running out).
+    assert "Time ran out with 2 questions unanswered." in summary.text
+    zh = client.get(f"/sessions/{row.id}/summary", params={"lang": "zh"})
+    assert "时间到了，还有 2 道题没有作答。" in zh.text
 
     # Stored once, exactly at the deadline; later reads change nothing.
     with app.state.sessionmaker() as db:
@@ -103,6 +107,7 @@ def test_an_exam_whose_summary_was_never_opened_is_listed_with_its_score(client,
     assert page.template.name == "summary.html"
     listed = page.context["past_exams"]
     assert [(e.right, e.size) for e in listed] == [(2, 2), (0, 2)]
+    assert "Time ran out" not in page.text  # every question answered in time
     assert listed[1].seconds == 2 * EXAM_SECONDS_PER_QUESTION
     assert page.text.count('class="past-exam"') == 2
     assert f'href="/sessions/{old.id}/summary"' in page.text
