@@ -325,7 +325,10 @@ def test_the_exam_page_submits_counts_down_to_the_summary_and_ends_in_the_learne
     assert f"{local_end:%H:%M} GMT+08:00" in page.text
     zh = client.get(f"/sessions/{row.id}", params={"lang": "zh"})
     assert '<button type="submit">提交</button>' in zh.text
-    assert f"{local_end.year}年{local_end.month}月{local_end.day}日 {local_end:%H:%M}" in zh.text
+    # Each language's own brackets around the end (zh: full-width, as the rest of its text).
+    zh_end = f"{local_end.year}年{local_end.month}月{local_end.day}日 {local_end:%H:%M}"
+    assert re.search(rf"（结束于 {zh_end}[^）<]*）", zh.text), zh_end
+    assert re.search(rf"\(ends at [^)<]*{local_end:%H:%M} GMT\+08:00\)", page.text)
     # A practice question still says "Check answer".
     practice = client.get(start(client, "point", point="offload").url.path, params={"lang": "en"})
     assert '<button type="submit">Check answer</button>' in practice.text
