@@ -238,6 +238,7 @@ def test_the_web_delete_asks_for_the_password_of_an_account(client, app, db):
         "/account/delete", data={"csrf_token": csrf(confirm.text), "password": PASSWORD}
     )
     assert done.status_code == 200 and "Your data was deleted" in done.text
+    assert '<a class="button" href="/cards">Cards</a>' in done.text  # it goes where it says
     assert db.scalar(select(func.count()).select_from(Learner)) == 0
     assert client.get("/account", follow_redirects=False).status_code == 303
     assert (
