@@ -46,6 +46,7 @@ OPERATION_IDS = {
     "GET /me": "getMe",
     "PATCH /me": "updateMe",
     "DELETE /me": "deleteMe",
+    "POST /me/password": "changeMyPassword",
     "GET /me/export": "exportMyData",
     "GET /me/tokens": "listMyTokens",
     "DELETE /me/tokens/{token_id}": "revokeMyToken",
