@@ -439,6 +439,23 @@ def test_a_batch_reusing_an_id_keeps_the_first_item_sent(client, auth):
     assert results[2]["code"] == "answer_id_reused" and results[2]["status"] == 409
 
 
+def test_a_batch_items_problems_speak_the_readers_language(client, auth):
+    """Every problem of a batch in the requested language: a malformed item's as a refused
+    item's (what POST /answers says of the same body: 'invalid request: ...')."""
+    items = [
+        {"token": "tampered", "choice_id": "a"},
+        {"token": "tampered", "client_answer_id": "x"},
+    ]
+    zh = client.post(
+        f"{API}/answers/batch", json={"answers": items}, headers={**auth, "Accept-Language": "zh"}
+    ).json()["results"]
+    assert [r["code"] for r in zh] == ["invalid_request", "invalid_token"]
+    assert zh[0]["detail"].startswith("请求无效：") and "client_answer_id" in zh[0]["detail"]
+    assert "题目" in zh[1]["detail"]
+    en = client.post(f"{API}/answers/batch", json={"answers": items}, headers=auth).json()
+    assert en["results"][0]["detail"] == "invalid request: client_answer_id: Field required"
+
+
 def test_a_batch_over_500_items_is_refused(client, auth):
     body = {"answers": [{"token": "t", "choice_id": "a", "client_answer_id": "x"}] * 501}
     assert_problem(
