@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 from email_validator import EmailNotValidError, validate_email
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -198,6 +200,14 @@ def change_password(
         stored.password_hash = password_hash
         end_sessions(db, learner_id, keep_session_hash, keep_token_id)
     forget_cached_tokens()  # after the commit too: no request re-cached a token meanwhile
+
+
+def check_exam_date(exam_date: date | None, today: date) -> date | None:
+    """An exam date a learner may choose: none, or today or later on the learner's calendar
+    (``today``); the web's form and the API's ``PATCH /me`` both ask this."""
+    if exam_date is not None and exam_date < today:
+        raise InvalidInput(Message("The exam date has to be today or later."), code="invalid_date")
+    return exam_date
 
 
 def set_exam_date(*, db: Session, learner_id: str, exam_date: object) -> None:

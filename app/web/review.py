@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Query, Request
 from starlette.responses import RedirectResponse, Response
 
-from app.auth.service import exam_date_of, set_exam_date
+from app.auth.service import check_exam_date, exam_date_of, set_exam_date
 from app.deps import CatalogDep, ContextDep, DbDep, VisitorDep
 from app.domain.calendar import local_day
 from app.domain.messages import Message
@@ -167,9 +167,7 @@ def _exam_day(text: str, today: date) -> date | None:
         value = date.fromisoformat(text)
     except ValueError:
         raise InvalidInput(Message("Enter the exam date as a date."), code="invalid_date") from None
-    if value < today:
-        raise InvalidInput(Message("The exam date has to be today or later."), code="invalid_date")
-    return value
+    return check_exam_date(value, today)
 
 
 @router.post("/review/exam-date")
