@@ -508,6 +508,28 @@ def test_odd_input_gets_a_4xx_problem_never_a_500(app):
             assert 400 <= response.status_code < 500, (content_type, response.status_code)
 
 
+# Digits str.isdigit() accepts that are not ASCII: a superscript int() refuses (ValueError), and
+# Arabic-Indic digits int() reads as 123.
+NOT_ASCII_DIGITS = ("\u00b2", "\u0661\u0662\u0663")
+
+
+def test_a_number_in_a_request_is_ascii_digits_else_a_4xx_never_a_500(app):
+    with TestClient(app, raise_server_exceptions=False) as client:
+        auth = new_learner(client)
+        for digits in NOT_ASCII_DIGITS:
+            for path in ("/me/attempts", "/me/mistakes", "/me/review/due"):
+                response = client.get(f"{API}{path}", params={"cursor": digits}, headers=auth)
+                assert_problem(response, 400, "invalid_cursor")
+            cursor = f"c1.{digits}.0.0.0.x"
+            response = client.get(f"{API}/me/changes", params={"cursor": cursor}, headers=auth)
+            assert_problem(response, 400, "invalid_cursor")
+            response = client.get(f"{API}/cards/{CARD_ID}/points/{digits}/question")
+            assert_problem(response, 404, "point_not_found")
+            body = {"card_id": CARD_ID, "mode": "point", "point": digits}
+            response = client.post(f"{API}/me/sessions", json=body, headers=auth)
+            assert_problem(response, 404, "point_not_found")
+
+
 def test_openapi_documents_problem_documents_and_the_bearer_scheme(client):
     spec = client.get("/openapi.json").json()
     assert spec["components"]["securitySchemes"]["LearnerToken"]["scheme"] == "bearer"

@@ -13,6 +13,7 @@ from app.api.sync_schemas import DismissCreate, DismissedPublic
 from app.auth.service import LearnerRef
 from app.deps import ApiLang, ApiLearner, ContextDep, DbDep
 from app.domain.messages import Message
+from app.domain.numerals import is_digits
 from app.practice.choosing import practise_again, review_question
 from app.practice.mistakes import (
     MAX_PAGE,
@@ -51,7 +52,7 @@ DueCursorQuery = Annotated[
 def _cursor(value: str | None) -> int | None:
     if value is None:
         return None
-    if not value.isdigit() or len(value) > 18:
+    if not is_digits(value) or len(value) > 18:
         raise InvalidInput(Message("invalid cursor"), code="invalid_cursor")
     return int(value)
 

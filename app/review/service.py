@@ -32,6 +32,7 @@ from app.batch import ByKeys, Read
 from app.domain import habits, rating
 from app.domain.calendar import day_end, local_day
 from app.domain.catalog import Catalog
+from app.domain.numerals import is_digits
 from app.domain.scheduling import FsrsState
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
 from app.practice.changes import ITEM_CHANGE, NEW_ITEM_CHANGE
@@ -195,7 +196,7 @@ class DueCursor:
     def read(cls, text: str) -> DueCursor:
         """The cursor ``text`` names (ValueError when it names none)."""
         parts = text.split(".")
-        if len(parts) > 2 or not all(p.isdigit() and len(p) <= 18 for p in parts):
+        if len(parts) > 2 or not all(is_digits(p) and len(p) <= 18 for p in parts):
             raise ValueError(text)
         if len(parts) == 1:
             return cls(int(parts[0]))
