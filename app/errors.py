@@ -48,6 +48,31 @@ STATUS_CODES = {
     429: "rate_limited",
     503: "service_unavailable",
 }
+# A problem's title in the reader's language (RFC 9457 lets a title change for localisation
+# alone); the English ones are the status phrases they were.
+TITLES = {
+    400: Message("Bad Request"),
+    401: Message("Unauthorized"),
+    403: Message("Forbidden"),
+    404: Message("Not Found"),
+    405: Message("Method Not Allowed"),
+    409: Message("Conflict"),
+    412: Message("Precondition Failed"),
+    413: Message("Request Entity Too Large"),
+    415: Message("Unsupported Media Type"),
+    422: Message("Unprocessable Entity"),
+    428: Message("Precondition Required"),
+    429: Message("Too Many Requests"),
+    500: Message("Internal Server Error"),
+    503: Message("Service Unavailable"),
+}
+# The framework's own details of an API refusal (an unknown route, a method the route does not
+# take, a body that is not JSON), in the reader's language.
+FRAMEWORK_DETAILS = {
+    "Not Found": TITLES[404],
+    "Method Not Allowed": TITLES[405],
+    "There was an error parsing the body": Message("There was an error parsing the body"),
+}
 PAGE_MESSAGES = {
     404: Message("There is no such page."),
     405: Message("That address cannot be used this way."),
@@ -90,7 +115,9 @@ def error_response(
     if request.url.path.startswith(API_PREFIX) or request.url.path.startswith("/openapi"):
         body = {
             "type": "about:blank",
-            "title": _title(status_code),
+            "title": TITLES[status_code].get(lang)
+            if status_code in TITLES
+            else _title(status_code),
             "status": status_code,
             "code": code or STATUS_CODES.get(status_code, "error"),
             "detail": message.get(lang),
@@ -223,7 +250,7 @@ def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         return too_large_response(request, limit)
     message = PAGE_MESSAGES.get(exc.status_code)
     if message is None or request.url.path.startswith(API_PREFIX):
-        message = Text.verbatim(str(exc.detail))
+        message = FRAMEWORK_DETAILS.get(str(exc.detail)) or Text.verbatim(str(exc.detail))
     headers = dict(exc.headers or {})
     if exc.status_code == 405:
         allowed = allowed_methods(request.app, request.url.path)

@@ -429,6 +429,64 @@ def test_guessing_the_current_password_is_throttled(client):
     assert int(tries[-1].headers["Retry-After"]) > 0
 
 
+def test_an_app_changes_the_password_and_signs_out_the_other_devices(client):
+    """POST /api/v1/me/password: the current password confirmed (throttled as logins are), this
+    device's token kept, the account's other tokens and web sessions signed out."""
+    register(client, "app-pw@example.com")
+    phone = bearer(client, email="app-pw@example.com", device="phone")
+    tablet = bearer(client, email="app-pw@example.com", device="tablet")
+    page = client.get("/login")
+    client.post(
+        "/login",
+        data={"csrf_token": csrf(page.text), "email": "app-pw@example.com", "password": PASSWORD},
+    )
+    change = f"{API}/me/password"
+    wrong = client.post(
+        change,
+        json={"current_password": "nope", "new_password": "another good one"},
+        headers={**phone, "Accept-Language": "zh"},
+    )
+    assert wrong.status_code == 401 and wrong.json()["code"] == "wrong_credentials"
+    assert wrong.json()["detail"] == "当前密码不正确。"
+    weak = client.post(
+        change, json={"current_password": PASSWORD, "new_password": "short"}, headers=phone
+    )
+    assert weak.status_code == 400 and weak.json()["code"] == "weak_password"
+    done = client.post(
+        change,
+        json={"current_password": PASSWORD, "new_password": "another good one"},
+        headers=phone,
+    )
+    assert done.status_code == 204 and done.content == b""
+    assert client.get(f"{API}/me", headers=phone).status_code == 200  # this device stays in
+    assert client.get(f"{API}/me", headers=tablet).status_code == 401
+    assert client.get("/account", follow_redirects=False).status_code == 303
+    assert token(client, email="app-pw@example.com").status_code == 401
+    assert token(client, email="app-pw@example.com", password="another good one").status_code == (
+        200
+    )
+    install = {"Authorization": f"Bearer {client.post(f'{API}/learners').json()['access_token']}"}
+    anonymous = client.post(
+        change, json={"current_password": "", "new_password": "another good one"}, headers=install
+    )
+    assert anonymous.status_code == 401 and anonymous.json()["code"] == "wrong_credentials"
+
+
+def test_guessing_the_current_password_through_the_api_is_throttled(client):
+    register(client, "app-guess@example.com")
+    phone = bearer(client, email="app-guess@example.com")
+    tries = [
+        client.post(
+            f"{API}/me/password",
+            json={"current_password": f"guess {n}", "new_password": "a good new one"},
+            headers=phone,
+        )
+        for n in range(11)
+    ]
+    assert [t.status_code for t in tries] == [401] * 10 + [429]
+    assert int(tries[-1].headers["Retry-After"]) > 0
+
+
 def test_forms_need_the_csrf_token_and_get_changes_nothing(client, db):
     register(client, "csrf@example.com")
     refused = client.post("/login", data={"email": "csrf@example.com", "password": PASSWORD})

@@ -439,6 +439,23 @@ def test_a_batch_reusing_an_id_keeps_the_first_item_sent(client, auth):
     assert results[2]["code"] == "answer_id_reused" and results[2]["status"] == 409
 
 
+def test_a_batch_items_problems_speak_the_readers_language(client, auth):
+    """Every problem of a batch in the requested language: a malformed item's as a refused
+    item's (what POST /answers says of the same body: 'invalid request: ...')."""
+    items = [
+        {"token": "tampered", "choice_id": "a"},
+        {"token": "tampered", "client_answer_id": "x"},
+    ]
+    zh = client.post(
+        f"{API}/answers/batch", json={"answers": items}, headers={**auth, "Accept-Language": "zh"}
+    ).json()["results"]
+    assert [r["code"] for r in zh] == ["invalid_request", "invalid_token"]
+    assert zh[0]["detail"].startswith("请求无效：") and "client_answer_id" in zh[0]["detail"]
+    assert "题目" in zh[1]["detail"]
+    en = client.post(f"{API}/answers/batch", json={"answers": items}, headers=auth).json()
+    assert en["results"][0]["detail"] == "invalid request: client_answer_id: Field required"
+
+
 def test_a_batch_over_500_items_is_refused(client, auth):
     body = {"answers": [{"token": "t", "choice_id": "a", "client_answer_id": "x"}] * 501}
     assert_problem(
@@ -489,6 +506,28 @@ def test_odd_input_gets_a_4xx_problem_never_a_500(app):
                 f"{API}/answers", content=b"token=x", headers={"content-type": content_type, **auth}
             )
             assert 400 <= response.status_code < 500, (content_type, response.status_code)
+
+
+# Digits str.isdigit() accepts that are not ASCII: a superscript int() refuses (ValueError), and
+# Arabic-Indic digits int() reads as 123.
+NOT_ASCII_DIGITS = ("\u00b2", "\u0661\u0662\u0663")
+
+
+def test_a_number_in_a_request_is_ascii_digits_else_a_4xx_never_a_500(app):
+    with TestClient(app, raise_server_exceptions=False) as client:
+        auth = new_learner(client)
+        for digits in NOT_ASCII_DIGITS:
+            for path in ("/me/attempts", "/me/mistakes", "/me/review/due"):
+                response = client.get(f"{API}{path}", params={"cursor": digits}, headers=auth)
+                assert_problem(response, 400, "invalid_cursor")
+            cursor = f"c1.{digits}.0.0.0.x"
+            response = client.get(f"{API}/me/changes", params={"cursor": cursor}, headers=auth)
+            assert_problem(response, 400, "invalid_cursor")
+            response = client.get(f"{API}/cards/{CARD_ID}/points/{digits}/question")
+            assert_problem(response, 404, "point_not_found")
+            body = {"card_id": CARD_ID, "mode": "point", "point": digits}
+            response = client.post(f"{API}/me/sessions", json=body, headers=auth)
+            assert_problem(response, 404, "point_not_found")
 
 
 def test_openapi_documents_problem_documents_and_the_bearer_scheme(client):

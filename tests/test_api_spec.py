@@ -144,6 +144,17 @@ def test_statuses_and_headers_the_server_sends_are_documented(spec):
     assert headers["Retry-After"]["schema"] == {"type": "integer"}
 
 
+def test_a_401_with_a_valid_token_is_documented_where_a_password_is_asked(spec):
+    """Deleting the account and changing its password answer 401 wrong_credentials to a wrong
+    password while the token is fine: the document says so (an app must not sign out then)."""
+    for path, method in (("/me", "delete"), ("/me/password", "post")):
+        unauthorized = spec["paths"][f"{API}{path}"][method]["responses"]["401"]
+        assert "password" in unauthorized["description"], (path, unauthorized)
+        assert "WWW-Authenticate" in unauthorized["headers"]
+    plain = spec["paths"][f"{API}/me/tokens"]["get"]["responses"]["401"]
+    assert plain["description"] == "Missing, unknown, revoked or malformed bearer token."
+
+
 def test_no_status_a_route_cannot_send_is_documented(spec):
     def statuses(path: str, method: str = "get") -> set[str]:
         return set(spec["paths"][f"{API}{path}"][method]["responses"])

@@ -482,3 +482,44 @@ def test_the_apis_refusals_of_a_token_and_a_cursor_speak_the_readers_language(cl
     assert client.get(me, params={"cursor": "x"}, headers=learner).json()["detail"] == (
         "invalid cursor"
     )
+
+
+def test_the_apis_problem_titles_and_the_frameworks_refusals_speak_the_readers_language(client):
+    """A problem's title and the framework's own refusals (an unknown route, a method a route
+    does not take, a body that is not JSON) in Chinese when asked; English as before."""
+    zh = {"Accept-Language": "zh-CN"}
+    token = client.post("/api/v1/learners").json()["access_token"]
+    learner = {"Authorization": f"Bearer {token}"}
+    refusals = [
+        (client.get("/api/v1/me", headers=zh), 401, "未授权", None),
+        (client.get("/api/v1/cards/nope", headers=zh), 404, "未找到", None),
+        (client.get("/api/v1/nowhere", headers=zh), 404, "未找到", "未找到"),
+        (client.put("/api/v1/cards", headers=zh), 405, "不允许的请求方法", "不允许的请求方法"),
+        (
+            client.post(
+                "/api/v1/answers/batch",
+                content=b"[" * 100_000,
+                headers={**zh, **learner, "Content-Type": "application/json"},
+            ),
+            400,
+            "请求有误",
+            "无法解析请求体",
+        ),
+        (client.post("/api/v1/answers", json={}, headers={**zh, **learner}), 422, "无法处理的请求", None),
+        (client.get("/api/v1/me/attempts", params={"cursor": "x"}, headers={**zh, **learner}), 400, "请求有误", None),
+    ]  # fmt: skip
+    for response, status, title, detail in refusals:
+        body = response.json()
+        assert (response.status_code, body["status"], body["title"]) == (status, status, title)
+        if detail is not None:
+            assert body["detail"] == detail
+    english = [
+        (client.get("/api/v1/me"), "Unauthorized", None),
+        (client.get("/api/v1/nowhere"), "Not Found", "Not Found"),
+        (client.put("/api/v1/cards"), "Method Not Allowed", "Method Not Allowed"),
+        (client.post("/api/v1/answers", json={}, headers=learner), "Unprocessable Entity", None),
+    ]
+    for response, title, detail in english:
+        assert response.json()["title"] == title
+        if detail is not None:
+            assert response.json()["detail"] == detail

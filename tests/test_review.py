@@ -351,6 +351,93 @@ def test_due_reviews_paginate_with_a_cursor(client, app, auth, clock, card):
     assert rest["next_cursor"] is None
 
 
+def test_the_next_page_of_due_reviews_survives_reviewing_the_page_before(
+    client, app, auth, clock, card
+):
+    """An app reviews what the first page gave, then asks for the next page: the cursor's own
+    item is no longer due (reviewed), yet the page goes on where the first one stopped."""
+    _next_page_after_reviewing(client, app, auth, clock, card)
+
+
+@pytest.mark.postgres
+def test_the_next_page_of_due_reviews_survives_reviewing_the_page_before_postgres(
+    pg_url, tmp_path, cards, card
+):
+    """The same on PostgreSQL (timestamptz in the cursor's comparison)."""
+    import dataclasses
+
+    from conftest import FakeClock, make_settings
+    from fastapi.testclient import TestClient
+
+    from app.cli import migrate
+    from app.main import create_app
+
+    migrate(pg_url)
+    app = create_app(make_settings(tmp_path, pg_url), cards=cards)
+    clock = FakeClock(T0)
+    app.state.context = dataclasses.replace(app.state.context, clock=clock)
+    with TestClient(app) as client:
+        token = client.post(f"{API}/learners").json()["access_token"]
+        _next_page_after_reviewing(client, app, {"Authorization": f"Bearer {token}"}, clock, card)
+    app.state.engine.dispose()
+
+
+def _next_page_after_reviewing(client, app, auth, clock, card):
+    wrong_first = []
+    for index, point in enumerate(card.points):
+        body = ask(client, point=point.slug, seed=100 + index)
+        send(client, auth, body, wrong(app, body).id)
+        wrong_first.append(body["template_id"])
+        clock.advance(seconds=1)  # each due one second after the one before: most overdue first
+    clock.advance(minutes=5)
+    first = due(client, auth, limit=2)
+    assert [i["template_id"] for i in first["items"]] == wrong_first[:2]
+    for item in first["items"]:  # reviewed right: due again in days
+        send(client, auth, item["question"], variant(app, item["question"]).correct_choice_id)
+    rest = due(client, auth, limit=50, cursor=first["next_cursor"])
+    assert [i["template_id"] for i in rest["items"]] == wrong_first[2:]
+    assert rest["next_cursor"] is None
+    # A cursor of the earlier kind (an item's id alone) still reads while its item is due.
+    page = due(client, auth, limit=1)
+    legacy = due(client, auth, limit=50, cursor=str(_item_id(app, page["items"][0])))
+    assert [i["template_id"] for i in legacy["items"]] == wrong_first[3:]
+
+
+def test_a_full_page_of_due_reviews_says_that_more_wait(client, app, auth, clock, cards):
+    """limit=100 (the largest page) with 101 items due: the page says a next one waits."""
+    learner_id = client.get(f"{API}/me", headers=auth).json()["learner_id"]
+    templates = [
+        (card_id, t.point, t.id) for card_id, card in cards.items() for t in card.templates()
+    ][:101]
+    assert len(templates) == 101
+    with app.state.sessionmaker() as db, db.begin():
+        for index, (card_id, point, template_id) in enumerate(templates):
+            due_at = clock() - timedelta(hours=1) + timedelta(seconds=index)
+            db.add(
+                ReviewItem(
+                    learner_id=learner_id,
+                    card_id=card_id,
+                    point=point,
+                    template_id=template_id,
+                    state=new_state(index + 1, due_at),
+                    due_at=due_at,
+                )
+            )
+    first = due(client, auth, limit=100)
+    assert [i["template_id"] for i in first["items"]] == [t for _, _, t in templates[:100]]
+    assert first["next_cursor"]
+    rest = due(client, auth, limit=100, cursor=first["next_cursor"])
+    assert [i["template_id"] for i in rest["items"]] == [templates[100][2]]
+    assert rest["next_cursor"] is None
+
+
+def _item_id(app, item):
+    with app.state.sessionmaker() as db:
+        return db.scalars(
+            select(ReviewItem.id).where(ReviewItem.template_id == item["template_id"])
+        ).one()
+
+
 def test_progress_counts_first_answers_share_right_due_and_retention(client, app, auth, clock):
     one = ask(client, point="optimizer-memory", seed=1)
     two = ask(client, point="optimizer-memory", seed=2)

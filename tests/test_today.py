@@ -97,6 +97,43 @@ def test_the_app_sets_the_learner_s_time_zone_and_an_unknown_one_is_a_422(client
     assert client.patch(f"{API}/me", json={"time_zone": "UTC"}).status_code == 401
 
 
+def test_the_app_sets_the_exam_date_in_the_learner_s_days(client, auth, clock):
+    """PATCH /me {"exam_date"}: today or later on the learner's calendar, null for none; each
+    field is changed only when sent, and a refused body changes nothing."""
+    clock.now = EARLY_DEC_2_SHANGHAI  # Dec 1 in UTC, Dec 2 in Shanghai
+    set_zone(client, auth, SHANGHAI)
+    past = client.patch(
+        f"{API}/me",
+        json={"exam_date": "2026-12-01"},
+        headers={**auth, "Accept-Language": "zh"},
+    )
+    assert past.status_code == 400 and past.json()["code"] == "invalid_date"
+    assert past.json()["detail"] == "考试日期不能早于今天。"
+    saved = client.patch(f"{API}/me", json={"exam_date": "2026-12-02"}, headers=auth)
+    assert saved.status_code == 200 and saved.json()["time_zone"] == SHANGHAI  # zone kept
+    today = me_today(client, auth)
+    assert (today["exam_date"], today["days_to_exam"]) == ("2026-12-02", 0)
+    # In UTC it is Dec 1 there: the date of Dec 1 is today, and a zone sent with it counts.
+    both = client.patch(
+        f"{API}/me", json={"time_zone": None, "exam_date": "2026-12-01"}, headers=auth
+    )
+    assert both.status_code == 200 and both.json()["time_zone"] is None
+    assert me_today(client, auth)["exam_date"] == "2026-12-01"
+    refused = client.patch(
+        f"{API}/me",
+        json={"time_zone": "Mars/Olympus_Mons", "exam_date": "2026-12-09"},
+        headers=auth,
+    )
+    assert refused.status_code == 422
+    assert me_today(client, auth)["exam_date"] == "2026-12-01"  # nothing changed
+    bad = client.patch(f"{API}/me", json={"exam_date": "next week"}, headers=auth)
+    assert bad.status_code == 422 and bad.json()["code"] == "invalid_request"
+    assert client.patch(f"{API}/me", json={"exam_date": None}, headers=auth).status_code == 200
+    today = me_today(client, auth)
+    assert (today["exam_date"], today["days_to_exam"]) == (None, None)
+    assert client.patch(f"{API}/me", json={}, headers=auth).status_code == 200  # nothing sent
+
+
 # --- Today ------------------------------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ from app.deps import (
     get_learner_call,
     hot_call,
 )
+from app.domain.messages import Message
 from app.practice.answers import (
     Submission,
     answer_question_async,
@@ -144,7 +145,9 @@ def create_answers(
                     client_answer_id=sent_id if isinstance(sent_id, str) else None,
                     status=422,
                     code="invalid_request",
-                    detail=f"{where}: {first.get('msg')}",
+                    detail=Message(
+                        "invalid request: %(problems)s", problems=f"{where}: {first.get('msg')}"
+                    ).get(lang),
                 )
             )
     answered = iter(

@@ -13,6 +13,7 @@ from app.api.sync_schemas import DismissCreate, DismissedPublic
 from app.auth.service import LearnerRef
 from app.deps import ApiLang, ApiLearner, ContextDep, DbDep
 from app.domain.messages import Message
+from app.domain.numerals import is_digits
 from app.practice.choosing import practise_again, review_question
 from app.practice.mistakes import (
     MAX_PAGE,
@@ -24,7 +25,7 @@ from app.practice.mistakes import (
 from app.practice.recent import recent_answers
 from app.problems import InvalidInput
 from app.review.habits import pitfall_mastery
-from app.review.service import MAX_DUE_PAGE, due_items, progress
+from app.review.service import MAX_DUE_PAGE, DueCursor, due_items, progress
 from app.schemas import (
     AttemptPagePublic,
     CardProgressPublic,
@@ -43,12 +44,15 @@ BAD_CURSOR: dict[int | str, dict[str, Any]] = {
 }
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
 Cursor = Annotated[str | None, Query(max_length=20, description="next_cursor of the last page")]
+DueCursorQuery = Annotated[
+    str | None, Query(max_length=40, description="next_cursor of the last page")
+]
 
 
 def _cursor(value: str | None) -> int | None:
     if value is None:
         return None
-    if not value.isdigit() or len(value) > 18:
+    if not is_digits(value) or len(value) > 18:
         raise InvalidInput(Message("invalid cursor"), code="invalid_cursor")
     return int(value)
 
@@ -232,7 +236,7 @@ def read_my_due_reviews(
     learner: ApiLearner,
     lang: ApiLang,
     limit: Annotated[int, Query(ge=1, le=MAX_DUE_PAGE)] = 20,
-    cursor: Cursor = None,
+    cursor: DueCursorQuery = None,
 ) -> DuePagePublic:
     """Review items due now, most overdue first, each with a fresh variant of its template (new
     numbers, and no key of your last 10 answers, where the template has more than one)."""
@@ -242,7 +246,7 @@ def read_my_due_reviews(
         learner_id=learner.id,
         now=ctx.clock(),
         limit=limit + 1,
-        after_id=_cursor(cursor),
+        after=_due_cursor(cursor),
     )
     more = len(items) > limit
     items = items[:limit]
@@ -270,4 +274,14 @@ def read_my_due_reviews(
                 question=present.question(question, lang, point.number if point else None),
             )
         )
-    return DuePagePublic(items=out, next_cursor=str(items[-1].id) if more and items else None)
+    last = DueCursor(items[-1].id, items[-1].due_at) if more and items else None
+    return DuePagePublic(items=out, next_cursor=last.text() if last else None)
+
+
+def _due_cursor(value: str | None) -> DueCursor | None:
+    if value is None:
+        return None
+    try:
+        return DueCursor.read(value)
+    except ValueError:
+        raise InvalidInput(Message("invalid cursor"), code="invalid_cursor") from None

@@ -1,18 +1,31 @@
-"""An account's password reset by email, and the learner's own data: export it, delete it all."""
+"""An account's password changed or reset by email, and the learner's own data: export it, delete
+it all."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response, status
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.problem_schemas import ProblemPublic
 from app.auth.learner_data import delete_learner, export_filename, export_learner_data
 from app.auth.resets import ask_for_reset, reset_password
-from app.auth.service import confirm_password
+from app.auth.service import change_password, confirm_password
 from app.deps import ApiLang, ApiLearner, ContextDep, DbDep, LimiterDep, SettingsDep
 from app.schemas import AccountDeletion, PasswordResetConfirm, PasswordResetCreate
 
 router = APIRouter(tags=["accounts"])
+
+
+class PasswordChange(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"current_password": "orbit-lamp-42", "new_password": "orbit-lamp-43"}]
+        }
+    )
+
+    current_password: str = Field(max_length=1024, description="The account's password now.")
+    new_password: str = Field(min_length=1, max_length=1024, description="The new password.")
 
 
 @router.post(
@@ -62,6 +75,40 @@ def confirm_password_reset(body: PasswordResetConfirm, db: DbDep) -> Response:
     """Set a new password with an emailed link's token; every web session and device token of
     the account is signed out (log in again with ``POST /auth/token``)."""
     reset_password(db=db, token=body.token, new=body.password)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/me/password",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={
+        400: {
+            "model": ProblemPublic,
+            "description": "weak_password, invalid_password: the new password is not one to use.",
+        },
+        401: {
+            "model": ProblemPublic,
+            "description": "No valid token, or wrong_credentials: the current password is not "
+            "right (an anonymous install has none).",
+        },
+        429: {"model": ProblemPublic, "description": "Too many wrong passwords: Retry-After."},
+    },
+)
+def change_my_password(
+    body: PasswordChange, request: Request, db: DbDep, learner: ApiLearner, limiter: LimiterDep
+) -> Response:
+    """Set a new password, the current one confirmed (throttled as logins are). This device's
+    token goes on working; every other device token and web session of the account is signed
+    out (they log in again with the new password)."""
+    change_password(
+        db=db,
+        limiter=limiter,
+        learner=learner,
+        current=body.current_password,
+        new=body.new_password,
+        address=request.client.host if request.client else "unknown",
+        keep_token_id=learner.token_id,
+    )
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

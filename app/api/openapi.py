@@ -46,6 +46,7 @@ OPERATION_IDS = {
     "GET /me": "getMe",
     "PATCH /me": "updateMe",
     "DELETE /me": "deleteMe",
+    "POST /me/password": "changeMyPassword",
     "GET /me/export": "exportMyData",
     "GET /me/tokens": "listMyTokens",
     "DELETE /me/tokens/{token_id}": "revokeMyToken",
@@ -132,6 +133,8 @@ UNREADABLE = {
     "content": PROBLEM,
 }
 OPTIONAL_UNAUTHORIZED = "An unknown, revoked or malformed bearer token (none is fine here)."
+# What FastAPI writes for a response declared without a description of its own.
+GENERIC_DESCRIPTIONS = ("Unauthorized", "Additional Response")
 TOO_LARGE = {
     "description": "The body is over this route's limit (named in `limit_bytes`); the "
     "connection is closed.",
@@ -203,9 +206,13 @@ def describe_real_responses(spec: dict[str, Any]) -> dict[str, Any]:
                     content["application/problem+json"] = content.pop("application/json")
             security = operation.get("security") or []
             if any(name in item for item in security for name in SECURED_BY):
+                # A route's own description of its 401 (a password asked again) is kept.
+                declared = responses.get("401", {}).get("description")
                 responses["401"] = {**responses.get("401", {}), **copy.deepcopy(UNAUTHORIZED)}
                 if {} in security:  # the token is optional
                     responses["401"]["description"] = OPTIONAL_UNAUTHORIZED
+                elif declared not in (None, *GENERIC_DESCRIPTIONS):
+                    responses["401"]["description"] = declared
             if "requestBody" in operation:
                 responses.setdefault("400", copy.deepcopy(UNREADABLE))
             if method.upper() in BODY_METHODS and path.startswith(API_PREFIX):

@@ -20,9 +20,9 @@ from app.api.today_schemas import (
     StreakPublic,
     TodayPublic,
 )
-from app.auth.service import LearnerRef, set_time_zone
+from app.auth.service import LearnerRef, check_exam_date, set_exam_date, set_time_zone
 from app.deps import ApiLearner, ContextDep, DbDep
-from app.domain.calendar import is_time_zone
+from app.domain.calendar import is_time_zone, local_day
 from app.domain.messages import Message
 from app.practice.mistakes import results_told
 from app.problems import Problem
@@ -46,29 +46,43 @@ def _zone(learner: LearnerRef) -> str:
     "/me",
     response_model=LearnerPublic,
     responses={
-        400: {"model": ProblemPublic, "description": "A body that is not JSON."},
+        400: {
+            "model": ProblemPublic,
+            "description": "A body that is not JSON; invalid_date: an exam date before today.",
+        },
         422: {"model": ProblemPublic, "description": "An unknown time zone."},
     },
 )
 def update_me(
-    body: Annotated[LearnerUpdate, Body()], db: DbDep, learner: ApiLearner
+    body: Annotated[LearnerUpdate, Body()],
+    db: DbDep,
+    ctx: ContextDep,
+    learner: ApiLearner,
 ) -> LearnerPublic:
-    """Set the learner's time zone (an IANA name; null: UTC): Today, streaks and the forecast
-    count the learner's days in it."""
-    if body.time_zone is not None and not is_time_zone(body.time_zone):
+    """Set what is sent of the learner's time zone (an IANA name; null: UTC), in which Today,
+    streaks and the forecast count the learner's days, and exam date (null: none; today or
+    later, in that time zone). Nothing is changed when a field is refused."""
+    sent = body.model_fields_set
+    zone = body.time_zone if "time_zone" in sent else learner.time_zone
+    if "time_zone" in sent and zone is not None and not is_time_zone(zone):
         raise UnknownTimeZone(
             Message(
                 "Unknown time zone %(zone)s: use an IANA name such as Asia/Shanghai.",
-                zone=repr(body.time_zone),
+                zone=repr(zone),
             )
         )
-    set_time_zone(db=db, learner_id=learner.id, time_zone=body.time_zone)
+    today_there = local_day(ctx.clock(), zone if is_time_zone(zone) else None)
+    exam_date = check_exam_date(body.exam_date, today_there)
+    if "time_zone" in sent:
+        set_time_zone(db=db, learner_id=learner.id, time_zone=zone)
+    if "exam_date" in sent:
+        set_exam_date(db=db, learner_id=learner.id, exam_date=exam_date)
     return LearnerPublic(
         learner_id=learner.id,
         kind=learner.kind,
         role=learner.role,
         email=learner.email,
-        time_zone=body.time_zone,
+        time_zone=zone,
     )
 
 

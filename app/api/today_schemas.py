@@ -11,17 +11,28 @@ from app.api.session_schemas import SessionScope
 
 
 class LearnerUpdate(BaseModel):
-    """``PATCH /me``: what the app tells the server about the learner."""
+    """``PATCH /me``: what the app tells the server about the learner; a field not sent is
+    left as it is."""
 
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"time_zone": "Asia/Shanghai"}]}
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"time_zone": "Asia/Shanghai"}, {"exam_date": "2026-12-20"}]
+        },
     )
 
     time_zone: str | None = Field(
+        default=None,
         max_length=64,
         description="An IANA zone name (Asia/Shanghai); null: UTC. Streaks, Today and the "
         "forecast count the learner's days in it.",
         examples=["Asia/Shanghai"],
+    )
+    exam_date: dt.date | None = Field(
+        default=None,
+        description="The day of the learner's exam, today or later on the learner's calendar "
+        "(400 invalid_date before it); null: none. Reviews due after it are pulled before it; "
+        "GET /me/today shows it and the days to it.",
     )
 
 

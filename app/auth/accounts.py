@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 from email_validator import EmailNotValidError, validate_email
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -198,6 +200,26 @@ def change_password(
         stored.password_hash = password_hash
         end_sessions(db, learner_id, keep_session_hash, keep_token_id)
     forget_cached_tokens()  # after the commit too: no request re-cached a token meanwhile
+
+
+def check_exam_date(exam_date: date | None, today: date) -> date | None:
+    """An exam date a learner may choose: none, or from today (on the learner's calendar) to
+    :data:`MAX_DAYS_TO_EXAM` days on; the web's form and the API's ``PATCH /me`` both ask this."""
+    if exam_date is None:
+        return None
+    if exam_date < today:
+        raise InvalidInput(Message("The exam date has to be today or later."), code="invalid_date")
+    if (exam_date - today).days > MAX_DAYS_TO_EXAM:
+        raise InvalidInput(
+            Message(
+                "The exam date has to be within %(years)s years.", years=MAX_DAYS_TO_EXAM // 365
+            ),
+            code="invalid_date",
+        )
+    return exam_date
+
+
+MAX_DAYS_TO_EXAM = 3 * 365  # further than this is a typing slip (9999-12-31), not a plan
 
 
 def set_exam_date(*, db: Session, learner_id: str, exam_date: object) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.cli.errors import CliError, first_line
+from app.domain.numerals import is_digits
 
 
 def check_cards(cards_dir: Path, report: bool = False, records: Path | None = None) -> str:
@@ -62,7 +63,7 @@ def export_questions(
 
     if lang not in LANGS:
         raise CliError(f"unknown language {lang!r} (known: {', '.join(LANGS)})")
-    if not variants.isdigit():
+    if not is_digits(variants):
         raise CliError(f"--variants must be a whole number, got {variants!r}")
     try:
         check_variants(int(variants))

@@ -33,6 +33,7 @@ from .generation import LATEST_GENERATOR
 from .manifests import TemplateEntry, VersionManifest, template_body_hash
 from .markup import markup_problems
 from .messages import Message
+from .numerals import is_digits
 from .validation import validate_template
 
 Severity = Literal["error", "warning"]
@@ -64,7 +65,7 @@ class CardProblem:
         ``points.0.title``): the dashboard lists exam point 1 first."""
         if self.field is None:
             return None
-        return ".".join(str(int(p) + 1) if p.isdigit() else p for p in self.field.split("."))
+        return ".".join(str(int(p) + 1) if is_digits(p) else p for p in self.field.split("."))
 
     @property
     def message(self) -> str:

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.config import Settings
+from app.domain.numerals import is_digits
 from app.errors import API_PREFIX, problem_response, too_large_response
 from app.observability.health import StartupGate
 from app.observability.request_context import scope_header
@@ -74,7 +75,7 @@ class DeclaredTooLarge:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             declared = scope_header(scope, b"content-length", None)
-            if declared is not None and declared.isdigit() and int(declared) > self.smallest_limit:
+            if declared is not None and is_digits(declared) and int(declared) > self.smallest_limit:
                 send = _TooLargeAnswer(scope, receive, send)
         await self.app(scope, receive, send)
 

@@ -31,6 +31,7 @@ from app.domain.catalog import Catalog, Located, RetiredQuestion
 from app.domain.generation import Variant, generate, generate_for_point
 from app.domain.identity import MAX_SEED, QuestionId
 from app.domain.messages import Message
+from app.domain.numerals import is_digits
 from app.problems import Conflict, Forbidden, InvalidInput, NotFound
 
 TOKEN_SALT = "infracards.question.v2"
@@ -285,7 +286,7 @@ def get_card(catalog: Catalog, card_id: str, *, offered: bool = True) -> Card:
 def point_slug(card: Card, point: str | int) -> str:
     """The slug of an exam point given by slug or (old URLs) by number; NotFound otherwise."""
     found = card.point(point) if isinstance(point, int) else card.point_by_slug(point)
-    if found is None and isinstance(point, str) and point.isdigit():
+    if found is None and isinstance(point, str) and is_digits(point):
         found = card.point(int(point))
     if found is None:
         raise NotFound(

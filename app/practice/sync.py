@@ -19,6 +19,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.domain.catalog import Catalog
 from app.domain.messages import Message
+from app.domain.numerals import is_digits
 from app.models import Attempt, Learner, ReviewItem
 from app.practice.mistakes import AttemptView, results_told
 from app.practice.questions import find_variant
@@ -60,7 +61,7 @@ def read_cursor(text: str | None, learner_id: str) -> tuple[Cursor, bool]:
     if len(parts) != 6 or parts[0] != _CURSOR_VERSION:
         raise invalid_cursor()
     numbers = parts[1:5]
-    if not all(n.isdigit() or (n.startswith("-") and n[1:].isdigit()) for n in numbers):
+    if not all(is_digits(n.removeprefix("-")) for n in numbers):
         raise invalid_cursor()
     if any(len(n) > 18 for n in numbers):
         raise invalid_cursor()

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    and_,
     bindparam,
     case,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -30,6 +32,7 @@ from app.batch import ByKeys, Read
 from app.domain import habits, rating
 from app.domain.calendar import day_end, local_day
 from app.domain.catalog import Catalog
+from app.domain.numerals import is_digits
 from app.domain.scheduling import FsrsState
 from app.models import Attempt, Learner, ReviewItem, ReviewLog
 from app.practice.changes import ITEM_CHANGE, NEW_ITEM_CHANGE
@@ -174,27 +177,70 @@ _UPDATE_ITEM = (
 )
 
 
+@dataclass(frozen=True)
+class DueCursor:
+    """Where a page of due items stopped: the last item's due time and id. The next page goes on
+    after that place in the order (most overdue first), also once that item has been reviewed
+    and is no longer due, as an app reviews a page before it asks for the next one. ``due_at``
+    None: a cursor of the earlier kind (the item's id alone), read while its item is due."""
+
+    id: int
+    due_at: datetime | None = None
+
+    def text(self) -> str:
+        if self.due_at is None:
+            return str(self.id)
+        return f"{(self.due_at - _EPOCH) // _MICROSECOND}.{self.id}"
+
+    @classmethod
+    def read(cls, text: str) -> DueCursor:
+        """The cursor ``text`` names (ValueError when it names none)."""
+        parts = text.split(".")
+        if len(parts) > 2 or not all(is_digits(p) and len(p) <= 18 for p in parts):
+            raise ValueError(text)
+        if len(parts) == 1:
+            return cls(int(parts[0]))
+        try:
+            due_at = _EPOCH + int(parts[0]) * _MICROSECOND
+        except OverflowError:
+            raise ValueError(text) from None
+        return cls(int(parts[1]), due_at)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def due_items(
     *,
     db: Session,
     learner_id: str,
     now: datetime,
     limit: int = 20,
-    after_id: int | None = None,
+    after: DueCursor | None = None,
 ) -> list[DueItem]:
-    """Items due now, most overdue first (``after_id`` continues a page)."""
+    """Items due now, most overdue first (``after`` continues a page): at most ``limit``, and
+    at most one more than a page (a caller asks for one more to tell whether a next page waits)."""
+    limit = max(1, min(limit, MAX_DUE_PAGE + 1))
     query = (
         select(ReviewItem)
         .where(ReviewItem.learner_id == learner_id, ReviewItem.due_by(now))
         .order_by(ReviewItem.due_at, ReviewItem.id)
     )
+    if after is not None and after.due_at is not None:
+        query = query.where(
+            or_(
+                ReviewItem.due_at > after.due_at,
+                and_(ReviewItem.due_at == after.due_at, ReviewItem.id > after.id),
+            )
+        ).limit(limit)
     rows = db.scalars(query).all()
     db.commit()
     items = [DueItem(r.id, r.card_id, r.point, r.template_id, as_utc(r.due_at)) for r in rows]
-    if after_id is not None:
+    if after is not None and after.due_at is None:  # the earlier kind: the item's id alone
         ids = [i.id for i in items]
-        items = items[ids.index(after_id) + 1 :] if after_id in ids else []
-    return items[: max(1, min(limit, MAX_DUE_PAGE))]
+        items = items[ids.index(after.id) + 1 :] if after.id in ids else []
+    return items[:limit]
 
 
 def due_counts(

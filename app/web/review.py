@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Query, Request
 from starlette.responses import RedirectResponse, Response
 
-from app.auth.service import exam_date_of, set_exam_date
+from app.auth.service import check_exam_date, exam_date_of, set_exam_date
 from app.deps import CatalogDep, ContextDep, DbDep, VisitorDep
 from app.domain.calendar import local_day
 from app.domain.messages import Message
@@ -172,19 +172,7 @@ def _exam_day(text: str, today: date) -> date | None:
         value = date.fromisoformat(text)
     except ValueError:
         raise InvalidInput(Message("Enter the exam date as a date."), code="invalid_date") from None
-    if value < today:
-        raise InvalidInput(Message("The exam date has to be today or later."), code="invalid_date")
-    if (value - today).days > MAX_DAYS_TO_EXAM:
-        raise InvalidInput(
-            Message(
-                "The exam date has to be within %(years)s years.", years=MAX_DAYS_TO_EXAM // 365
-            ),
-            code="invalid_date",
-        )
-    return value
-
-
-MAX_DAYS_TO_EXAM = 3 * 365  # further than this is a typing slip (9999-12-31), not a plan
+    return check_exam_date(value, today)
 
 
 @router.post("/review/exam-date")
