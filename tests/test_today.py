@@ -128,6 +128,10 @@ def test_the_app_sets_the_exam_date_in_the_learner_s_days(client, auth, clock):
     assert me_today(client, auth)["exam_date"] == "2026-12-01"  # nothing changed
     bad = client.patch(f"{API}/me", json={"exam_date": "next week"}, headers=auth)
     assert bad.status_code == 422 and bad.json()["code"] == "invalid_request"
+    slip = client.patch(f"{API}/me", json={"exam_date": "9999-12-31"}, headers=auth)
+    assert slip.status_code == 400 and slip.json()["code"] == "invalid_date"
+    assert slip.json()["detail"] == "The exam date has to be within 3 years."
+    assert me_today(client, auth)["exam_date"] == "2026-12-01"  # nothing changed
     assert client.patch(f"{API}/me", json={"exam_date": None}, headers=auth).status_code == 200
     today = me_today(client, auth)
     assert (today["exam_date"], today["days_to_exam"]) == (None, None)
