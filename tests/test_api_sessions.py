@@ -298,7 +298,8 @@ def test_an_answer_after_the_exams_end_is_refused_and_not_counted(client, app, a
     late = send(client, auth, exam["session_id"], served["question"]["token"], "a")
     body = assert_problem(late, 409, "exam_over")
     assert body["summary_url"] == f"/sessions/{exam['session_id']}/summary"
-    assert_problem(get(client, auth, exam["session_id"], "/question"), 409, "exam_over")
+    asked = assert_problem(get(client, auth, exam["session_id"], "/question"), 409, "exam_over")
+    assert asked["summary_url"] == body["summary_url"]  # where the app goes next
     state = get(client, auth, exam["session_id"]).json()
     assert state["over"] and state["seconds_left"] == 0 and state["answered"] == 0
     assert datetime.fromisoformat(state["ended_at"]).replace(tzinfo=UTC) == deadline

@@ -520,6 +520,9 @@ class Flow:
         late = self.session_answer(last, choice_id=self.keys(last)[0])
         assert late.status_code == 409 and isinstance(late.parsed, models.AnswerConflictPublic)
         assert late.parsed.code == "exam_over" and late.parsed.summary_url
+        asked = get_question.sync_detailed(exam.session_id, client=self.learner)
+        assert asked.status_code == 409 and isinstance(asked.parsed, models.SessionConflictPublic)
+        assert asked.parsed.summary_url == late.parsed.summary_url
         state = self.op("sessions", "get_session").sync(exam.session_id, client=self.learner)
         assert state.over and not state.results_withheld and state.answered == 2
         summary = get_summary.sync(exam.session_id, client=self.learner)

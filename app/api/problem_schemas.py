@@ -55,6 +55,16 @@ class AnswerConflictPublic(ProblemPublic):
     )
 
 
+class SessionConflictPublic(ProblemPublic):
+    """A 409 to a session's next question; a session that is over (exam_over, session_over)
+    says where its summary is."""
+
+    summary_url: str | None = Field(
+        default=None,
+        description="exam_over, session_over: the session's summary page on this server.",
+    )
+
+
 class CueChoicePublic(BaseModel):
     id: str
     text: str

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response, status
 
 from app.api import present
-from app.api.problem_schemas import AnswerConflictPublic, ProblemPublic
+from app.api.problem_schemas import AnswerConflictPublic, ProblemPublic, SessionConflictPublic
 from app.api.responses import JSONBytesResponse
 from app.api.session_schemas import (
     CardScorePublic,
@@ -148,7 +148,7 @@ def read_my_session(
     responses={
         **UNKNOWN_SESSION,
         409: {
-            "model": ProblemPublic,
+            "model": SessionConflictPublic,
             "description": "session_over, exam_over: every question is answered, the session "
             "was ended or the exam's time is up; its summary is what is left. question_retired: "
             "the next question's template was retired since the session started (finish it).",

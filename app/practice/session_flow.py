@@ -18,7 +18,13 @@ from app.auth.service import as_utc
 from app.domain.catalog import Catalog
 from app.domain.messages import Message
 from app.practice.questions import Question, QuestionSigner
-from app.practice.sessions import SessionState, load_session, question_at, settle_session
+from app.practice.sessions import (
+    SessionState,
+    load_session,
+    question_at,
+    settle_session,
+    summary_path,
+)
 from app.problems import Conflict
 
 
@@ -33,7 +39,7 @@ class NoQuestionLeft(Conflict):
         else:
             text = Message("This session is over: see its summary.")
             code = "session_over"
-        super().__init__(text, code=code)
+        super().__init__(text, code=code, members={"summary_url": summary_path(state.row.id)})
 
 
 class ResultsWithheld(Conflict):
