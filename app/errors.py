@@ -266,7 +266,10 @@ def allowed_methods(app: FastAPI, path: str) -> list[str]:
         patterns = []
         for template, operations in app.openapi().get("paths", {}).items():
             regex = "^" + re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)) + "$"
-            patterns.append((re.compile(regex), sorted(m.upper() for m in operations)))
+            methods = {m.upper() for m in operations}
+            if "GET" in methods:
+                methods.add("HEAD")  # answered as its GET (app.observability.request_context)
+            patterns.append((re.compile(regex), sorted(methods)))
         app.state.allow_patterns = patterns
     for regex, methods in patterns:
         if regex.match(path):

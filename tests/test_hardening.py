@@ -698,3 +698,18 @@ def test_an_error_page_shows_a_signed_in_instructor_their_own_navigation(client,
     client.cookies.clear()
     nav = navigation(client.get("/no-such-page").text)
     assert 'href="/login"' in nav and 'href="/account"' not in nav
+
+
+def test_head_answers_as_get_without_the_body(client):
+    """RFC 9110 asks every server for HEAD where it answers GET: a load balancer's or uptime
+    monitor's ``HEAD /healthz`` (or ``curl -I``) was a 405 on every route but /static."""
+    for path in ("/healthz", "/readyz", "/", "/cards", f"{API}/cards", "/static/style.css"):
+        get, head = client.get(path), client.head(path)
+        assert head.status_code == get.status_code == 200, path
+        assert head.content == b"", path
+        assert head.headers["content-type"] == get.headers["content-type"], path
+        assert head.headers["x-request-id"]
+    # Where GET is refused, so is HEAD; a route's 405 names both.
+    assert client.head("/no-such-page").status_code == 404
+    refused = client.put(f"{API}/cards")
+    assert refused.status_code == 405 and refused.headers["allow"] == "GET, HEAD"

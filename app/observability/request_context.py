@@ -143,6 +143,9 @@ class RequestContextMiddleware:
             if scope["path"] == METRICS_PATH:
                 await serve_metrics(self.metrics, self.metrics_token, scope, receive, send_with_id)
                 return
+            if scope["method"] == "HEAD":  # its GET's status and headers, no body (RFC 9110)
+                await self.app({**scope, "method": "GET"}, receive, _headers_only(send_with_id))
+                return
             await self.app(scope, receive, send_with_id)
         except Exception:
             # Logged here, inside the request's context (its id on the traceback's line), and
@@ -159,6 +162,17 @@ class RequestContextMiddleware:
             if self.access_log or status[0] >= 500:
                 log_access(scope, method, route, status[0], elapsed)
             request_id_var.reset(token)
+
+
+def _headers_only(send: Send) -> Send:
+    """``send`` for a HEAD request answered as its GET: the body's messages go out empty."""
+
+    async def send_headers(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+
+    return send_headers
 
 
 def _internal_error(scope: Scope, request_id: str) -> Response:
