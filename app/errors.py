@@ -27,6 +27,7 @@ from app.deps import look_up_visitor
 from app.domain.languages import choose_lang
 from app.domain.messages import Message
 from app.domain.texts import Text
+from app.field_errors import field_problem
 from app.problems import InvalidAnswer, LoginRequired, Problem, TooManyRequests, Unauthorized
 from app.routing import BodyTooLarge
 from app.web.templating import LANG_COOKIE, link, render_page
@@ -321,9 +322,10 @@ def _unstorable_text(request: Request, exc: UnstorableText) -> Response:
 
 
 def _validation_error(request: Request, exc: RequestValidationError) -> Response:
-    problems = [_item(error) for error in exc.errors()]
     if not request.url.path.startswith(API_PREFIX):
         return error_response(request, 422, PAGE_MESSAGES[422], code="invalid_request")
+    lang = request_lang(request)
+    problems = [_item(error, lang) for error in exc.errors()]
     listed = "; ".join(p["message"] for p in problems[:5])
     message = (
         Message("invalid request: %(problems)s", problems=listed)
@@ -337,11 +339,9 @@ def _validation_error(request: Request, exc: RequestValidationError) -> Response
     return error_response(request, 422, message, code="invalid_request", extra={"errors": problems})
 
 
-def _item(error: dict[str, Any]) -> dict[str, Any]:
-    location = [str(part) for part in error.get("loc", ())]
-    where = ".".join(location) or "request"
+def _item(error: dict[str, Any], lang: str) -> dict[str, Any]:
     return {
-        "loc": location,
+        "loc": [str(part) for part in error.get("loc", ())],
         "type": str(error.get("type", "")),
-        "message": f"{where}: {error.get('msg', 'invalid')}",
+        "message": field_problem(error, lang),
     }

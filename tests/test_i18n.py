@@ -523,3 +523,73 @@ def test_the_apis_problem_titles_and_the_frameworks_refusals_speak_the_readers_l
         assert response.json()["title"] == title
         if detail is not None:
             assert response.json()["detail"] == detail
+
+
+# --- what a malformed field is told ---------------------------------------------------------
+
+
+def test_a_malformed_requests_fields_are_told_in_the_readers_language(client):
+    """A 422's items said pydantic's English after the Chinese 'invalid request' ('请求无效：
+    body.token: Field required'); each now says what is wrong in Chinese. English is pydantic's
+    own text as before, and ``type`` is unchanged."""
+    api = "/api/v1"
+    zh = {"Accept-Language": "zh"}
+    missing = client.post(f"{api}/auth/token", json={}, headers=zh).json()
+    assert missing["detail"].startswith("请求无效：")
+    assert "body.email：此字段必填" in missing["detail"], missing["detail"]
+    assert {e["type"] for e in missing["errors"]} == {"missing"}
+    assert all(e["message"].endswith("：此字段必填") for e in missing["errors"])
+    seed = client.get(f"{api}/cards/{CARD_ID}/points/1/question?seed=abc", headers=zh).json()
+    assert [e["message"] for e in seed["errors"]] == ["query.seed：必须是整数"]
+    english = client.post(f"{api}/auth/token", json={}).json()
+    assert "body.email: Field required" in english["detail"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "zh"),
+    [
+        ("name", "", "至少要有 1 个字符"),
+        ("name", "x" * 9, "最多只能有 8 个字符"),
+        ("name", 7, "必须是文本"),
+        ("count", "many", "必须是整数"),
+        ("count", 0, "不能小于 1"),
+        ("count", 11, "不能大于 10"),
+        ("ratio", "half", "必须是数字"),
+        ("ratio", 1.0, "必须小于 1.0"),
+        ("ok", "perhaps", "必须是 true 或 false"),
+        ("day", "soon", "必须是日期（YYYY-MM-DD）"),
+        ("at", "later", "必须是日期和时间（ISO 8601）"),
+        ("tags", "a", "必须是列表"),
+        ("tags", ["a"] * 4, "最多只能有 3 项"),
+        ("kind", "other", "必须是 'a', 'b' 之一"),
+        ("slug", "No Slug", "必须符合格式 ^[a-z]+$"),
+    ],
+)
+def test_each_kind_of_field_problem_reads_in_chinese(field, value, zh):
+    from datetime import date, datetime
+    from typing import Literal
+
+    from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+    from app.field_errors import field_problem
+
+    class Sent(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        name: str = Field("n", min_length=1, max_length=8)
+        count: int = Field(1, ge=1, le=10)
+        ratio: float = Field(0.5, lt=1)
+        ok: bool = True
+        day: date = date(2026, 1, 1)
+        at: datetime = datetime(2026, 1, 1)
+        tags: list[str] = Field(default_factory=list, max_length=3)
+        kind: Literal["a", "b"] = "a"
+        slug: str = Field("ab", pattern="^[a-z]+$")
+
+    with pytest.raises(ValidationError) as refused:
+        Sent.model_validate({field: value})
+    error = refused.value.errors()[0]
+    assert field_problem(error, "zh") == f"{field}：{zh}"
+    assert field_problem(error, "en") == f"{field}: {error['msg']}"  # pydantic's, as before
+    with pytest.raises(ValidationError) as extra:
+        Sent.model_validate({"colour": "red"})
+    assert field_problem(extra.value.errors()[0], "zh") == "colour：这里不接受这个字段"

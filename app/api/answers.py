@@ -28,6 +28,7 @@ from app.deps import (
     hot_call,
 )
 from app.domain.messages import Message
+from app.field_errors import field_problem
 from app.practice.answers import (
     Submission,
     answer_question_async,
@@ -137,7 +138,6 @@ def create_answers(
             results.append(None)  # its result comes from the writer
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ())) or "item"
             sent_id = raw.get("client_answer_id") if isinstance(raw, dict) else None
             results.append(
                 AnswerBatchProblemPublic(
@@ -146,7 +146,8 @@ def create_answers(
                     status=422,
                     code="invalid_request",
                     detail=Message(
-                        "invalid request: %(problems)s", problems=f"{where}: {first.get('msg')}"
+                        "invalid request: %(problems)s",
+                        problems=field_problem(first, lang, outside="item"),
                     ).get(lang),
                 )
             )
