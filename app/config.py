@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from limits import parse
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.auth.ratelimit import NEW_LEARNERS_IN_ALL, NEW_LEARNERS_PER_ADDRESS
@@ -167,10 +167,29 @@ class Settings(BaseSettings):
         return self.cookie_secure or self.environment == "production"
 
 
+class SettingsError(ValueError):
+    """The environment's settings cannot be used: one line naming each variable and why."""
+
+
+def describe_invalid(exc: ValidationError) -> str:
+    """pydantic's report as one line: each variable and its problem, never the values given
+    (a DATABASE_URL's password, a short SECRET_KEY) nor pydantic's help links."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        name = ".".join(str(part) for part in error["loc"]).upper()
+        message = " ".join(error["msg"].removeprefix("Value error, ").split())
+        parts.append(f"{name}: {message}" if name else message)
+    return "invalid settings: " + "; ".join(parts)
+
+
 @lru_cache
 def get_settings() -> Settings:
-    """The process-wide settings, read from the environment once."""
-    return Settings()
+    """The process-wide settings, read from the environment once; :class:`SettingsError` (one
+    line) when a variable is missing or wrong."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(describe_invalid(exc)) from None
 
 
 def resolve_secret_key(settings: Settings) -> str:

@@ -60,6 +60,17 @@ def test_migrate_with_a_bad_database_url_prints_a_message_and_fails(url, words, 
     assert words in err and "Traceback" not in err
 
 
+def test_a_wrong_setting_is_one_line_naming_it_without_its_value(monkeypatch, capsys):
+    monkeypatch.setenv("ENVIRONMENT", "production")
+    monkeypatch.setenv("SECRET_KEY", "short-secret-value")
+    assert main(["migrate"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("error: invalid settings: SECRET_KEY must be set") and err.count("\n") == 1
+    )
+    assert "short-secret-value" not in err
+
+
 def test_check_cards_prints_a_summary(capsys):
     assert main(["check-cards"]) == 0
     out = capsys.readouterr().out

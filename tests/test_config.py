@@ -72,3 +72,34 @@ def test_cookies_are_secure_in_production_or_when_asked(monkeypatch):
     monkeypatch.setenv("ENVIRONMENT", "production")
     monkeypatch.setenv("SECRET_KEY", "k" * 40)
     assert Settings().secure_cookies is True
+
+
+def test_invalid_settings_are_one_line_naming_each_variable_never_its_value(monkeypatch):
+    """An operator's mistake in the environment is one line that names the variables; pydantic's
+    report quoted what was given (a short SECRET_KEY, a DATABASE_URL with its password) over
+    several lines with help links."""
+    from app.config import SettingsError, get_settings
+
+    monkeypatch.setenv("ENVIRONMENT", "production")
+    monkeypatch.setenv("SECRET_KEY", "short-secret-value")
+    monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://u:db-password-value@127.0.0.1/x")
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(SettingsError) as refused:
+            get_settings()
+        monkeypatch.setenv("SECRET_KEY", "k" * 40)
+        monkeypatch.setenv("DB_POOL_SIZE", "lots")
+        monkeypatch.setenv("SQLITE_SYNCHRONOUS", "off")
+        get_settings.cache_clear()
+        with pytest.raises(SettingsError) as fields:
+            get_settings()
+    finally:
+        get_settings.cache_clear()
+    message = str(refused.value)
+    assert message.startswith("invalid settings: SECRET_KEY must be set to at least 32")
+    assert "\n" not in message and "short-secret-value" not in message
+    assert "db-password-value" not in message and "errors.pydantic.dev" not in message
+    assert str(fields.value) == (
+        "invalid settings: SQLITE_SYNCHRONOUS: Input should be 'normal' or 'full'; "
+        "DB_POOL_SIZE: Input should be a valid integer, unable to parse string as an integer"
+    )

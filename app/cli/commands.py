@@ -12,7 +12,7 @@ from app.cli.backups import backup, restore
 from app.cli.cards import check_cards, export_card, export_questions
 from app.cli.errors import CliError, safe_url
 from app.cli.migrations import migrate
-from app.config import get_settings
+from app.config import SettingsError, get_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,8 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = get_settings()
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        print(f"error: invalid settings: {exc}", file=sys.stderr)
+    except SettingsError as exc:  # one line, naming the variables and never their values
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
         if args.command == "migrate":
