@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     backup_cmd = commands.add_parser(
         "backup", help="copy the SQLite database to a file, consistent while servers run"
     )
-    backup_cmd.add_argument("dest", type=Path, metavar="DEST", help="a file, or a folder")
+    backup_cmd.add_argument("dest", metavar="DEST", help="a file, or a folder")
     backup_cmd.add_argument("--force", action="store_true", help="replace DEST if it exists")
     backup_cmd.add_argument("--database-url", help="default: DATABASE_URL or SQLite in data/")
     restore_cmd = commands.add_parser(
