@@ -204,3 +204,15 @@ def test_python_m_app_cli_runs_as_a_module(tmp_path):
     )
     assert result.returncode == 1
     assert "does not exist" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_ctrl_c_is_one_line_and_status_130_not_a_traceback(monkeypatch, capsys):
+    """Ctrl-C during check-cards (seconds of validation) printed a KeyboardInterrupt traceback."""
+    import app.cli.commands as commands
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands, "check_cards", interrupted)
+    assert main(["check-cards"]) == 130
+    assert capsys.readouterr().err == "error: interrupted\n"

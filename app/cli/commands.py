@@ -14,6 +14,9 @@ from app.cli.errors import CliError, safe_url
 from app.cli.migrations import migrate
 from app.config import SettingsError, get_settings
 
+# The exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it.
+INTERRUPTED = 130
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m app.cli", description="infracards admin")
@@ -124,4 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status for SIGINT, no traceback
+        print("error: interrupted", file=sys.stderr)
+        return INTERRUPTED
     return 0
