@@ -46,6 +46,7 @@ from app.mail import Mailer
 from app.observability import install_observability
 from app.observability.guards import install_guards
 from app.observability.logs import configure_logging
+from app.observability.metrics import multiprocess_folder_problem
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.routing import include_flat
@@ -182,6 +183,9 @@ def create_app(
             # so that with --workers the supervisor stops instead of restarting the workers.
             print(f"error: {exc}", file=sys.stderr)
             raise SystemExit(STARTUP_FAILURE_STATUS) from None
+    if (metrics_problem := multiprocess_folder_problem()) is not None:
+        print(f"error: {metrics_problem}", file=sys.stderr)  # as above: not a traceback
+        raise SystemExit(STARTUP_FAILURE_STATUS)
     configure_logging(settings)  # before the cards and the database log anything
     card_error = None
     if cards is None:

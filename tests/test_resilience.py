@@ -539,6 +539,20 @@ def test_uvicorn_with_invalid_settings_exits_with_one_line_and_no_value(tmp_path
         assert "db-password-value" not in result.stderr
 
 
+def test_a_missing_prometheus_multiproc_dir_is_one_line_not_a_traceback(tmp_path):
+    """README: with several workers set PROMETHEUS_MULTIPROC_DIR. A folder not made yet was a
+    60-line traceback from prometheus-client opening its first metric file."""
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/test"
+    folder = tmp_path / "metrics-not-made"
+    result = _serve_once(
+        tmp_path, url, tmp_path / "no-cards", timeout_s=60, PROMETHEUS_MULTIPROC_DIR=str(folder)
+    )
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert result.stderr == (
+        f"error: PROMETHEUS_MULTIPROC_DIR {folder} is not a folder: make it (empty) first\n"
+    )
+
+
 def test_a_card_changed_without_a_new_version_refuses_start_up_in_one_line(tmp_path, db_url):
     """The card files publish at start-up; a file edited since, under the same version, would
     change questions already answered: the server refuses with one line (no traceback) that
