@@ -103,3 +103,39 @@ def test_invalid_settings_are_one_line_naming_each_variable_never_its_value(monk
         "invalid settings: SQLITE_SYNCHRONOUS: Input should be 'normal' or 'full'; "
         "DB_POOL_SIZE: Input should be a valid integer, unable to parse string as an integer"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("DATABASE_URL", "not a url", "DATABASE_URL: not a database URL such as"),
+        ("DATABASE_URL", "nosuchdb://u:pw-value@h/x", "DATABASE_URL: SQLAlchemy has no database"),
+        ("DATABASE_URL", "mysql://u:pw-value@h/x", "DATABASE_URL: the driver for mysql is not"),
+        ("REDIS_URL", "127.0.0.1:6379", "REDIS_URL: not a storage URL such as redis://"),
+        ("RATE_LIMIT_STORAGE", "bogus://x", "RATE_LIMIT_STORAGE: not a storage URL"),
+        ("LOG_LEVEL", "LOUD", "LOG_LEVEL: not a log level"),
+    ],
+)
+def test_unusable_urls_and_levels_are_refused_as_settings(monkeypatch, name, value, words):
+    """These reached the engine, the rate limiter or logging and stopped the server with a
+    traceback (the CLI too, for a DATABASE_URL whose driver is missing)."""
+    from app.config import SettingsError, get_settings
+
+    monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(SettingsError) as refused:
+            get_settings()
+    finally:
+        get_settings.cache_clear()
+    assert str(refused.value).startswith(f"invalid settings: {words}")
+    assert "pw-value" not in str(refused.value)
+
+
+def test_usable_urls_and_levels_pass(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://u:p@127.0.0.1:5432/x")
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+    monkeypatch.setenv("LOG_LEVEL", "warning")
+    settings = Settings()
+    assert settings.rate_limit_storage == "redis://127.0.0.1:6379/0"
+    assert settings.log_level == "WARNING"
