@@ -332,6 +332,18 @@ def log_lines():
     root.removeHandler(handler)
 
 
+def test_a_password_reset_link_is_not_written_to_the_access_log(client, log_lines):
+    """The link's token let whoever read the log choose the account's password within the hour:
+    every access line showed it in its path and its message."""
+    token = "reset-token-" + "k" * 30
+    client.get(f"/password-reset/{token}")
+    client.post(f"/password-reset/{token}", data={"password": "x"})
+    access = [line for line in log_lines if line["logger"] == "app.access"]
+    assert len(access) == 2 and all(line["route"] == "/password-reset/{token}" for line in access)
+    assert all(line["path"] == "/password-reset/{token}" for line in access)
+    assert token not in json.dumps(log_lines)
+
+
 def test_every_response_has_a_request_id(client):
     first = client.get("/healthz").headers["x-request-id"]
     second = client.get("/healthz").headers["x-request-id"]
