@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 import sys
@@ -216,3 +217,19 @@ def test_ctrl_c_is_one_line_and_status_130_not_a_traceback(monkeypatch, capsys):
     monkeypatch.setattr(commands, "check_cards", interrupted)
     assert main(["check-cards"]) == 130
     assert capsys.readouterr().err == "error: interrupted\n"
+
+
+def test_a_database_that_cannot_be_reached_is_not_told_to_migrate(tmp_path, monkeypatch, capsys):
+    """create-user and export-card said '(is the database migrated?)' after 'Connection
+    refused'; that hint is for a database without its tables."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("a-password-long-enough\n"))
+    down = "postgresql+psycopg://postgres@127.0.0.1:1/none"
+    args = ["create-user", "--email", "a@example.com", "--password-stdin", "--database-url", down]
+    assert main(args) == 1
+    assert main(["export-card", "--card", "zero-memory-offload", "--database-url", down]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all("Connection refused" in line for line in lines), lines
+    assert not any("migrated" in line for line in lines)
+    unmigrated = f"sqlite:///{tmp_path / 'empty.db'}"
+    assert main(["export-card", "--card", "zero-memory-offload", "--database-url", unmigrated]) == 1
+    assert "(is the database migrated?)" in capsys.readouterr().err
