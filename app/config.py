@@ -9,6 +9,7 @@ Environment variables (no prefix): ``DATABASE_URL``, ``SECRET_KEY``, ``ENVIRONME
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 from functools import lru_cache
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from limits import parse
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.auth.ratelimit import NEW_LEARNERS_IN_ALL, NEW_LEARNERS_PER_ADDRESS
@@ -70,6 +71,50 @@ class Settings(BaseSettings):
         except ValueError:
             raise ValueError(f"{value!r} is not a rate such as '100/hour'") from None
         return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        # Refused here, in one line, rather than as a traceback from the engine; the value is
+        # never quoted (it may hold a password).
+        if not value:
+            return value
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+        try:
+            url = make_url(value)
+        except ArgumentError:
+            raise ValueError(
+                "not a database URL such as postgresql+psycopg://user@host/db or sqlite:///file"
+            ) from None
+        try:
+            url.get_dialect().import_dbapi()
+        except NoSuchModuleError:
+            raise ValueError(f"SQLAlchemy has no database {url.drivername!r}") from None
+        except ImportError as exc:
+            raise ValueError(
+                f"the driver for {url.drivername} is not installed ({exc.name})"
+            ) from None
+        return value
+
+    @field_validator("rate_limit_storage", "redis_url")
+    @classmethod
+    def _storage_url(cls, value: str) -> str:
+        from limits.storage import SCHEMES
+
+        scheme, separator, _rest = value.partition("://")
+        if value and (not separator or scheme not in SCHEMES or scheme.startswith("async+")):
+            raise ValueError("not a storage URL such as redis://127.0.0.1:6379/0 or memory://")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in logging.getLevelNamesMapping():
+            raise ValueError("not a log level: DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        return level
 
     @field_validator("sqlite_synchronous", mode="before")
     @classmethod
@@ -167,10 +212,29 @@ class Settings(BaseSettings):
         return self.cookie_secure or self.environment == "production"
 
 
+class SettingsError(ValueError):
+    """The environment's settings cannot be used: one line naming each variable and why."""
+
+
+def describe_invalid(exc: ValidationError) -> str:
+    """pydantic's report as one line: each variable and its problem, never the values given
+    (a DATABASE_URL's password, a short SECRET_KEY) nor pydantic's help links."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        name = ".".join(str(part) for part in error["loc"]).upper()
+        message = " ".join(error["msg"].removeprefix("Value error, ").split())
+        parts.append(f"{name}: {message}" if name else message)
+    return "invalid settings: " + "; ".join(parts)
+
+
 @lru_cache
 def get_settings() -> Settings:
-    """The process-wide settings, read from the environment once."""
-    return Settings()
+    """The process-wide settings, read from the environment once; :class:`SettingsError` (one
+    line) when a variable is missing or wrong."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(describe_invalid(exc)) from None
 
 
 def resolve_secret_key(settings: Settings) -> str:

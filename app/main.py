@@ -10,6 +10,7 @@ import gc
 import hashlib
 import logging
 import secrets
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
@@ -29,7 +30,7 @@ from app.auth.cookies import BrowserSessionMiddleware, CsrfSigner, SessionCookie
 from app.auth.ratelimit import LoginLimiter
 from app.catalog.service import LiveCatalog
 from app.catalog.validated import ValidatedCards
-from app.config import Settings, get_settings, resolve_secret_key
+from app.config import Settings, SettingsError, get_settings, resolve_secret_key
 from app.db import (
     DatabaseTimeouts,
     ensure_sqlite_folder,
@@ -44,6 +45,8 @@ from app.errors import install_error_handlers
 from app.mail import Mailer
 from app.observability import install_observability
 from app.observability.guards import install_guards
+from app.observability.logs import configure_logging
+from app.observability.metrics import multiprocess_folder_problem
 from app.practice.answers import Context
 from app.practice.questions import QuestionSigner
 from app.routing import include_flat
@@ -118,6 +121,9 @@ def load_catalog(live: LiveCatalog) -> tuple[Catalog, str | None]:
 # memory and spares most of the collector's passes.
 GC_THRESHOLDS = (7000, 10, 10)
 
+# uvicorn's exit status for a start-up failure (uvicorn.config.STARTUP_FAILURE).
+STARTUP_FAILURE_STATUS = 3
+
 TELEMETRY_OFF = {"tracing": False, "metrics": False, "logs": False}
 
 
@@ -168,7 +174,19 @@ def create_app(
     settings: Settings | None = None, *, cards: dict[str, Card] | None = None
 ) -> FastAPI:
     """A ready-to-serve app; ``cards`` may be passed in already loaded (tests do)."""
-    settings = settings if settings is not None else get_settings()
+    if settings is None:
+        try:
+            settings = get_settings()
+        except SettingsError as exc:
+            # One line on stderr, not a traceback that would quote the values given (a short
+            # SECRET_KEY, a DATABASE_URL's password); status 3 is uvicorn's start-up failure,
+            # so that with --workers the supervisor stops instead of restarting the workers.
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(STARTUP_FAILURE_STATUS) from None
+    if (metrics_problem := multiprocess_folder_problem()) is not None:
+        print(f"error: {metrics_problem}", file=sys.stderr)  # as above: not a traceback
+        raise SystemExit(STARTUP_FAILURE_STATUS)
+    configure_logging(settings)  # before the cards and the database log anything
     card_error = None
     if cards is None:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 import sys
@@ -58,6 +59,17 @@ def test_migrate_with_a_bad_database_url_prints_a_message_and_fails(url, words, 
     assert main(["migrate", "--database-url", url]) == 1
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+def test_a_wrong_setting_is_one_line_naming_it_without_its_value(monkeypatch, capsys):
+    monkeypatch.setenv("ENVIRONMENT", "production")
+    monkeypatch.setenv("SECRET_KEY", "short-secret-value")
+    assert main(["migrate"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("error: invalid settings: SECRET_KEY must be set") and err.count("\n") == 1
+    )
+    assert "short-secret-value" not in err
 
 
 def test_check_cards_prints_a_summary(capsys):
@@ -193,3 +205,31 @@ def test_python_m_app_cli_runs_as_a_module(tmp_path):
     )
     assert result.returncode == 1
     assert "does not exist" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_ctrl_c_is_one_line_and_status_130_not_a_traceback(monkeypatch, capsys):
+    """Ctrl-C during check-cards (seconds of validation) printed a KeyboardInterrupt traceback."""
+    import app.cli.commands as commands
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands, "check_cards", interrupted)
+    assert main(["check-cards"]) == 130
+    assert capsys.readouterr().err == "error: interrupted\n"
+
+
+def test_a_database_that_cannot_be_reached_is_not_told_to_migrate(tmp_path, monkeypatch, capsys):
+    """create-user and export-card said '(is the database migrated?)' after 'Connection
+    refused'; that hint is for a database without its tables."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("a-password-long-enough\n"))
+    down = "postgresql+psycopg://postgres@127.0.0.1:1/none"
+    args = ["create-user", "--email", "a@example.com", "--password-stdin", "--database-url", down]
+    assert main(args) == 1
+    assert main(["export-card", "--card", "zero-memory-offload", "--database-url", down]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all("Connection refused" in line for line in lines), lines
+    assert not any("migrated" in line for line in lines)
+    unmigrated = f"sqlite:///{tmp_path / 'empty.db'}"
+    assert main(["export-card", "--card", "zero-memory-offload", "--database-url", unmigrated]) == 1
+    assert "(is the database migrated?)" in capsys.readouterr().err

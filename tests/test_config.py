@@ -72,3 +72,70 @@ def test_cookies_are_secure_in_production_or_when_asked(monkeypatch):
     monkeypatch.setenv("ENVIRONMENT", "production")
     monkeypatch.setenv("SECRET_KEY", "k" * 40)
     assert Settings().secure_cookies is True
+
+
+def test_invalid_settings_are_one_line_naming_each_variable_never_its_value(monkeypatch):
+    """An operator's mistake in the environment is one line that names the variables; pydantic's
+    report quoted what was given (a short SECRET_KEY, a DATABASE_URL with its password) over
+    several lines with help links."""
+    from app.config import SettingsError, get_settings
+
+    monkeypatch.setenv("ENVIRONMENT", "production")
+    monkeypatch.setenv("SECRET_KEY", "short-secret-value")
+    monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://u:db-password-value@127.0.0.1/x")
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(SettingsError) as refused:
+            get_settings()
+        monkeypatch.setenv("SECRET_KEY", "k" * 40)
+        monkeypatch.setenv("DB_POOL_SIZE", "lots")
+        monkeypatch.setenv("SQLITE_SYNCHRONOUS", "off")
+        get_settings.cache_clear()
+        with pytest.raises(SettingsError) as fields:
+            get_settings()
+    finally:
+        get_settings.cache_clear()
+    message = str(refused.value)
+    assert message.startswith("invalid settings: SECRET_KEY must be set to at least 32")
+    assert "\n" not in message and "short-secret-value" not in message
+    assert "db-password-value" not in message and "errors.pydantic.dev" not in message
+    assert str(fields.value) == (
+        "invalid settings: SQLITE_SYNCHRONOUS: Input should be 'normal' or 'full'; "
+        "DB_POOL_SIZE: Input should be a valid integer, unable to parse string as an integer"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("DATABASE_URL", "not a url", "DATABASE_URL: not a database URL such as"),
+        ("DATABASE_URL", "nosuchdb://u:pw-value@h/x", "DATABASE_URL: SQLAlchemy has no database"),
+        ("DATABASE_URL", "mysql://u:pw-value@h/x", "DATABASE_URL: the driver for mysql is not"),
+        ("REDIS_URL", "127.0.0.1:6379", "REDIS_URL: not a storage URL such as redis://"),
+        ("RATE_LIMIT_STORAGE", "bogus://x", "RATE_LIMIT_STORAGE: not a storage URL"),
+        ("LOG_LEVEL", "LOUD", "LOG_LEVEL: not a log level"),
+    ],
+)
+def test_unusable_urls_and_levels_are_refused_as_settings(monkeypatch, name, value, words):
+    """These reached the engine, the rate limiter or logging and stopped the server with a
+    traceback (the CLI too, for a DATABASE_URL whose driver is missing)."""
+    from app.config import SettingsError, get_settings
+
+    monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(SettingsError) as refused:
+            get_settings()
+    finally:
+        get_settings.cache_clear()
+    assert str(refused.value).startswith(f"invalid settings: {words}")
+    assert "pw-value" not in str(refused.value)
+
+
+def test_usable_urls_and_levels_pass(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgresql+psycopg://u:p@127.0.0.1:5432/x")
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+    monkeypatch.setenv("LOG_LEVEL", "warning")
+    settings = Settings()
+    assert settings.rate_limit_storage == "redis://127.0.0.1:6379/0"
+    assert settings.log_level == "WARNING"

@@ -260,6 +260,24 @@ def test_restore_checks_the_file_and_backup_refuses_postgresql(
     assert "no database" in nothing
 
 
+def test_backup_into_a_folder_that_is_missing_is_refused_not_made_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`backup /var/backups/infracards/` before the folder exists wrote the copy as a file named
+    `infracards` (the trailing slash was lost), and every later nightly run into that "folder"
+    then failed on the existing file."""
+    run = partial(run_main, capsys)
+    db_url = f"sqlite:///{tmp_path / 'live.db'}"
+    migrate(db_url)
+    folder = tmp_path / "backups"
+    refused = one_line_error(run("backup", f"{folder}/", database_url=db_url))
+    assert refused == f"error: no folder {folder} for the backup"
+    assert not folder.exists()
+    folder.mkdir()
+    assert run("backup", f"{folder}/", database_url=db_url).returncode == 0
+    assert [p.suffix for p in folder.iterdir()] == [".db"]
+
+
 @pytest.mark.parametrize(("setting", "pragma"), [(None, 2), ("normal", 1), ("FULL", 2)])
 def test_sqlite_synchronous_setting_reaches_every_connection(
     tmp_path: Path, db_url: str, cards: dict, setting: str | None, pragma: int

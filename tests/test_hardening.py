@@ -49,6 +49,18 @@ def a_question(client, seed=1) -> dict:
 # --- trusted hosts, HSTS ----------------------------------------------------------------------
 
 
+def test_probes_answer_whatever_the_host_the_rest_stays_refused(client):
+    """With TRUSTED_HOSTS set to the public name (as the README says), a load balancer's health
+    check naming the machine's address (Host: 10.0.0.5:8000) got a 400 from /healthz and
+    /readyz: every machine would be taken out of the pool."""
+    for path in ("/healthz", "/readyz"):
+        response = client.get(path, headers={"Host": "10.0.0.5:8000"})
+        assert response.status_code == 200, (path, response.status_code)
+    for path in ("/", f"{API}/cards", "/healthz/", "/readyz/x"):
+        response = client.get(path, headers={"Host": "10.0.0.5:8000"}, follow_redirects=False)
+        assert response.status_code == 400, (path, response.status_code)
+
+
 def test_an_untrusted_host_is_refused_not_echoed_in_a_redirect(client):
     response = client.get("/static", headers={"Host": "evil.example"}, follow_redirects=False)
     assert response.status_code == 400
@@ -69,7 +81,7 @@ def test_trusted_hosts_come_from_the_settings(tmp_path, db_url, cards):
             ("testserver", 400),
             ("evil.example", 400),
         ]:
-            assert client.get("/healthz", headers={"Host": host}).status_code == status, host
+            assert client.get(f"{API}/cards", headers={"Host": host}).status_code == status, host
 
 
 def test_an_untrusted_host_is_a_problem_document_on_the_api(client):
@@ -332,6 +344,18 @@ def log_lines():
     root.removeHandler(handler)
 
 
+def test_a_password_reset_link_is_not_written_to_the_access_log(client, log_lines):
+    """The link's token let whoever read the log choose the account's password within the hour:
+    every access line showed it in its path and its message."""
+    token = "reset-token-" + "k" * 30
+    client.get(f"/password-reset/{token}")
+    client.post(f"/password-reset/{token}", data={"password": "x"})
+    access = [line for line in log_lines if line["logger"] == "app.access"]
+    assert len(access) == 2 and all(line["route"] == "/password-reset/{token}" for line in access)
+    assert all(line["path"] == "/password-reset/{token}" for line in access)
+    assert token not in json.dumps(log_lines)
+
+
 def test_every_response_has_a_request_id(client):
     first = client.get("/healthz").headers["x-request-id"]
     second = client.get("/healthz").headers["x-request-id"]
@@ -343,7 +367,7 @@ def test_every_response_has_a_request_id(client):
         assert re.fullmatch(r"[0-9a-f]{32}", replaced.headers["x-request-id"]), insane
     # Errors too: a 404 problem, a 413, a refused host.
     assert client.get(f"{API}/nothing").headers["x-request-id"]
-    assert client.get("/healthz", headers={"Host": "evil.example"}).headers["x-request-id"]
+    assert client.get("/", headers={"Host": "evil.example"}).headers["x-request-id"]
 
 
 def test_log_lines_are_json_with_the_request_id(app, client, log_lines):

@@ -11,6 +11,7 @@ seconds.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
 import sqlite3
@@ -513,6 +514,43 @@ def test_uvicorn_exits_non_zero_with_one_line_when_the_database_is_unreachable(t
         tmp_path, url, one_card_folder(tmp_path / "cards"), DB_CONNECT_TIMEOUT_S="2", timeout_s=60
     )
     assert "database check failed" in _one_line_refusal(result)
+    # LOG_FORMAT=json: every line is one JSON object, the cards' "serving the card files only"
+    # warning at start-up too (it came before the log handler was installed, as plain text).
+    lines = result.stderr.splitlines()
+    assert any("could not read or store card versions" in line for line in lines), lines
+    assert [line for line in lines if not line.startswith("{")] == []
+    assert all(json.loads(line)["message"] for line in lines)
+
+
+def test_uvicorn_with_invalid_settings_exits_with_one_line_and_no_value(tmp_path):
+    """A wrong environment stops the server as the other start-up failures do: uvicorn's status
+    3 (with --workers the supervisor stops instead of restarting the workers without end) and
+    one line naming the variable. It was a 50-line traceback quoting the values given."""
+    url = f"postgresql+psycopg://postgres:db-password-value@127.0.0.1:{free_port()}/test"
+    for extra, words in [
+        ({"ENVIRONMENT": "production", "SECRET_KEY": "short-secret-value"}, "SECRET_KEY must"),
+        ({"DB_POOL_SIZE": "lots"}, "DB_POOL_SIZE: Input should be a valid integer"),
+    ]:
+        result = _serve_once(tmp_path, url, tmp_path / "no-cards", timeout_s=60, **extra)
+        assert result.returncode == 3, result.stderr[-2000:]
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
+        assert result.stderr.startswith("error: invalid settings: ") and words in result.stderr
+        assert "short-secret-value" not in result.stderr
+        assert "db-password-value" not in result.stderr
+
+
+def test_a_missing_prometheus_multiproc_dir_is_one_line_not_a_traceback(tmp_path):
+    """README: with several workers set PROMETHEUS_MULTIPROC_DIR. A folder not made yet was a
+    60-line traceback from prometheus-client opening its first metric file."""
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/test"
+    folder = tmp_path / "metrics-not-made"
+    result = _serve_once(
+        tmp_path, url, tmp_path / "no-cards", timeout_s=60, PROMETHEUS_MULTIPROC_DIR=str(folder)
+    )
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert result.stderr == (
+        f"error: PROMETHEUS_MULTIPROC_DIR {folder} is not a folder: make it (empty) first\n"
+    )
 
 
 def test_a_card_changed_without_a_new_version_refuses_start_up_in_one_line(tmp_path, db_url):

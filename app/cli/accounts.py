@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.cli.errors import CliError, first_line
+from app.cli.errors import CliError, database_error
 
 
 def create_user(database_url: str, email: str, password: str, role: str) -> str:
@@ -20,9 +20,7 @@ def create_user(database_url: str, email: str, password: str, role: str) -> str:
     except Problem as exc:
         raise CliError(exc.message) from None
     except SQLAlchemyError as exc:
-        raise CliError(
-            f"cannot create the user: {first_line(exc)} (is the database migrated?)"
-        ) from None
+        raise database_error("cannot create the user", exc) from None
     finally:
         engine.dispose()
     return f"created {learner.role} {learner.email} ({learner.id})"

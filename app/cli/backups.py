@@ -54,9 +54,12 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def backup(database_url: str, dest: Path, force: bool = False) -> str:
+def backup(database_url: str, dest: Path | str, force: bool = False) -> str:
     """Copy the SQLite database to ``dest`` with SQLite's online backup API (a consistent
-    snapshot while servers keep writing: WAL readers block no writer); one self-contained file."""
+    snapshot while servers keep writing: WAL readers block no writer); one self-contained file.
+
+    ``dest`` is a file, or a folder for a timestamped file; a path written as a folder (ending
+    in ``/``) that is no folder is refused, not made a file of that name."""
     import os
     import sqlite3
     from contextlib import closing
@@ -65,8 +68,12 @@ def backup(database_url: str, dest: Path, force: bool = False) -> str:
     source = _sqlite_file(database_url, "backup")
     if not source.is_file():
         raise CliError(f"no database at {source} to back up")
+    as_folder = isinstance(dest, str) and dest.endswith(("/", os.sep))
+    dest = Path(dest)
     if dest.is_dir():
         dest = dest / f"infracards-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.db"
+    elif as_folder:
+        raise CliError(f"no folder {dest.expanduser().resolve()} for the backup")
     dest = dest.expanduser().resolve()
     if dest == source:
         raise CliError("the backup would overwrite the database itself: choose another file")

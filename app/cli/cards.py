@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.cli.errors import CliError, first_line
+from app.cli.errors import CliError, database_error
 from app.domain.numerals import is_digits
 
 
@@ -123,9 +123,7 @@ def export_card(database_url: str, card_id: str, out: Path | None) -> str:
                 .limit(1)
             ).first()
     except SQLAlchemyError as exc:
-        raise CliError(
-            f"cannot read the card: {first_line(exc)} (is the database migrated?)"
-        ) from None
+        raise database_error("cannot read the card", exc) from None
     finally:
         engine.dispose()
     if document is None:

@@ -12,7 +12,10 @@ from app.cli.backups import backup, restore
 from app.cli.cards import check_cards, export_card, export_questions
 from app.cli.errors import CliError, safe_url
 from app.cli.migrations import migrate
-from app.config import get_settings
+from app.config import SettingsError, get_settings
+
+# The exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it.
+INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     backup_cmd = commands.add_parser(
         "backup", help="copy the SQLite database to a file, consistent while servers run"
     )
-    backup_cmd.add_argument("dest", type=Path, metavar="DEST", help="a file, or a folder")
+    backup_cmd.add_argument("dest", metavar="DEST", help="a file, or a folder")
     backup_cmd.add_argument("--force", action="store_true", help="replace DEST if it exists")
     backup_cmd.add_argument("--database-url", help="default: DATABASE_URL or SQLite in data/")
     restore_cmd = commands.add_parser(
@@ -85,8 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = get_settings()
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        print(f"error: invalid settings: {exc}", file=sys.stderr)
+    except SettingsError as exc:  # one line, naming the variables and never their values
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
         if args.command == "migrate":
@@ -124,4 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status for SIGINT, no traceback
+        print("error: interrupted", file=sys.stderr)
+        return INTERRUPTED
     return 0

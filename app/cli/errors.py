@@ -16,3 +16,12 @@ def safe_url(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     return make_url(url).render_as_string(hide_password=True)
+
+
+def database_error(action: str, exc: BaseException) -> CliError:
+    """A command's database failure as one line; the hint to migrate only where it may help,
+    not for a server that cannot be reached."""
+    from app.db import failure_kind
+
+    hint = "" if failure_kind(exc) == "unreachable" else " (is the database migrated?)"
+    return CliError(f"{action}: {first_line(exc)}{hint}")

@@ -142,7 +142,14 @@ class TrustedHosts:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.starlette.allow_any or (
-            scope["type"] == "http" and scope_header(scope, b"host", None) in self._trusted
+            scope["type"] == "http"
+            and (
+                scope_header(scope, b"host", None) in self._trusted
+                # A load balancer's or orchestrator's probe names the machine's address, not the
+                # public name: /healthz and /readyz answer whatever the Host (nothing in them
+                # depends on it), as /metrics does before this guard.
+                or scope["path"] in StartupGate.OPEN_PATHS
+            )
         ):
             await self.app(scope, receive, send)
             return

@@ -161,6 +161,9 @@ def log_access(scope: Scope, method: str, route: str, status: int, elapsed: floa
     level = logging.ERROR if status >= 500 and status != 503 else logging.INFO
     if not access_log.isEnabledFor(level):
         return
+    # A path parameter named token is a secret (a password reset link works once within an
+    # hour for whoever has it): such a request's line shows its route template instead.
+    path = route if "{token}" in route else scope["path"]
     # The record made and handled directly: Logger.log would also look up the calling frame,
     # which no access line shows (a tenth of a question request went to logging).
     record = access_log.makeRecord(
@@ -169,11 +172,11 @@ def log_access(scope: Scope, method: str, route: str, status: int, elapsed: floa
         __file__,
         0,
         "%s %s %s %.1f ms",
-        (method, scope["path"], status, elapsed * 1000),
+        (method, path, status, elapsed * 1000),
         None,
         extra={
             "method": method,
-            "path": scope["path"],
+            "path": path,
             "route": route,
             "status": status,
             "duration_ms": round(elapsed * 1000, 2),

@@ -81,6 +81,19 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+def multiprocess_folder_problem() -> str | None:
+    """Why ``PROMETHEUS_MULTIPROC_DIR`` cannot take the workers' metric files, or None (unset, or
+    a writable folder): prometheus-client opens its files there as the first metric is made."""
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not folder:
+        return None
+    if not os.path.isdir(folder):
+        return f"PROMETHEUS_MULTIPROC_DIR {folder} is not a folder: make it (empty) first"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"PROMETHEUS_MULTIPROC_DIR {folder} is not writable by this user"
+    return None
+
+
 def count_stored_answers(sessions: sessionmaker[Session], metrics: Metrics) -> None:
     """Count the attempts each session inserted (``app.practice.storing.store_batch`` notes
     them in ``session.info``), once its transaction has committed."""
