@@ -331,6 +331,14 @@ def look_up_visitor(request: Request, secret: str, now: datetime) -> KnownVisito
         return visitor_for_web_session(db=db, secret=secret, now=now)
 
 
+def show_visitor(request: Request, known: KnownVisitor | None) -> None:
+    """What the page's navigation shows of its visitor (app.web.templating.render_page reads
+    it): the learner, and the reviews due."""
+    request.state.visitor_learner = known.learner if known else None
+    if known is not None:
+        request.state.due_count = known.due_count
+
+
 async def get_visitor(request: Request) -> Visitor:
     """The browser session's visitor. A page GET takes it from this process's memory when it
     was read less than a few seconds ago (app.auth.visitors); otherwise the database is read in
@@ -351,9 +359,7 @@ async def get_visitor(request: Request) -> Visitor:
         request.headers.get("accept-language"),
     )
     request.state.page_lang = lang
-    request.state.visitor_learner = known.learner if known else None
-    if known is not None:
-        request.state.due_count = known.due_count
+    show_visitor(request, known)
     return Visitor(
         browser=browser,
         learner=known.learner if known else None,

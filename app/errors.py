@@ -23,7 +23,7 @@ from app.auth.cookies import STATE_KEY, BrowserSession
 from app.auth.visitors import remembered_visitor
 from app.db import failure_kind, first_line
 from app.db_errors import UnstorableText, WriteTimedOut
-from app.deps import look_up_visitor
+from app.deps import look_up_visitor, show_visitor
 from app.domain.languages import choose_lang
 from app.domain.messages import Message
 from app.domain.texts import Text
@@ -164,9 +164,7 @@ def _read_visitor(request: Request) -> None:
             )
         except SQLAlchemyError:
             known = None
-    request.state.visitor_learner = known.learner if known else None
-    if known is not None:
-        request.state.due_count = known.due_count
+    show_visitor(request, known)
 
 
 def problem_response(status_code: int, code: str, detail: str) -> JSONResponse:

@@ -112,7 +112,7 @@ def signup(
         path="/login",
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=settings.secure_cookies,  # as the session cookie's
     )
     return response
 

@@ -32,8 +32,8 @@ from app.domain.authoring import (
 from app.domain.formulas import is_identifier
 from app.domain.messages import Message
 from app.web.authoring.forms import (
-    MAX_FIELD_CHARS,
     by_field,
+    draft_form_context,
     saved,
     submitted,
     text_of,
@@ -80,11 +80,12 @@ def _card_page(
         "formulas": [*formulas, {"id": "", "title": {}, "expr": "", "latex": "", "unit": "B"}],
         "problems": problems,
         "by_field": by_field(problems),
-        "csrf_token": visitor.csrf_token,
-        "max_chars": MAX_FIELD_CHARS,
-        "revision": revision,
-        "conflict": None if conflict is None else conflict.text,
-        "reload_url": f"/instructor/cards/{card_id}/edit",
+        **draft_form_context(
+            visitor,
+            revision=revision,
+            conflict=conflict,
+            reload_url=f"/instructor/cards/{card_id}/edit",
+        ),
     }
     return render_page(
         request, "instructor_card_edit.html", context, lang=visitor.lang, status_code=status_code

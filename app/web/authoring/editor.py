@@ -26,7 +26,7 @@ from app.domain.messages import Message
 from app.domain.texts import Text
 from app.problems import InvalidInput, NotFound, Problem, UnprocessableInput
 from app.web.authoring import back_to
-from app.web.authoring.forms import MAX_FIELD_CHARS, submitted, too_long
+from app.web.authoring.forms import draft_form_context, submitted, too_long
 from app.web.authoring.template_form import (
     constraints_text,
     derived_text,
@@ -132,14 +132,15 @@ def _editor(
         "stopped": checked.stopped,
         "by_field": _by_field(problems),
         "names": names,
-        "csrf_token": visitor.csrf_token,
         "message": message,
         "saved": saved,
-        "revision": revision,
-        "conflict": None if conflict is None else conflict.text,
-        "reload_url": f"/instructor/cards/{card_id}/templates/{original_id}",
+        **draft_form_context(
+            visitor,
+            revision=revision,
+            conflict=conflict,
+            reload_url=f"/instructor/cards/{card_id}/templates/{original_id}",
+        ),
         "notice": notice,
-        "max_chars": MAX_FIELD_CHARS,
         "typed_choices": typed.get("choices"),
         "typed_precision": typed.get("precision"),
         "params_text": typed.get("params", params_text(template.get("params") or {})),

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.authoring import service
+from app.authoring.revisions import DraftChanged
 from app.deps import DbDep, InstructorVisitor
 from app.domain.authoring import CardProblem
 from app.domain.languages import LANGS
@@ -93,3 +94,22 @@ def by_field(problems: Sequence[CardProblem]) -> dict[str, list[CardProblem]]:
     for problem in problems:
         grouped.setdefault(problem.field or "", []).append(problem)
     return grouped
+
+
+def draft_form_context(
+    visitor: InstructorVisitor,
+    *,
+    revision: str | None,
+    conflict: DraftChanged | None,
+    reload_url: str,
+) -> dict[str, Any]:
+    """What every form editing a draft shows besides its fields: the CSRF token, the text limit,
+    the draft's ``revision`` it is based on, and a ``conflict`` (the draft changed meanwhile)
+    with where the current draft is (``reload_url``)."""
+    return {
+        "csrf_token": visitor.csrf_token,
+        "max_chars": MAX_FIELD_CHARS,
+        "revision": revision,
+        "conflict": None if conflict is None else conflict.text,
+        "reload_url": reload_url,
+    }

@@ -28,8 +28,8 @@ from app.domain.messages import Message
 from app.domain.texts import Text
 from app.problems import InvalidInput
 from app.web.authoring.forms import (
-    MAX_FIELD_CHARS,
     by_field,
+    draft_form_context,
     plain_text,
     saved,
     text_of,
@@ -75,11 +75,12 @@ def _point_page(
         "problems": problems,
         "by_field": by_field(problems),
         "message": message,
-        "csrf_token": visitor.csrf_token,
-        "max_chars": MAX_FIELD_CHARS,
-        "revision": revision,
-        "conflict": None if conflict is None else conflict.text,
-        "reload_url": f"/instructor/cards/{card_id}/points/{original}",
+        **draft_form_context(
+            visitor,
+            revision=revision,
+            conflict=conflict,
+            reload_url=f"/instructor/cards/{card_id}/points/{original}",
+        ),
     }
     return render_page(
         request, "instructor_point.html", context, lang=visitor.lang, status_code=status_code
