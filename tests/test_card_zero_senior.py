@@ -134,18 +134,27 @@ def test_loss_scale_overflow_is_decided_by_all_ranks(card):
 
 
 def test_megatron_distributed_optimizer_is_6_plus_12_over_d(card):
-    # 405B, t = 8, p = 4: 12.65625B parameters a GPU; d = 16: 6 + 12/16 = 6.75 bytes each
-    # = 85.43 GB
+    # 340B, t = 8, p = 4: 10.625B parameters a GPU; d = 16: 6 + 12/16 = 6.75 bytes each
+    # = 71.72 GB
     _, choice = correct_choice(
-        card, "p2-megatron-distributed-optimizer", psi=405 * B, tp=8, pp=4, dp=16
+        card, "p2-megatron-distributed-optimizer", psi=340 * B, tp=8, pp=4, dp=16
     )
-    assert_shows(choice, Fraction(27, 4) * Fraction(405 * B, 32))
-    assert choice.text.en == "85.4 GB"
-    # 70B, t = 2, p = 2, d = 4: (6 + 3) × 17.5B = 157.5 GB
+    assert_shows(choice, Fraction(27, 4) * Fraction(340 * B, 32))
+    assert choice.text.en == "71.7 GB"
+    # 70B, t = 4, p = 2, d = 4: (6 + 3) × 8.75B = 78.75 GB
     _, choice = correct_choice(
-        card, "p2-megatron-distributed-optimizer", psi=70 * B, tp=2, pp=2, dp=4
+        card, "p2-megatron-distributed-optimizer", psi=70 * B, tp=4, pp=2, dp=4
     )
-    assert_shows(choice, Fraction(1575, 10) * GB)
+    assert_shows(choice, Fraction(7875, 100) * GB)
+
+
+def test_megatron_distributed_optimizer_layouts_fit_an_80_gb_gpu(card):
+    # a layout whose model states alone exceed an 80 GB GPU could not start (405B at t = 8,
+    # p = 4, d = 16 would need 85.4 GB; 70B at t = p = 2, d = 4, 157.5 GB)
+    template = card.template("p2-megatron-distributed-optimizer")
+    for values in parameter_combinations(template):
+        per_gpu = (6 + Fraction(12) / values["dp"]) * values["psi"] / (values["tp"] * values["pp"])
+        assert per_gpu <= 80 * GB, values
 
 
 def test_zero3_forward_peak_holds_two_gathered_blocks(card):
