@@ -129,8 +129,9 @@ def test_new_templates_kept_their_history_of_versions(card):
     # Card version 9 changed no template: it names the card it follows (prerequisites); 10 gave
     # p4-overlap-threshold three pitfalls that make two slips at once (its ratio hub 44 -> 37 %);
     # 14 fixed an expert review's findings (stated layouts, the GiB pitfall kept in GB, Chinese
-    # keys reworded).
-    assert card.version == 14 and card.prerequisites == ("megatron-3d-pipeline",)
+    # keys reworded); 15 a content review (the NVMe stem says reads and writes share the
+    # drives' bandwidth; p2-megatron-distributed-optimizer keeps its layouts within 80 GB a GPU).
+    assert card.version == 15 and card.prerequisites == ("megatron-3d-pipeline",)
 
 
 # --- K for other recipes -----------------------------------------------------------------------
