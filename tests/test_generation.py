@@ -123,6 +123,23 @@ def test_same_seed_same_variant(card):
     ]
 
 
+def test_kept_variants_are_bounded_and_the_oldest_goes_first(card, monkeypatch):
+    """A process keeps the variants it made lately (an answer regenerates its question's) and
+    no more than VARIANTS_KEPT of them: the oldest made is the first made again."""
+    import app.domain.generation as generation
+
+    monkeypatch.setattr(generation, "VARIANTS_KEPT", 3)
+    template = card.points[0].templates[0]
+    seeds = range(910_000, 910_005)
+    first = [generate(card, template, seed) for seed in seeds]  # the last three are kept
+    assert generate(card, template, seeds[-1]) is first[-1]
+    assert generate(card, template, seeds[-3]) is first[-3]
+    again = generate(card, template, seeds[0])  # made anew; seeds[-3] is now the oldest
+    assert again is not first[0] and again.stem == first[0].stem
+    assert generate(card, template, seeds[-2]) is first[-2]
+    assert generate(card, template, seeds[-3]) is not first[-3]
+
+
 def test_seeds_vary_parameters_and_choice_order(card):
     template = card.points[0].templates[0]
     variants = [generate(card, template, seed) for seed in range(200)]
