@@ -174,6 +174,11 @@ class PracticeSession(Base):
     # "Type the answer": numeric questions are answered with a number and a unit, no choices
     # shown (statements keep their choices).
     typed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # The id the client gave this start (an app's UUID), so that sending the start again, its
+    # response lost, gets this session rather than a second one; null for the web's.
+    client_session_id: Mapped[str | None] = mapped_column(
+        String(CLIENT_ANSWER_ID_MAX), unique=True, index=True
+    )
 
     @property
     def scope(self) -> str:

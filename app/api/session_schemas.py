@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from typing_extensions import TypeAliasType
 
 from app.domain.practice import MAX_SIZE, SCOPE_MODES
+from app.models import CLIENT_ANSWER_ID_MAX
 from app.practice.sessions import EXAM_GRACE
 from app.schemas import PitfallPublic, QuestionPublic
 
@@ -73,6 +74,16 @@ class SessionCreate(BaseModel):
         default=False,
         description="Type the answer: numeric questions come without choices (mode typed), "
         "answered with a value and a unit.",
+    )
+    client_session_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=CLIENT_ANSWER_ID_MAX,
+        pattern=r"^[A-Za-z0-9._:-]+$",
+        description="Unique per start (a UUID): sending the start again with it, its response "
+        "lost, starts nothing and answers 200 with the session the first one started, as it "
+        "stands now. Sent again with another card, mode or typed, or used by another learner: "
+        "409 session_id_reused. Without it every request starts a session.",
     )
 
     @model_validator(mode="after")

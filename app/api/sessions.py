@@ -38,7 +38,8 @@ from app.practice.session_flow import (
     read_session,
     seconds_left,
 )
-from app.practice.sessions import SessionState, finish_session, load_session, start_session
+from app.practice.session_starts import start_session_once
+from app.practice.sessions import SessionState, finish_session, load_session
 from app.practice.summaries import PointScore, QuestionLine, past_exams, summarise
 from app.problems import UnprocessableInput
 from app.schemas import AnswerCreate, AnswerResultPublic
@@ -89,11 +90,24 @@ def _session(state: SessionState, now: datetime) -> SessionPublic:
                 }
             }
         },
+        200: {
+            "model": SessionPublic,
+            "description": "The start was sent again (its client_session_id): nothing started, "
+            "the session the first one started as it stands now.",
+            "headers": {
+                "Location": {
+                    "description": "The session's URL.",
+                    "required": True,
+                    "schema": {"type": "string"},
+                }
+            },
+        },
         404: {"model": ProblemPublic, "description": "card_not_found, point_not_found."},
         409: {
             "model": ProblemPublic,
             "description": "nothing_to_practise: a mistakes session without mistakes (or with "
-            "those named marked understood), a review with nothing due.",
+            "those named marked understood), a review with nothing due; session_id_reused: the "
+            "client_session_id of another start.",
         },
         422: {
             "model": ProblemPublic,
@@ -111,10 +125,11 @@ def create_session(
     templates in scope, no key you saw in your last 10 answers). A timed exam has 90 seconds a
     question; its deadline is in the answer."""
     now = ctx.clock()
-    row = start_session(
+    started = start_session_once(
         db=db,
         catalog=ctx.catalog,
         learner_id=learner.id,
+        client_session_id=body.client_session_id,
         card_id=body.card_id,
         scope=body.scope,
         mode=body.mode,
@@ -125,8 +140,12 @@ def create_session(
         now=now,
         typed=body.typed,
     )
-    response.headers["Location"] = f"/api/v1/me/sessions/{row.id}"
-    return _session(SessionState(row=row, answered={}), now)
+    response.headers["Location"] = f"/api/v1/me/sessions/{started.row.id}"
+    if started.created:
+        return _session(SessionState(row=started.row, answered={}), now)
+    response.status_code = status.HTTP_200_OK
+    state = load_session(db=db, learner_id=learner.id, session_id=started.row.id)
+    return _session(state, now)
 
 
 @router.get("/me/sessions/{session_id}", response_model=SessionPublic, responses=UNKNOWN_SESSION)

@@ -135,10 +135,12 @@ def start_session(
     now: datetime | None = None,
     typed: bool = False,
     scope: str = "card",
+    client_session_id: str | None = None,
 ) -> PracticeSession:
     """A new session of ``mode`` on a card, or on the deck (``scope`` ``deck``, no card: every
     card at once, interleaved); ``templates`` narrows mistakes mode to those; ``typed``: numeric
-    questions are answered by typing the number and its unit.
+    questions are answered by typing the number and its unit; ``client_session_id``: the id the
+    client gave this start (app.practice.session_starts).
 
     Its questions are chosen now, after the learner's latest answers (app.domain.selection):
     "practise again" on one template is a mistakes session narrowed to it."""
@@ -187,6 +189,7 @@ def start_session(
         if mode == "exam"
         else None,
         typed=typed,
+        client_session_id=client_session_id,
     )
     with write_transaction(db):
         db.add(row)

@@ -1,0 +1,94 @@
+"""Starting a practice session once, however often the start is sent.
+
+An app that loses the response to its start (a train's tunnel, a killed app) sends it again. It
+names each start with an id of its own (``client_session_id``, a UUID): the first request with
+that id starts the session, any later one gets that same session back, however far it has got,
+and starts nothing. Two requests with one id arriving together start one session (the id is
+unique in the table; the one that loses the race reads the winner's). An id sent again with
+another card, mode or typed setting, or one another learner used, is refused (409
+``session_id_reused``): it names another start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.domain.messages import Message
+from app.models import PracticeSession
+from app.practice.sessions import start_session
+from app.problems import Conflict
+
+
+@dataclass(frozen=True)
+class Started:
+    row: PracticeSession
+    created: bool  # False: the start was sent again; ``row`` is the session the first one started
+
+
+def session_id_reused() -> Conflict:
+    return Conflict(
+        Message(
+            "This client_session_id was already used to start another session: send a new one "
+            "for each session you start."
+        ),
+        code="session_id_reused",
+    )
+
+
+def start_session_once(
+    *,
+    db: Session,
+    learner_id: str,
+    client_session_id: str | None,
+    card_id: str | None,
+    mode: str,
+    typed: bool = False,
+    **start: Any,
+) -> Started:
+    """:func:`app.practice.sessions.start_session`, unless ``client_session_id`` started one
+    already: then that session (``created`` False), or 409 when it was another start."""
+    if client_session_id is None:
+        return Started(
+            start_session(
+                db=db, learner_id=learner_id, card_id=card_id, mode=mode, typed=typed, **start
+            ),
+            created=True,
+        )
+    found = _started_by(db, client_session_id)
+    if found is None:
+        try:
+            row = start_session(
+                db=db,
+                learner_id=learner_id,
+                card_id=card_id,
+                mode=mode,
+                typed=typed,
+                client_session_id=client_session_id,
+                **start,
+            )
+            return Started(row, created=True)
+        except IntegrityError:  # the same start, sent twice at once: the other one stored it
+            found = _started_by(db, client_session_id)
+            if found is None:
+                raise
+    same = (
+        found.learner_id == learner_id
+        and found.mode == mode
+        and found.typed == typed
+        and (found.card_id is None) == (card_id is None)
+        and (card_id is None or found.card_id == card_id)
+    )
+    if not same:
+        raise session_id_reused()
+    return Started(found, created=False)
+
+
+def _started_by(db: Session, client_session_id: str) -> PracticeSession | None:
+    return db.scalar(
+        select(PracticeSession).where(PracticeSession.client_session_id == client_session_id)
+    )
