@@ -1,9 +1,12 @@
 """An app names each session it starts (client_session_id): the start sent again, its response
 lost, starts nothing and gets the first one's session, on SQLite and PostgreSQL, also when both
-arrive at once; an id naming another start is refused."""
+arrive at once; an id naming another start is refused. A page's start forms carry one each: a
+double click starts one session."""
 
 from __future__ import annotations
 
+import html
+import re
 import uuid
 
 from conftest import CARD_ID
@@ -125,3 +128,52 @@ def test_on_postgres_a_start_sent_again_or_at_once_starts_one_session(
         assert (first.status_code, again.status_code) == (201, 200)
         assert again.json()["session_id"] == first.json()["session_id"]
         start_raced(client, app, monkeypatch)
+
+
+# --- the web's start forms ---------------------------------------------------------------------
+
+
+def start_forms(page: str) -> list[dict[str, str]]:
+    """The hidden fields of each start form on a page."""
+    forms = page.split('<form class="start"')[1:]
+    return [
+        {k: html.unescape(v) for k, v in HIDDEN.findall(form.split("</form>")[0])}
+        for form in forms
+    ]
+
+
+HIDDEN = re.compile(r'<input type="hidden" name="(\w+)" value="([^"]*)"')
+
+
+def send_form(client, fields):
+    response = client.post("/sessions", data=fields, follow_redirects=False)
+    assert response.status_code == 303, response.text[:400]
+    return response.headers["location"].split("?")[0]
+
+
+def test_a_double_click_on_a_start_button_starts_one_session(client, app):
+    page = client.get(f"/cards/{CARD_ID}").text
+    forms = start_forms(page)
+    ids = [form["client_session_id"] for form in forms]
+    assert len(ids) > 5 and len(set(ids)) == len(ids)  # one id per form shown
+    exam = next(form for form in forms if form["mode"] == "exam")
+
+    first, second = send_form(client, exam), send_form(client, exam)
+
+    assert first == second and first.startswith("/sessions/")
+    assert sessions_stored(app) == 1
+
+
+def test_a_start_form_sent_again_once_its_session_is_under_way_starts_a_new_one(client, app):
+    page = client.get(f"/cards/{CARD_ID}").text
+    mixed = next(form for form in start_forms(page) if form["mode"] == "card")
+    first = send_form(client, mixed)
+    question = client.get(first).text
+    answer = {k: html.unescape(v) for k, v in HIDDEN.findall(question)}
+    answered = client.post("/answers", data={**answer, "choice_id": "a"})
+    assert answered.status_code == 200, answered.text[:400]
+
+    again = send_form(client, mixed)  # the card page kept open, or the back button
+
+    assert again != first
+    assert sessions_stored(app) == 2

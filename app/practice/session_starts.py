@@ -6,20 +6,23 @@ that id starts the session, any later one gets that same session back, however f
 and starts nothing. Two requests with one id arriving together start one session (the id is
 unique in the table; the one that loses the race reads the winner's). An id sent again with
 another card, mode or typed setting, or one another learner used, is refused (409
-``session_id_reused``): it names another start.
+``session_id_reused``): it names another start. A page's start forms work the same way
+(:func:`start_session_from_page`), so that a double click starts one session.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import exists, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.auth.service import as_utc, now_utc
 from app.domain.messages import Message
-from app.models import PracticeSession
+from app.models import Attempt, PracticeSession
 from app.practice.sessions import start_session
 from app.problems import Conflict
 
@@ -86,6 +89,35 @@ def start_session_once(
     if not same:
         raise session_id_reused()
     return Started(found, created=False)
+
+
+def start_session_from_page(
+    *, db: Session, learner_id: str, client_session_id: str | None, **start: Any
+) -> PracticeSession:
+    """A start form sent from a page (its ``client_session_id`` drawn when the page was shown):
+    a double click starts one session, the second click going to the same one. The same form
+    sent once its session has an answer or has ended (the browser's back button, a page kept
+    open) starts a new one, as the learner asks."""
+    try:
+        started = start_session_once(
+            db=db, learner_id=learner_id, client_session_id=client_session_id, **start
+        )
+    except Conflict:  # not the id this form was shown with
+        started = None
+    if started is not None and (
+        started.created or not _under_way(db, started.row, start.get("now") or now_utc())
+    ):
+        return started.row
+    return start_session(db=db, learner_id=learner_id, **start)
+
+
+def _under_way(db: Session, row: PracticeSession, now: datetime) -> bool:
+    """Whether the session has an answer or has ended (by its learner, or at its deadline)."""
+    if row.finished_at is not None or (
+        row.deadline_at is not None and as_utc(row.deadline_at) <= now
+    ):
+        return True
+    return bool(db.scalar(select(exists().where(Attempt.practice_session_id == row.id))))
 
 
 def _started_by(db: Session, client_session_id: str) -> PracticeSession | None:

@@ -34,12 +34,12 @@ from app.practice.answers import (
 from app.practice.questions import Question, new_question, regenerate
 from app.practice.scopes import NothingToPractise
 from app.practice.session_flow import next_question, seconds_left
+from app.practice.session_starts import start_session_from_page
 from app.practice.sessions import (
     SessionOver,
     SessionState,
     finish_session,
     load_session,
-    start_session,
     summary_path,
 )
 from app.problems import InvalidAnswer, InvalidInput
@@ -122,6 +122,7 @@ def start(
     templates: Annotated[str | None, Form(max_length=5000)] = None,
     typed: Annotated[str | None, Form(max_length=8)] = None,
     scope: Annotated[str, Form(max_length=8)] = "card",
+    client_session_id: Annotated[str | None, Form(max_length=64)] = None,
 ) -> Response:
     """Start a session in a mode on a card or on the deck (``scope``; ``typed``: "Type the
     answer"), then show its first question."""
@@ -132,10 +133,13 @@ def start(
     chosen = [t for t in templates.split(",") if t] if templates else None
     on_card = card_id if scope == "card" else None
     try:
-        row = start_session(
+        row = start_session_from_page(
             db=db,
             catalog=ctx.catalog,
             learner_id=learner.id,
+            client_session_id=client_session_id
+            if client_session_id and set(client_session_id) <= _CLIENT_ANSWER_ID_CHARS
+            else None,
             card_id=on_card,
             scope=scope,
             mode=mode,

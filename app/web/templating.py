@@ -11,6 +11,7 @@ Security headers (CSP and the rest) are added to every response by ``app.web.sec
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -71,6 +72,7 @@ def make_pages() -> Jinja2Templates:
     env.filters["when"] = _when_filter
     env.globals["duration"] = format_duration
     env.globals["has_calculator"] = has_calculator
+    env.globals["start_id"] = lambda: uuid.uuid4().hex  # a start form's client_session_id
     return pages
 
 
