@@ -55,14 +55,7 @@ def start_session_once(
 ) -> Started:
     """:func:`app.practice.sessions.start_session`, unless ``client_session_id`` started one
     already: then that session (``created`` False), or 409 when it was another start."""
-    if client_session_id is None:
-        return Started(
-            start_session(
-                db=db, learner_id=learner_id, card_id=card_id, mode=mode, typed=typed, **start
-            ),
-            created=True,
-        )
-    found = _started_by(db, client_session_id)
+    found = _started_by(db, client_session_id) if client_session_id is not None else None
     if found is None:
         try:
             row = start_session(
@@ -76,7 +69,7 @@ def start_session_once(
             )
             return Started(row, created=True)
         except IntegrityError:  # the same start, sent twice at once: the other one stored it
-            found = _started_by(db, client_session_id)
+            found = _started_by(db, client_session_id) if client_session_id is not None else None
             if found is None:
                 raise
     same = (
