@@ -137,8 +137,7 @@ def start_forms(page: str) -> list[dict[str, str]]:
     """The hidden fields of each start form on a page."""
     forms = page.split('<form class="start"')[1:]
     return [
-        {k: html.unescape(v) for k, v in HIDDEN.findall(form.split("</form>")[0])}
-        for form in forms
+        {k: html.unescape(v) for k, v in HIDDEN.findall(form.split("</form>")[0])} for form in forms
     ]
 
 
