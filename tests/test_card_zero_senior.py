@@ -169,11 +169,20 @@ def test_zero3_forward_peak_holds_two_gathered_blocks(card):
 
 
 def test_hybrid_sharding_divides_by_the_shard_group_only(card):
-    # 70B on 8 × 4 GPUs: 1120 GB / 8 = 140 GB (not / 32); 175B in groups of 32: 87.5 GB
-    _, choice = correct_choice(card, "p2-hsdp-per-gpu", psi=70 * B, shard=8, replicas=4)
-    assert choice.text.en == "140 GB"
-    _, choice = correct_choice(card, "p2-hsdp-per-gpu", psi=175 * B, shard=32, replicas=2)
-    assert choice.text.en == "87.5 GB"
+    # 70B on 16 × 4 GPUs: 1120 GB / 16 = 70 GB (not / 64); 175B in groups of 64: 2800 GB / 64 =
+    # 43.75 GB, shown at three figures as 43.8 GB (the tie goes to the even neighbour)
+    _, choice = correct_choice(card, "p2-hsdp-per-gpu", psi=70 * B, shard=16, replicas=4)
+    assert choice.text.en == "70.0 GB"
+    _, choice = correct_choice(card, "p2-hsdp-per-gpu", psi=175 * B, shard=64, replicas=2)
+    assert_shows(choice, Fraction(4375, 100) * GB)
+    assert choice.text.en == "43.8 GB"
+    # The group is sized so that the states fit an 80 GB GPU: 70B in groups of 8 (140 GB) and
+    # 175B in groups of 8, 16 or 32 (350, 175, 87.5 GB) are not drawn; 16 of 64 combinations.
+    template = card.template("p2-hsdp-per-gpu")
+    combinations = list(parameter_combinations(template))
+    assert len(combinations) == 48
+    for values in combinations:
+        assert candidates(template, values)[0].value <= 80 * GB, values
 
 
 def test_oom_with_reserved_memory_is_fragmentation_and_dcp_reshards_on_load(card):
