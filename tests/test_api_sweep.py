@@ -126,9 +126,10 @@ ORACLE = {
     "p4-fp32-gradient-reduction-bytes": lambda p: (2 + 2 + 4) * p["psi"],
     # read gradient, master, m, v (4 × 4 bytes), write master, m, v (3 × 4), spread over nodes
     "p5-cpu-adam-dram-time": lambda p: (4 * 4 + 3 * 4) * p["psi"] / (p["nodes"] * p["bw"]),
-    # fp16 parameter and gradient shards, and the part of the fp32 states that stays
+    # DeepSpeed under offload_optimizer: the fp16 parameter shard, and for the share kept on the
+    # GPU its fp32 master weights, m, v and fp32 gradients (the rest of the gradients go to host)
     "p5-partial-offload-ratio": lambda p: (
-        ((2 + 2) * p["psi"] + (1 - p["ratio"]) * (4 + 4 + 4) * p["psi"]) / p["n_d"]
+        (2 * p["psi"] + (1 - p["ratio"]) * (4 + 4 + 4 + 4) * p["psi"]) / p["n_d"]
     ),
     # 12Ψ of states read in and written back each step, over the nodes, in t seconds
     "p5-nvme-bandwidth-for-optimizer": lambda p: 2 * (4 + 4 + 4) * p["psi"] / (p["nodes"] * p["t"]),

@@ -169,11 +169,20 @@ def test_zero3_forward_peak_holds_two_gathered_blocks(card):
 
 
 def test_hybrid_sharding_divides_by_the_shard_group_only(card):
-    # 70B on 8 × 4 GPUs: 1120 GB / 8 = 140 GB (not / 32); 175B in groups of 32: 87.5 GB
-    _, choice = correct_choice(card, "p2-hsdp-per-gpu", psi=70 * B, shard=8, replicas=4)
-    assert choice.text.en == "140 GB"
-    _, choice = correct_choice(card, "p2-hsdp-per-gpu", psi=175 * B, shard=32, replicas=2)
-    assert choice.text.en == "87.5 GB"
+    # 70B on 16 × 4 GPUs: 1120 GB / 16 = 70 GB (not / 64); 175B in groups of 64: 2800 GB / 64 =
+    # 43.75 GB, shown at three figures as 43.8 GB (the tie goes to the even neighbour)
+    _, choice = correct_choice(card, "p2-hsdp-per-gpu", psi=70 * B, shard=16, replicas=4)
+    assert choice.text.en == "70.0 GB"
+    _, choice = correct_choice(card, "p2-hsdp-per-gpu", psi=175 * B, shard=64, replicas=2)
+    assert_shows(choice, Fraction(4375, 100) * GB)
+    assert choice.text.en == "43.8 GB"
+    # The group is sized so that the states fit an 80 GB GPU: 70B in groups of 8 (140 GB) and
+    # 175B in groups of 8, 16 or 32 (350, 175, 87.5 GB) are not drawn; 16 of 64 combinations.
+    template = card.template("p2-hsdp-per-gpu")
+    combinations = list(parameter_combinations(template))
+    assert len(combinations) == 48
+    for values in combinations:
+        assert candidates(template, values)[0].value <= 80 * GB, values
 
 
 def test_oom_with_reserved_memory_is_fragmentation_and_dcp_reshards_on_load(card):
@@ -251,16 +260,32 @@ def test_cpu_adam_streams_28_bytes_a_parameter(card):
 
 
 def test_partial_offload_ratio_is_the_share_sent_to_the_cpu(card):
-    # 70B on 16 GPUs, ratio 0.6: 4Ψ/16 = 17.5 GB + 0.4 × 840 GB / 16 = 21 GB → 38.5 GB
+    # DeepSpeed ZeRO-3 with offload_optimizer (stage3.py): the fp16 parameter shard stays on the
+    # GPU, reduced gradient partitions go to a host buffer, and the share 1 - ratio updated on the
+    # GPU keeps master weights, m, v and an fp32 gradient there, 4 + 4 + 4 + 4 = 16 bytes.
+    # 70B on 16 GPUs, ratio 0.7: 140 GB / 16 = 8.75 GB + 0.3 × 1120 GB / 16 = 21 GB → 29.75 GB,
+    # shown at three figures as 29.8 GB (the tie goes to the even neighbour)
     _, choice = correct_choice(
-        card, "p5-partial-offload-ratio", psi=70 * B, n_d=16, ratio=Fraction(3, 5)
+        card, "p5-partial-offload-ratio", psi=70 * B, n_d=16, ratio=Fraction(7, 10)
     )
-    assert choice.text.en == "38.5 GB"
-    # 7B on 4 GPUs, ratio 0.3: (28 GB + 0.7 × 84 GB) / 4 = 21.7 GB
+    assert_shows(choice, Fraction(2975, 100) * GB)
+    assert choice.text.en == "29.8 GB"
+    # 7B on 4 GPUs, ratio 0.3: 14 GB / 4 = 3.5 GB + 0.7 × 112 GB / 4 = 19.6 GB → 23.1 GB
     _, choice = correct_choice(
         card, "p5-partial-offload-ratio", psi=7 * B, n_d=4, ratio=Fraction(3, 10)
     )
-    assert choice.text.en == "21.7 GB"
+    assert choice.text.en == "23.1 GB"
+    # The states fit an 80 GB GPU in every variant: 70B on 4 GPUs at ratio 0.3 (231 GB) or 0.7
+    # (119 GB) and on 8 at 0.3 (115.5 GB) are not drawn; 70B on 4 at 0.9 (63 GB) is.
+    template = card.template("p5-partial-offload-ratio")
+    combinations = list(parameter_combinations(template))
+    assert len(combinations) == 24
+    for values in combinations:
+        assert candidates(template, values)[0].value <= 80 * GB, values
+    _, choice = correct_choice(
+        card, "p5-partial-offload-ratio", psi=70 * B, n_d=4, ratio=Fraction(9, 10)
+    )
+    assert choice.text.en == "63.0 GB"
 
 
 def test_fsdp2_cpu_offload_moves_the_parameters_too(card):
