@@ -21,8 +21,9 @@ from app.domain.diffs import diff_documents
 from app.domain.manifests import document_hash
 from app.domain.messages import Message
 from app.domain.patches import json_patch
+from app.domain.texts import Text
 from app.domain.versions import Comparison, compare_cards
-from app.models import AuditEntry, CardVersion
+from app.models import AuditEntry, CardDraft, CardVersion
 from app.problems import NotFound
 
 
@@ -67,6 +68,29 @@ def versions(*, db: Session, card_id: str) -> list[VersionInfo]:
         VersionInfo(version, created_at, len(manifests[version].templates))
         for version, created_at in rows
     ]
+
+
+@dataclass(frozen=True)
+class DraftInfo:
+    card_id: str
+    title: Text
+    updated_at: datetime
+
+
+def drafts(*, db: Session) -> list[DraftInfo]:
+    """Every card's unpublished draft, the latest saved first: a new card has nothing else to
+    be found by until it is published."""
+    rows = db.scalars(select(CardDraft).order_by(CardDraft.updated_at.desc())).all()
+    found = [DraftInfo(d.card_id, _title(d.document), d.updated_at) for d in rows]
+    db.commit()
+    return found
+
+
+def _title(document: object) -> Text:
+    title = document.get("title") if isinstance(document, dict) else None
+    if not isinstance(title, dict):
+        return Text("", "")
+    return Text(str(title.get("en") or ""), str(title.get("zh") or ""))
 
 
 def diff(

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from .cards import Card, CardError, Pitfall, Template
 from .cues import Cue, family_label, reading
-from .formulas import FormulaError
+from .formulas import Formula, FormulaError
 from .generation import (
     Candidate,
     Combination,
@@ -121,8 +121,19 @@ def validate_template(
             answer, pitfalls = evaluated_here.answer, evaluated_here.pitfalls
             rendered = _render_texts(evaluated_here)
         except FormulaError as exc:
+            field, formula = _failing_formula(template, values)
             raise CardError(
-                Message("%(where)s: %(error)s", where=where, error=exc.localized)
+                Message("%(where)s: %(error)s", where=where, error=exc.localized),
+                template_id=template.id if field else None,
+                field=field,
+                position=exc.column if formula is not None and exc.shown == formula.text else None,
+                reason=Message(
+                    "with the parameters %(values)s: %(error)s",
+                    values=_show(template, values),
+                    error=exc.message,
+                )
+                if field
+                else None,
             ) from None
         for what, field, text in rendered:
             for lang in LANGS:
@@ -407,6 +418,26 @@ def _check_statement_lengths(card: Card, template: Template) -> None:
 def _wordings(pitfall: Pitfall) -> tuple[Text, ...]:
     assert pitfall.statement is not None
     return (pitfall.statement, *pitfall.phrasings)
+
+
+def _failing_formula(
+    template: Template, values: Mapping[str, Fraction]
+) -> tuple[str | None, Formula | None]:
+    """The field (``answer``, ``pitfalls.<id>.formula``) of the formula that cannot be evaluated
+    at ``values``, and that formula, for the dashboard to show the error at it."""
+    if template.kind != "numeric":
+        return None, None
+    formulas = [("answer", template.answer_formula)] + [
+        (f"pitfalls.{p.id}.formula", p.formula) for p in template.pitfalls
+    ]
+    for field, formula in formulas:
+        if formula is None:
+            continue
+        try:
+            formula.evaluate(values)
+        except FormulaError:
+            return field, formula
+    return None, None
 
 
 def _render_texts(content: Combination) -> list[tuple[Text, str, Text]]:

@@ -166,8 +166,9 @@ def test_derived_parameters_and_constraints_in_the_editor(page: Page, live_serve
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_dashboard_pages_fit_a_phones_width(phone_page: Page, live_server, lang):
     """Nothing on an instructor's pages is wider than a phone: the card page's import form took
-    its select's longest option (an exam point's title), 495 px in a 390 px window. Wide tables
-    and charts scroll inside their own boxes."""
+    its select's longest option (an exam point's title), 495 px in a 390 px window; a preview's
+    worked solution took its longest formula, 469 px. Wide tables and charts scroll inside their
+    own boxes."""
     log_in_as_instructor(phone_page, live_server)
     card = "/instructor/cards/zero-memory-offload"
     for path in (
@@ -178,6 +179,8 @@ def test_the_dashboard_pages_fit_a_phones_width(phone_page: Page, live_server, l
         f"{card}/preview?template_id=p1-total-16psi",
         f"{card}/analytics",
         "/instructor/classes",
+        # A worked solution's long formula scrolls in its own box.
+        "/instructor/cards/megatron-3d-pipeline/preview?template_id=p3-mlp-split",
     ):
         phone_page.goto(f"{path}{'&' if '?' in path else '?'}lang={lang}")
         width = phone_page.evaluate("document.documentElement.scrollWidth")

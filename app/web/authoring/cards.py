@@ -31,15 +31,24 @@ AUDIT_PAGE = 20
 PAGE_WAIT_S = 1.5
 
 
-@router.get("")
-def dashboard(request: Request, ctx: ContextDep, visitor: InstructorVisitor) -> Response:
-    """Every card with its version and whether learners are offered it."""
-    context = {
+def dashboard_context(
+    db: DbDep, ctx: ContextDep, visitor: InstructorVisitor, typed: Mapping[str, str] | None = None
+) -> dict[str, object]:
+    return {
         "cards": ctx.catalog.all_cards(),
         "withdrawn": ctx.catalog.withdrawn,
+        "drafts": history.drafts(db=db),
         "csrf_token": visitor.csrf_token,
         "error": None,
+        "typed": typed or {},
     }
+
+
+@router.get("")
+def dashboard(request: Request, db: DbDep, ctx: ContextDep, visitor: InstructorVisitor) -> Response:
+    """Every card with its version and whether learners are offered it, and every draft (a
+    new card's only way back before it is published)."""
+    context = dashboard_context(db, ctx, visitor)
     return render_page(request, "instructor_cards.html", context, lang=visitor.lang)
 
 
@@ -66,11 +75,9 @@ def create_card(
         assert visitor.learner is not None
         service.create_draft(db=db, actor=visitor.learner, document=document)
     except Problem as problem:
-        context = {
-            "cards": ctx.catalog.all_cards(),
-            "withdrawn": ctx.catalog.withdrawn,
-            "csrf_token": visitor.csrf_token,
-            "error": problem.text.get(visitor.lang),
+        typed = {"card_id": card_id, "title_en": title_en, "title_zh": title_zh}
+        context = dashboard_context(db, ctx, visitor, typed) | {
+            "error": problem.text.get(visitor.lang)
         }
         return render_page(
             request,

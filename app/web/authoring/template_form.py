@@ -49,7 +49,16 @@ def parse_params(text: str) -> dict[str, Any]:
         spec: dict[str, Any] = {"values": values}
         if fmt.strip():
             spec["format"] = fmt.strip()
-        params[name.strip()] = spec
+        name = name.strip()
+        if name and name in params:  # the later line would replace it unsaid
+            raise InvalidInput(
+                Message(
+                    "parameters, line %(line)s: %(name)s is given on an earlier line already",
+                    line=number,
+                    name=repr(name),
+                )
+            )
+        params[name] = spec
     return params
 
 
@@ -77,7 +86,17 @@ def parse_derived(text: str) -> dict[str, Any]:
         spec: dict[str, Any] = {"formula": formula.strip()}
         if fmt.strip():
             spec["format"] = fmt.strip()
-        derived[name.strip()] = spec
+        name = name.strip()
+        if name and name in derived:
+            raise InvalidInput(
+                Message(
+                    "derived parameters, line %(line)s: %(name)s is given on an earlier line"
+                    " already",
+                    line=number,
+                    name=repr(name),
+                )
+            )
+        derived[name] = spec
     return derived
 
 
@@ -246,8 +265,24 @@ def read_template_form(
     if constraints:
         template["constraints"] = constraints
     if existing is not None:
+        _keep_stored_values(template["params"], existing.get("params"))
         _keep_what_the_form_does_not_show(template, existing)
     return template, problems
+
+
+def _keep_stored_values(params: Mapping[str, Any], before: object) -> None:
+    """A parameter whose values are typed as the editor showed them keeps them as stored: a
+    card file's 0.0005 is a number, the form's text "0.0005", and saving a template unchanged
+    must change nothing."""
+    if not isinstance(before, Mapping):
+        return
+    for name, spec in params.items():
+        stored = before.get(name)
+        values = stored.get("values") if isinstance(stored, Mapping) else None
+        if isinstance(values, list) and [str(v) for v in values] == [
+            str(v) for v in spec["values"]
+        ]:
+            spec["values"] = list(values)
 
 
 UNNAMED_PITFALL = Message(
