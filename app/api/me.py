@@ -90,7 +90,9 @@ def read_my_attempts(
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> AttemptPagePublic:
-    """Every answer of the learner, newest first, each with its client_answer_id."""
+    """Every answer of the learner, each with its client_answer_id, the one that reached the
+    server last first (an answer sent later from offline comes before those stored while it
+    waited: its answered_at says when it was answered)."""
     return _page(db, ctx, learner, lang, limit, cursor, wrong_only=False)
 
 
