@@ -3,6 +3,7 @@ the learner saw in their last 10 answers, new numbers for a template seen recent
 
 from __future__ import annotations
 
+import itertools
 import random
 from fractions import Fraction
 
@@ -217,9 +218,31 @@ def test_after_a_session_the_next_round_still_covers_the_point_whenever_keys_all
         assert len({p.template.id for p in picks}) == len(point.templates)
 
 
+def can_bring_new_numbers(template, last):
+    """Whether some combination the template allows changes every parameter its key depends on
+    from ``last`` (its values last time): worked out from the card, not by the chooser. A template
+    whose constraints tie its parameters together (Megatron's layouts within 80 GB a GPU) may
+    have none."""
+    names = key_params(template)
+    if template.allowed is not None:
+        combos = [dict(zip(template.params, combo, strict=True)) for combo in template.allowed]
+    else:
+        combos = [
+            dict(zip(template.params, combo, strict=True))
+            for combo in itertools.product(*(p.values for p in template.params.values()))
+        ]
+    return any(all(combo[n] != last[n] for n in names) for combo in combos)
+
+
 @pytest.mark.parametrize("stream", range(5))
 def test_of_the_templates_due_in_a_round_the_one_seen_longest_ago_comes_first(card, stream):
+    """The second round comes in the first round's order, but for a template that cannot bring
+    new numbers: it waits while the others can (the fresh keys win over the rounds), and may
+    come once its last question has left the last ten answers."""
     scope = [t for t in card.point_by_slug("zero-stage-memory").templates if t.kind == "numeric"]
     picks = choose(card, scope, 2 * len(scope), stream=stream)
-    first = [p.template.id for p in picks[: len(scope)]]
-    assert [p.template.id for p in picks[len(scope) :]] == first
+    first, second = picks[: len(scope)], picks[len(scope) :]
+    able = [p.template.id for p in first if can_bring_new_numbers(p.template, p.values)]
+    assert len(able) >= len(scope) - 1
+    in_turn = [p.template.id for p in second if p.template.id in able]
+    assert in_turn[: len(able)] == able
