@@ -34,6 +34,8 @@ from .units import FORMATS, UNITS, UnitError, dimension, format_value, get_unit
 
 SLUG_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN, max_length=80)]
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,39}$"  # a parameter's name
+CHOICE_PATTERN = r"^[a-z0-9]+([-_][a-z0-9]+)*$"  # a calculator choice's value
 
 
 class CardError(ValueError):
@@ -156,13 +158,11 @@ class _FormulaIn(_Strict):
     unit: str = "B"
 
 
-Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")]
+Identifier = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
 
 FormulaText = Annotated[str, StringConstraints(min_length=1, max_length=500)]
-ChoiceValue = Annotated[
-    str, StringConstraints(pattern=r"^[a-z0-9]+([-_][a-z0-9]+)*$", max_length=40)
-]
+ChoiceValue = Annotated[str, StringConstraints(pattern=CHOICE_PATTERN, max_length=40)]
 # A number of a calculator's section: as YAML reads it, or as a form takes it ("175B", "80").
 CalculatorNumber = int | float | Annotated[str, StringConstraints(min_length=1, max_length=40)]
 # Which choices a case, a rule or a check applies under: choice input -> value or values.
