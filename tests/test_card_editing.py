@@ -80,7 +80,7 @@ def test_a_new_card_has_no_placeholder_text_and_validation_names_each_missing_on
     page = html.unescape(created.text)
     for field in ("definition.en", "use_cases.zh", "problems_solved.en"):
         assert f"<code>{field}</code>: must not be empty" in page
-    assert "<code>points</code>: needs at least 1 items" in page
+    assert "<code>points</code>: needs at least 1 item" in page
     assert "point-1" not in page
 
 
@@ -255,7 +255,10 @@ def test_a_new_exam_point_needs_its_title_and_explanation_in_both_languages(clie
         data=point_form(csrf(page.text), slug="KV Bytes"),
     )
     assert bad_slug.status_code == 422
-    assert "lowercase" in field_problems(bad_slug.text, "h-point-slug")[0]
+    assert field_problems(bad_slug.text, "h-point-slug") == [
+        "an exam point slug is lower-case letters and digits, words joined by single hyphens"
+        " (e.g. per-layer-formula)"
+    ]
 
 
 def test_an_exam_point_is_edited_moved_and_removed_only_without_templates(client, app):
@@ -365,7 +368,7 @@ def test_the_api_draft_reports_an_exam_point_without_templates(client, prof):
     )
     problems = put_draft(client, prof, document)
     assert [(p["field"], p["message"]) for p in problems] == [
-        ("points.1.templates", "needs at least 1 items")
+        ("points.1.templates", "needs at least 1 item")
     ]
     assert client.post(f"{API}/instructor/cards/kv-cache/publish", headers=prof).status_code == 422
 

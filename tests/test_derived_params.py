@@ -175,7 +175,12 @@ def test_a_template_without_rules_draws_its_variants_as_before():
             None,
             "no combination",
         ),
-        ({"constraints": [{"value": "heads/(tp-2)", "integer": True}]}, "derived", None, "tp=2"),
+        (
+            {"constraints": [{"value": "heads/(tp-2)", "integer": True}]},
+            "constraints.1.value",
+            6,
+            "tp=2",
+        ),
         (
             {"constraints": [{"value": "heads", "at_most": "tp+"}]},
             "constraints.1.at_most",

@@ -86,7 +86,8 @@ def test_named_definitions_are_substituted():
         ("psi if n_d else 1", "conditional expression is not allowed"),
         ("psi < n_d", "comparison is not allowed"),
         ("ceil", "must be called"),
-        ("ceil(1, 2)", "takes 1 arguments"),
+        ("ceil(1, 2)", "ceil() takes 1 argument, got 2"),
+        ("min(1)", "min() takes 2 to 8 arguments, got 1"),
         ("True", "boolean is not allowed"),
         ("1j", "complex constant is not allowed"),
         ("-" * 30 + "1", "nested deeper"),
@@ -100,6 +101,19 @@ def test_rejects_with_a_clear_reason_quickly(text, reason):
         parse_formula(text, NAMES)
     assert time.perf_counter() - started < 0.1
     assert reason in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "en", "zh"),
+    [
+        ("sqrt(1, 2)", "sqrt() takes 1 argument, got 2", "sqrt() 需要 1 个参数，实际给了 2 个"),
+        ("log()", "log() takes 1 to 2 arguments, got 0", "log() 需要 1 到 2 个参数，实际给了 0 个"),
+    ],
+)
+def test_a_wrong_number_of_arguments_is_said_in_good_grammar(text, en, zh):
+    with pytest.raises(FormulaError) as caught:
+        parse_formula(text, NAMES)
+    assert (caught.value.message.get("en"), caught.value.message.get("zh")) == (en, zh)
 
 
 def test_errors_name_the_column():

@@ -262,3 +262,56 @@ def test_a_file_the_dashboard_cannot_import_comes_back_at_the_import_form(client
 def kv_document(app) -> dict:
     with app.state.sessionmaker() as db:
         return service.get_draft(db=db, card_id="kv-cache").document
+
+
+@pytest.mark.parametrize(
+    ("case", "lang", "reason"),
+    [
+        ("too-large", "en", "the file is larger than 2 MB"),
+        ("too-large", "zh", "文件大于 2 MB"),
+        (
+            "no-room",
+            "en",
+            "importing the file's 1 question would make the draft too large: the draft has 2"
+            " templates;"
+            " a draft may have at most 1",
+        ),
+        ("no-room", "zh", "导入这 1 道题会让草稿超出上限：草稿有 2 个模板；一份草稿最多 1 个"),
+    ],
+)
+def test_an_import_over_a_limit_comes_back_at_the_import_form(
+    client, app, monkeypatch, case, lang, reason
+):
+    """A file over the import's size limit is told the limit in human units (it said '2000000
+    bytes'), and an import that would take the draft past its template limit comes back at the
+    file field (it was the error page), the exam point and language as chosen."""
+    import html
+
+    from test_authoring_web import csrf, kv_draft, log_in
+
+    from app.domain import authoring
+
+    log_in(client, app)
+    client.cookies.set("infracards_lang", lang)
+    page = kv_draft(client, app)
+    before = kv_document(app)
+    content = BANK
+    if case == "too-large":
+        content = b"<quiz>" + b" " * 2_000_001 + b"</quiz>"
+    else:
+        monkeypatch.setattr(authoring, "MAX_TEMPLATES", 1)
+    response = client.post(
+        "/instructor/cards/kv-cache/import",
+        data={"csrf_token": csrf(page.text), "point": "kv-bytes", "language": "zh"},
+        files={"file": ("bank.xml", content)},
+    )
+    assert response.status_code in (400, 422), response.text[:300]
+    text = html.unescape(response.text)
+    problem = re.search(
+        r'<p class="field-problem error" id="import-file-problem"[^>]*>(.*?)</p>', text, re.S
+    )
+    assert problem, text[:500]
+    assert problem[1].startswith("bank.xml") and reason in problem[1]
+    assert re.search(r'<option value="kv-bytes" selected>', text)
+    assert re.search(r'<option value="zh" lang="zh-Hans" selected>', text)
+    assert kv_document(app) == before

@@ -94,3 +94,35 @@ def test_a_parameter_given_twice_is_refused_in_chinese(client, app):
     refused = client.post(ZERO_TEMPLATE + "?lang=zh", data=form)
     assert refused.status_code == 400
     assert field_problems(refused.text, "f-params") == ["参数第 2 行：'psi' 在前面的行里已经给出"]
+
+
+STEP_TIME = f"{MEGATRON}/templates/p1-step-time"
+AT = "{t_f=0.5 ms, pp=8, n_m=24}"
+
+
+@pytest.mark.parametrize(
+    ("lang", "field", "typed", "shown"),
+    [
+        (
+            "en",
+            "derived",
+            "h = 1/(pp-pp)",
+            f"derived parameter 'h', with the parameters {AT}: division by zero: the value is "
+            "undefined (at column 2)",
+        ),
+        (
+            "zh",
+            "constraints",
+            "n_m >= 1\nn_m <= sqrt(pp-100)",
+            f"约束 2，参数为 {AT} 时：负数（-92）的平方根不是实数 （第 1 列）",
+        ),
+    ],
+)
+def test_a_rule_failing_at_some_values_is_shown_at_its_field(
+    client, app, lang, field, typed, shown
+):
+    log_in(client, app)
+    form = posted(client.get(STEP_TIME).text) | {"kind": "numeric", field: typed}
+    page = client.post(f"{STEP_TIME}?lang={lang}", data=form)
+    assert field_problems(page.text, f"f-{field}") == [shown], page.status_code
+    assert posted(page.text)[field] == typed

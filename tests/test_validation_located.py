@@ -69,3 +69,70 @@ def test_a_formula_that_fails_at_some_values_is_refused_at_its_field(change, fie
     assert (problem.template_id, problem.field, problem.position) == ("p1-step-time", field, column)
     assert problem.reason.get("en") == en
     assert problem.reason.get("zh") == zh
+
+
+# A derived parameter or a constraint that cannot be evaluated at some values: refused at its
+# own field (not the whole ``derived`` field, nor as a problem of no field), naming the rule and
+# the values known when it failed. Without constraints validation finds it; with constraints
+# compilation does (it lists the combinations they allow).
+def derived_only(template):
+    template["derived"] = {"h": {"formula": "1/(pp-pp)"}}
+
+
+def derived_with_constraint(template):
+    template["derived"] = {"h": {"formula": "sqrt(pp-100)"}}
+    template["constraints"] = [{"value": "n_m", "at_least": "1"}]
+
+
+def failing_constraint(template):
+    template["derived"] = {"h": {"formula": "2*pp"}}
+    template["constraints"] = [
+        {"value": "n_m", "at_least": "1"},
+        {"value": "n_m", "at_most": "h/(pp-pp)"},
+    ]
+
+
+def located(document: dict) -> list:
+    compiled = compile_document(document)
+    assert compiled.card is not None
+    if compiled.problems:
+        return list(compiled.problems)
+    return template_problems(compiled.card, "p1-step-time")
+
+
+WITH_H = "{t_f=0.5 ms, pp=8, n_m=24, h=16}"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "column", "en", "zh"),
+    [
+        (
+            derived_only,
+            "derived.h",
+            2,
+            f"derived parameter 'h', with the parameters {VALUES}: division by zero: the value "
+            "is undefined",
+            f"派生参数 'h'，参数为 {VALUES} 时：除以零：值没有定义",
+        ),
+        (
+            derived_with_constraint,
+            "derived.h",
+            1,
+            f"derived parameter 'h', with the parameters {VALUES}: the square root of a negative "
+            "number (-92) is not real",
+            f"派生参数 'h'，参数为 {VALUES} 时：负数（-92）的平方根不是实数",
+        ),
+        (
+            failing_constraint,
+            "constraints.2.at_most",
+            2,
+            f"constraint 2, with the parameters {WITH_H}: division by zero: the value is undefined",
+            f"约束 2，参数为 {WITH_H} 时：除以零：值没有定义",
+        ),
+    ],
+)
+def test_a_rule_that_fails_at_some_values_is_refused_at_its_field(change, field, column, en, zh):
+    [problem] = located(with_template(change))
+    assert (problem.template_id, problem.field, problem.position) == ("p1-step-time", field, column)
+    assert problem.reason.get("en") == en
+    assert problem.reason.get("zh") == zh

@@ -6,11 +6,12 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from app.auth.service import LearnerRef
+from app.authoring.checks import DraftTooLarge
 from app.authoring.service import get_draft, save_draft
-from app.domain.authoring import put_template
+from app.domain.authoring import put_template, size_problem
 from app.domain.cards import document_templates
 from app.domain.languages import LANGS
-from app.domain.messages import Message
+from app.domain.messages import Message, plural_message
 from app.domain.moodle_import import MoodleImport, MoodleImportError, read_moodle_xml
 from app.problems import InvalidInput, NotFound
 
@@ -41,6 +42,17 @@ def import_moodle(
         raise InvalidInput(exc.text, code="invalid_import") from None
     for template in read.templates:
         document = put_template(document, point, template, replaces=None)
+    too_large = size_problem(document)
+    if too_large is not None:  # said of the import, as the file field shows it
+        raise DraftTooLarge(
+            plural_message(
+                "importing the file's %(num)s question would make the draft too large: %(problem)s",
+                "importing the file's %(num)s questions would make the draft too large: "
+                "%(problem)s",
+                len(read.templates),
+                problem=too_large,
+            )
+        )
     if read.templates:
         save_draft(db=db, actor=actor, card_id=card_id, document=document)
     return read

@@ -20,6 +20,9 @@ from pydantic import ValidationError
 
 from .bilingual import Text
 from .cards import (
+    CHOICE_PATTERN,
+    NAME_PATTERN,
+    SLUG_PATTERN,
     Card,
     CardError,
     _CardIn,
@@ -32,7 +35,7 @@ from .cues import Cue
 from .generation import LATEST_GENERATOR
 from .manifests import TemplateEntry, VersionManifest, template_body_hash
 from .markup import markup_problems
-from .messages import Message
+from .messages import Message, plural_message
 from .numerals import is_digits
 from .validation import validate_template
 
@@ -335,11 +338,13 @@ def shape_message(error: Mapping[str, Any]) -> Text:
     if kind == "string_too_long":
         return Message("must be at most %(limit)s characters long", limit=context.get("max_length"))
     if kind == "string_pattern_mismatch":
-        return Message("must match %(pattern)s", pattern=context.get("pattern"))
-    if kind == "too_short":
-        return Message("needs at least %(limit)s items", limit=context.get("min_length"))
-    if kind == "too_long":
-        return Message("takes at most %(limit)s items", limit=context.get("max_length"))
+        return _pattern_words(context.get("pattern"), error.get("loc", ()))
+    if kind == "too_short" and isinstance(context.get("min_length"), int):
+        least = context["min_length"]
+        return plural_message("needs at least %(num)s item", "needs at least %(num)s items", least)
+    if kind == "too_long" and isinstance(context.get("max_length"), int):
+        most = context["max_length"]
+        return plural_message("takes at most %(num)s item", "takes at most %(num)s items", most)
     if kind == "greater_than_equal":
         return Message("must be at least %(limit)s", limit=context.get("ge"))
     if kind == "less_than_equal":
@@ -348,6 +353,43 @@ def shape_message(error: Mapping[str, Any]) -> Text:
         return Message("must be one of %(expected)s", expected=context.get("expected"))
     english = str(error.get("msg", "invalid"))
     return Text.verbatim(english)
+
+
+# An id of each kind as the cards spell it, shown with the rule an id of its kind breaks.
+_ID_EXAMPLES = {
+    "templates": "p1-ddp-per-rank",
+    "pitfalls": "ideal-time",
+    "checks": "pipeline-fills",
+}
+
+
+def _pattern_words(pattern: object, location: Sequence[object]) -> Text:
+    """What an id, a slug or a name that does not match its pattern must be, in words (the raw
+    pattern only for one this does not know)."""
+    if pattern == SLUG_PATTERN:
+        within = next((p for p in reversed(location[:-1]) if isinstance(p, str)), None)
+        if location[-1:] == ("slug",):
+            example = "per-layer-formula"
+        else:
+            example = _ID_EXAMPLES.get(within or "", "kv-cache")
+        return Message(
+            "must be lower-case letters and digits, words joined by single hyphens "
+            "(e.g. %(example)s)",
+            example=example,
+        )
+    if pattern == CHOICE_PATTERN:
+        return Message(
+            "must be lower-case letters and digits, words joined by single hyphens or "
+            "underscores (e.g. %(example)s)",
+            example="selective",
+        )
+    if pattern == NAME_PATTERN:
+        return Message(
+            "must be a name of at most 40 letters, digits and underscores, not starting with a "
+            "digit (e.g. %(example)s)",
+            example="n_d",
+        )
+    return Message("must match %(pattern)s", pattern=pattern)
 
 
 def _from_error(exc: CardError, template_id: str | None = None) -> CardProblem:

@@ -34,6 +34,8 @@ from .units import FORMATS, UNITS, UnitError, dimension, format_value, get_unit
 
 SLUG_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN, max_length=80)]
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,39}$"  # a parameter's name
+CHOICE_PATTERN = r"^[a-z0-9]+([-_][a-z0-9]+)*$"  # a calculator choice's value
 
 
 class CardError(ValueError):
@@ -156,13 +158,11 @@ class _FormulaIn(_Strict):
     unit: str = "B"
 
 
-Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")]
+Identifier = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
 
 FormulaText = Annotated[str, StringConstraints(min_length=1, max_length=500)]
-ChoiceValue = Annotated[
-    str, StringConstraints(pattern=r"^[a-z0-9]+([-_][a-z0-9]+)*$", max_length=40)
-]
+ChoiceValue = Annotated[str, StringConstraints(pattern=CHOICE_PATTERN, max_length=40)]
 # A number of a calculator's section: as YAML reads it, or as a form takes it ("175B", "80").
 CalculatorNumber = int | float | Annotated[str, StringConstraints(min_length=1, max_length=40)]
 # Which choices a case, a rule or a check applies under: choice input -> value or values.
@@ -322,6 +322,101 @@ class Derived:
         return format_value(value, self.format)
 
 
+class RuleError(FormulaError):
+    """A derived parameter's or a constraint's formula that cannot be evaluated at ``values``
+    (the drawn ones and the derived ones computed before it): ``what`` names the rule, ``field``
+    (``derived.<name>``, ``constraints.<n>.value``) and ``formula`` locate it for the dashboard.
+    """
+
+    def __init__(
+        self,
+        error: FormulaError,
+        *,
+        what: Text,
+        field: str,
+        formula: Formula,
+        values: Mapping[str, Fraction],
+    ) -> None:
+        super().__init__(error.message, text=error.shown, column=error.column)
+        self.what = what
+        self.field = field
+        self.formula = formula
+        self.values = dict(values)
+
+    def refusal(self, template_id: str, where: Text, shown: str) -> CardError:
+        """The template's refusal at the rule's field and column, ``shown``: the values."""
+        return CardError(
+            Message(
+                "%(where)s, %(what)s, at %(values)s: %(error)s",
+                where=where,
+                what=self.what,
+                values=shown,
+                error=self.localized,
+            ),
+            template_id=template_id,
+            field=self.field,
+            position=self.column if self.shown == self.formula.text else None,
+            reason=Message(
+                "%(what)s, with the parameters %(values)s: %(error)s",
+                what=self.what,
+                values=shown,
+                error=self.message,
+            ),
+        )
+
+
+def derive(derived: Sequence[Derived], drawn: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    """The drawn values with ``derived`` computed from them in turn (a :class:`RuleError`)."""
+    values = dict(drawn)
+    for item in derived:
+        try:
+            values[item.name] = item.formula.evaluate(values)
+        except FormulaError as exc:
+            raise RuleError(
+                exc,
+                what=Message("derived parameter %(name)s", name=repr(item.name)),
+                field=f"derived.{item.name}",
+                formula=item.formula,
+                values=values,
+            ) from None
+    return values
+
+
+def satisfied(constraints: Sequence[Constraint], values: Mapping[str, Fraction]) -> bool:
+    """Whether ``values`` satisfy every constraint (numbered from 1), each checked in turn until
+    one does not hold (a :class:`RuleError` when one of its formulas cannot be evaluated)."""
+    for number, constraint in enumerate(constraints, start=1):
+        try:
+            if not constraint.holds(values):
+                return False
+        except FormulaError as exc:
+            parts = (
+                ("value", constraint.value),
+                ("at_least", constraint.at_least),
+                ("at_most", constraint.at_most),
+            )
+            part, formula = next(
+                ((name, f) for name, f in parts if f is not None and _fails(f, values)),
+                ("value", constraint.value),
+            )
+            raise RuleError(
+                exc,
+                what=Message("constraint %(number)s", number=number),
+                field=f"constraints.{number}.{part}",
+                formula=formula,
+                values=values,
+            ) from None
+    return True
+
+
+def _fails(formula: Formula, values: Mapping[str, Fraction]) -> bool:
+    try:
+        formula.evaluate(values)
+    except FormulaError:
+        return True
+    return False
+
+
 @dataclass(frozen=True, eq=False)
 class Pitfall:
     """A named misconception: how a learner gets a wrong choice, and why that reasoning fails."""
@@ -363,11 +458,9 @@ class Template:
     revision: int = 0  # wording-only edits of ``version`` (app.domain.versions)
 
     def complete(self, drawn: Mapping[str, Fraction]) -> dict[str, Fraction]:
-        """The drawn values with the derived parameters computed from them."""
-        values = dict(drawn)
-        for item in self.derived:
-            values[item.name] = item.formula.evaluate(values)
-        return values
+        """The drawn values with the derived parameters computed from them (a
+        :class:`RuleError` when a derived formula cannot be evaluated at them)."""
+        return derive(self.derived, drawn)
 
     def display(self, name: str, value: Fraction) -> str:
         """A drawn or derived parameter's value as texts show it."""
@@ -1076,28 +1169,16 @@ def _compile_derived(
         )
     template_names = list(params)
     allowed: list[tuple[Fraction, ...]] = []
+    shown: dict[str, Param | Derived] = {**params, **{d.name: d for d in derived}}
     for combo in itertools.product(*(params[n].values for n in template_names)):
-        values = dict(zip(template_names, combo, strict=True))
         try:
-            for item in derived:
-                values[item.name] = item.formula.evaluate(values)
-            if all(c.holds(values) for c in constraints):
+            if satisfied(
+                constraints, derive(derived, dict(zip(template_names, combo, strict=True)))
+            ):
                 allowed.append(combo)
-        except FormulaError as exc:
-            shown = ", ".join(
-                f"{n}={params[n].display(v)}" for n, v in zip(template_names, combo, strict=True)
-            )
-            raise CardError(
-                Message(
-                    "%(where)s, at %(values)s: %(error)s",
-                    where=where,
-                    values=shown,
-                    error=exc.localized,
-                ),
-                template_id=raw.id,
-                field="derived",
-                reason=exc.message,
-            ) from None
+        except RuleError as exc:
+            values = ", ".join(f"{n}={shown[n].display(v)}" for n, v in exc.values.items())
+            raise exc.refusal(raw.id, where, "{" + values + "}") from None
     if not allowed:
         raise CardError(
             Message(

@@ -53,7 +53,7 @@ from mpmath.libmp import (  # type: ignore[import-untyped]
 from mpmath.libmp.libmpi import mpi_pow_int  # type: ignore[import-untyped]
 
 from .bilingual import Text
-from .messages import Message
+from .messages import Message, plural_message
 
 MAX_LENGTH = 500
 MAX_NODES = 200
@@ -804,18 +804,25 @@ class _Builder:
             raise self.fail(Message("starred arguments are not allowed"), column)
         constructor, low, high = FUNCTIONS[name]
         if not low <= len(node.args) <= high:
-            expected: str | Text = (
-                str(low) if low == high else Message("%(low)s to %(high)s", low=low, high=high)
-            )
-            raise self.fail(
-                Message(
-                    "%(name)s() takes %(expected)s arguments, got %(count)s",
+            count = len(node.args)
+            takes = (
+                plural_message(
+                    "%(name)s() takes %(num)s argument, got %(count)s",
+                    "%(name)s() takes %(num)s arguments, got %(count)s",
+                    low,
                     name=name,
-                    expected=expected,
-                    count=len(node.args),
-                ),
-                column,
+                    count=count,
+                )
+                if low == high
+                else Message(
+                    "%(name)s() takes %(low)s to %(high)s arguments, got %(count)s",
+                    name=name,
+                    low=low,
+                    high=high,
+                    count=count,
+                )
             )
+            raise self.fail(takes, column)
         args = [self.build(arg, depth + 1) for arg in node.args]
         exprs = [arg.expr for arg in args]
         if name in ("min", "max"):

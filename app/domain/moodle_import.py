@@ -26,6 +26,7 @@ from defusedxml import DefusedXmlException, DTDForbidden
 from defusedxml.ElementTree import ParseError, fromstring
 
 from .bilingual import Text
+from .calculator import format_bytes
 from .languages import LANGS
 from .messages import Message
 
@@ -59,7 +60,9 @@ def read_moodle_xml(content: bytes, *, lang: str, taken: Collection[str] = ()) -
     """The statement templates of the file's multichoice questions (ids unique among ``taken``
     and each other), in ``lang`` copied into the other languages, and what was skipped."""
     if len(content) > MAX_BYTES:
-        raise MoodleImportError(Message("the file is larger than %(limit)s bytes", limit=MAX_BYTES))
+        raise MoodleImportError(
+            Message("the file is larger than %(limit)s", limit=format_bytes(MAX_BYTES))
+        )
     try:
         root = fromstring(content, forbid_dtd=True)
     except DTDForbidden:  # well-formed, but a DTD can expand entities: never read

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .cards import Card, CardError, Pitfall, Template
+from .cards import Card, CardError, Pitfall, RuleError, Template
 from .cues import Cue, family_label, reading
 from .formulas import Formula, FormulaError
 from .generation import (
@@ -108,7 +108,7 @@ def validate_template(
     memos: list[Memo] = []
     stems: list[Text] = []
     checked: set[str] = set()
-    for values in parameter_combinations(template):
+    for values in _combinations(card, template):
         where = Message(
             "card %(card)s, template %(template)s, parameters %(values)s",
             card=repr(card.id),
@@ -418,6 +418,18 @@ def _check_statement_lengths(card: Card, template: Template) -> None:
 def _wordings(pitfall: Pitfall) -> tuple[Text, ...]:
     assert pitfall.statement is not None
     return (pitfall.statement, *pitfall.phrasings)
+
+
+def _combinations(card: Card, template: Template) -> Iterator[dict[str, Fraction]]:
+    """The combinations validation walks; a derived parameter that cannot be computed at some
+    of them is refused at its field and column, with the values."""
+    try:
+        yield from parameter_combinations(template)
+    except RuleError as exc:
+        where = Message(
+            "card %(card)s, template %(template)s", card=repr(card.id), template=repr(template.id)
+        )
+        raise exc.refusal(template.id, where, _show(template, exc.values)) from None
 
 
 def _failing_formula(

@@ -67,7 +67,11 @@ def create_card(
     try:
         if not _SLUG.match(card_id):
             raise InvalidInput(
-                Message("a card id is lowercase words joined by '-' (e.g. kv-cache)")
+                Message(
+                    "a card id is lower-case letters and digits, words joined by single hyphens "
+                    "(e.g. %(example)s)",
+                    example="kv-cache",
+                )
             )
         if not title_en.strip() or not title_zh.strip():
             raise InvalidInput(Message("give the card a title in both languages"))

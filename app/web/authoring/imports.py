@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Request, Response, UploadFile
 
+from app.authoring.checks import DraftTooLarge
 from app.authoring.imports import import_moodle
 from app.deps import ContextDep, DbDep, InstructorVisitor
 from app.domain.moodle_import import MAX_BYTES
@@ -31,8 +32,9 @@ def import_page(
     language: Annotated[str, Form(max_length=5)] = "en",
 ) -> Response:
     """Import, then show what became a template (with a link to its editor) and what was
-    skipped, with the reason. A file that cannot be imported comes back on the card's page, its
-    reason at the file field, the exam point and language as chosen."""
+    skipped, with the reason. A file that cannot be imported (one the draft has no room for
+    included) comes back on the card's page, its reason at the file field, the exam point and
+    language as chosen."""
     check_csrf(visitor, csrf_token)
     assert visitor.learner is not None
     try:
@@ -44,7 +46,7 @@ def import_page(
             content=file.file.read(MAX_BYTES + 1),
             lang=language,
         )
-    except InvalidInput as refusal:
+    except (InvalidInput, DraftTooLarge) as refusal:
         chosen = {"point": point, "language": language, "file": file.filename or ""}
         return card_page(request, db, ctx, visitor, card_id, refusal=refusal, import_form=chosen)
     context = {

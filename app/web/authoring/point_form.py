@@ -128,7 +128,11 @@ def create_point(
     slug = slug.strip()
     title, explanation, problems = form.texts()
     if not _SLUG.match(slug):
-        text = Message("an exam point slug is lowercase words joined by '-'")
+        text = Message(
+            "an exam point slug is lower-case letters and digits, words joined by single "
+            "hyphens (e.g. %(example)s)",
+            example="per-layer-formula",
+        )
         problems.insert(0, CardProblem("error", None, "slug", text))
     shown = {"slug": slug, "title": title, "explanation": explanation}
     if problems:
