@@ -168,7 +168,7 @@ def test_a_template_without_rules_draws_its_variants_as_before():
     [
         ({"derived": {"hidden": {"formula": "heads*headdim"}}}, "derived.hidden", 7, "headdim"),
         ({"derived": {"tp": {"formula": "2*heads"}}}, "derived.tp", None, "not allowed"),
-        ({"constraints": [{"value": "heads/tp"}]}, "constraints.1", None, "integer"),
+        ({"constraints": [{"value": "heads/tp"}]}, "constraints.0", None, "integer"),
         (
             {"constraints": [{"value": "heads", "at_least": "100"}]},
             "constraints",
@@ -177,13 +177,13 @@ def test_a_template_without_rules_draws_its_variants_as_before():
         ),
         (
             {"constraints": [{"value": "heads/(tp-2)", "integer": True}]},
-            "constraints.1.value",
+            "constraints.0.value",
             6,
             "tp=2",
         ),
         (
             {"constraints": [{"value": "heads", "at_most": "tp+"}]},
-            "constraints.1.at_most",
+            "constraints.0.at_most",
             None,
             "syntax",
         ),

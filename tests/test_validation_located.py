@@ -69,6 +69,8 @@ def test_a_formula_that_fails_at_some_values_is_refused_at_its_field(change, fie
     assert (problem.template_id, problem.field, problem.position) == ("p1-step-time", field, column)
     assert problem.reason.get("en") == en
     assert problem.reason.get("zh") == zh
+    if field.startswith("constraints."):  # a page numbers it from 1, as the message does
+        assert problem.shown_field == "constraints.2.at_most"
 
 
 # A derived parameter or a constraint that cannot be evaluated at some values: refused at its
@@ -124,7 +126,7 @@ WITH_H = "{t_f=0.5 ms, pp=8, n_m=24, h=16}"
         ),
         (
             failing_constraint,
-            "constraints.2.at_most",
+            "constraints.1.at_most",  # the second, as the API indexes lists
             2,
             f"constraint 2, with the parameters {WITH_H}: division by zero: the value is undefined",
             f"约束 2，参数为 {WITH_H} 时：除以零：值没有定义",

@@ -402,7 +402,7 @@ def satisfied(constraints: Sequence[Constraint], values: Mapping[str, Fraction])
             raise RuleError(
                 exc,
                 what=Message("constraint %(number)s", number=number),
-                field=f"constraints.{number}.{part}",
+                field=f"constraints.{number - 1}.{part}",  # indexed from 0, as lists are
                 formula=formula,
                 values=values,
             ) from None
@@ -1200,7 +1200,7 @@ def _constraint(
     where: Text,
 ) -> Constraint:
     what = Message("constraint %(number)s", number=number)
-    field = f"constraints.{number}"
+    field = f"constraints.{number - 1}"  # indexed from 0 like every list (pages show it from 1)
 
     def bound(text: str | None, name: str) -> Formula | None:
         if text is None:
