@@ -187,7 +187,9 @@ def too_large_response(request: Request, limit: int) -> Response:
     """The 413 of a body over the route's limit: the limit in the text and in ``limit_bytes``;
     the connection closed (the rest of the body is not read)."""
     message = Message(
-        "The request body is too large. The limit here is %(limit)s bytes.", limit=limit
+        "The request body is too large. The limit here is %(size)s (%(limit)s bytes).",
+        size=binary_size(limit),
+        limit=limit,
     )
     return error_response(
         request,
@@ -197,6 +199,14 @@ def too_large_response(request: Request, limit: int) -> Response:
         headers={"Connection": "close"},
         extra={"limit_bytes": limit},
     )
+
+
+def binary_size(count: int) -> str:
+    """A byte count as request limits are set, in whole MiB or KiB where it is one: 4 MiB."""
+    for unit, scale in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if count >= scale and count % scale == 0:
+            return f"{count // scale} {unit}"
+    return f"{count} B"
 
 
 def _title(status_code: int) -> str:

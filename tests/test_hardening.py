@@ -221,7 +221,7 @@ def assert_too_large(response, limit: int) -> None:
     assert response.headers["content-type"].startswith("application/problem+json")
     body = response.json()
     assert body["code"] == "payload_too_large" and body["limit_bytes"] == limit
-    assert f"{limit} bytes" in body["detail"]
+    assert f"The limit here is {limit // MIB} MiB ({limit} bytes)." in body["detail"]
     assert response.headers["x-request-id"] and response.headers["connection"] == "close"
 
 

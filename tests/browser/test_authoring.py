@@ -209,3 +209,27 @@ def test_a_file_that_cannot_be_imported_is_told_at_the_import_form(
     assert page.url.endswith("#import-title")
     expect(problem).to_be_in_viewport()
     shot(page, "dashboard-import-refused")
+
+
+def test_a_file_over_the_import_limit_is_refused_before_it_is_sent(
+    page: Page, live_server, tmp_path
+):
+    """2 MB is the import's limit (app.domain.moodle_import.MAX_BYTES): a larger file is refused
+    at its field by the browser, and nothing is sent (the card page stays as it was)."""
+    log_in_as_instructor(page, live_server)
+    large = tmp_path / "large-bank.xml"
+    large.write_bytes(b'<?xml version="1.0"?>\n<quiz>' + b" " * 2_000_000 + b"</quiz>")
+    page.goto(f"{live_server.url}/instructor/cards/zero-memory-offload")
+    before = page.url
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if r.method == "POST" else None)
+    page.set_input_files("#import-file", str(large))
+    page.locator("section[aria-labelledby=import-title] button[type=submit]").click()
+    field = page.locator("#import-file")
+    assert field.evaluate("f => f.validationMessage") == "The file is larger than 2 MB."
+    assert page.url == before and sent == []
+    # a file within the limit is let through again
+    small = tmp_path / "bank.xml"
+    small.write_bytes(b'<?xml version="1.0"?>\n<quiz></quiz>')
+    page.set_input_files("#import-file", str(small))
+    assert field.evaluate("f => f.validationMessage") == ""

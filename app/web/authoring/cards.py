@@ -17,6 +17,7 @@ from app.deps import ContextDep, DbDep, InstructorVisitor
 from app.domain.authoring import Checked, new_card_document
 from app.domain.cards import SLUG_PATTERN
 from app.domain.messages import Message, plural_message
+from app.domain.moodle_import import MAX_BYTES as MOODLE_MAX_BYTES
 from app.domain.texts import Text
 from app.problems import InvalidInput, Problem
 from app.web.authoring import back_to
@@ -147,6 +148,7 @@ def card_page(
         "csrf_token": visitor.csrf_token,
         "message": None if refusal is None else refusal.text,
         "import_form": import_form,
+        "import_max_bytes": MOODLE_MAX_BYTES,
     }
     return render_page(
         request,
