@@ -416,13 +416,19 @@ class Flow:
         counted by hand: the cards of its questions, in order."""
         models = self.models
         on = {"scope": models.SessionScope.DECK} if deck else {"card_id": CARD_ID}
-        session = self.op("sessions", "create_session").sync_detailed(
-            client=self.learner,
-            body=models.SessionCreate(mode=mode, size=size, **on, **scope),
+        start = models.SessionCreate(
+            mode=mode, size=size, client_session_id=str(uuid.uuid4()), **on, **scope
         )
+        create = self.op("sessions", "create_session")
+        session = create.sync_detailed(client=self.learner, body=start)
         assert session.status_code == 201 and session.headers["Location"]
         assert isinstance(session.parsed, models.SessionPublic)
         session_id = session.parsed.session_id
+        # the start sent again (its response lost): the same session, read by the same model
+        again = create.sync_detailed(client=self.learner, body=start)
+        assert again.status_code == 200 and again.headers["Location"] == session.headers["Location"]
+        assert isinstance(again.parsed, models.SessionPublic)
+        assert again.parsed.session_id == session_id
         assert session.parsed.mode == mode and session.parsed.size == size
         assert session.parsed.card_id == (None if deck else CARD_ID)
         cards: list[str] = []
