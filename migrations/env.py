@@ -17,13 +17,19 @@ from __future__ import annotations
 from logging.config import fileConfig
 
 from alembic import context
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 from sqlalchemy.pool import NullPool
 
 from app import models  # noqa: F401  (registers the tables on Base.metadata)
 from app.analytics import models as analytics_models  # noqa: F401  (classes)
 from app.config import get_settings
-from app.db import Base, ensure_sqlite_folder, make_engine
+from app.db import (
+    SQLITE_BEGIN_OPTION,
+    Base,
+    DatabaseTimeouts,
+    ensure_sqlite_folder,
+    make_engine,
+)
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):
@@ -60,18 +66,39 @@ def run_migrations_online() -> None:
         return
     url = _url()
     ensure_sqlite_folder(url)
-    engine = make_engine(url, poolclass=NullPool, sqlite_foreign_keys=False)
+    engine = make_engine(
+        url, poolclass=NullPool, sqlite_foreign_keys=False, timeouts=MIGRATION_TIMEOUTS
+    )
     try:
         with engine.connect() as connection:
-            # SQLite's DDL is transactional (the engine's hooks emit BEGIN): every migration of
-            # a run commits together or not at all.
-            _configure(connection=connection, transactional_ddl=connection.dialect.name == "sqlite")
+            # Every migration of a run commits together or not at all: PostgreSQL's DDL is
+            # transactional, and so is SQLite's (the engine's hooks emit BEGIN; Alembic does not
+            # assume it there).
+            sqlite = connection.dialect.name == "sqlite"
+            if sqlite:  # the write lock first: a second migrate waits for it, then reads
+                connection.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+            _configure(connection=connection, transactional_ddl=True)
             with context.begin_transaction():
+                if connection.dialect.name == "postgresql":
+                    # Several servers starting at once each run ``migrate``: the first takes the
+                    # lock and upgrades; the others wait, then read the revision it committed
+                    # and have nothing to do (without it, one failed on a table the other had
+                    # just made). SQLite's write lock does the same for a file.
+                    connection.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY}
+                    )
                 context.run_migrations()
-                if connection.dialect.name == "sqlite":
+                if sqlite:
                     _check_foreign_keys(connection)
     finally:
         engine.dispose()
+
+
+# The advisory lock migrations hold on PostgreSQL (any fixed number; the app takes no other).
+LOCK_KEY = 0x696E667261  # "infra"
+# A migration may rewrite large tables, and a second ``migrate`` waits for the first: not the
+# limits a request has (PostgreSQL's statement_timeout of 10 s, SQLite's 5 s busy wait).
+MIGRATION_TIMEOUTS = DatabaseTimeouts(statement_s=3600.0, sqlite_busy_ms=600_000)
 
 
 class BrokenReferences(RuntimeError):

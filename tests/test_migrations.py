@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from alembic import command
@@ -11,14 +16,16 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from conftest import make_settings
 from fastapi.testclient import TestClient
-from sqlalchemy import MetaData, Table, insert, inspect, select
+from sqlalchemy import MetaData, Table, insert, inspect, select, text
 
 from app.cli import alembic_config, migrate
-from app.db import Base, make_engine
+from app.db import Base, DatabaseTimeouts, make_engine
 from app.main import create_app
 from app.observability.health import StartupRefused
 
 TABLES = {"learners", "learner_tokens", "attempts"}
+ROOT = Path(__file__).resolve().parents[1]
+MIGRATION_LOCK = 0x696E667261  # the advisory lock migrations/env.py takes on PostgreSQL
 
 
 def head_revision(url: str) -> str:
@@ -169,6 +176,81 @@ def test_sqlite_first_release_history_survives_every_migration(tmp_path):
 @pytest.mark.postgres
 def test_postgres_first_release_history_survives_every_migration(pg_url):
     check_history_survives_every_migration(pg_url)
+
+
+def migrate_at_once(url: str, count: int = 3) -> list[subprocess.CompletedProcess[str]]:
+    """``count`` ``python -m app.cli migrate`` processes started together, as several servers
+    starting at once each run it."""
+    env = {**os.environ, "DATABASE_URL": url}
+    running = [
+        subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "migrate"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    return [
+        subprocess.CompletedProcess(
+            p.args, p.wait(timeout=120), p.stdout.read() if p.stdout else ""
+        )
+        for p in running
+    ]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_servers_migrating_at_once_all_succeed_and_one_upgrades(backend, tmp_path, request):
+    url = (
+        f"sqlite:///{tmp_path / 'app.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
+    done = migrate_at_once(url)
+    assert [d.returncode for d in done] == [0, 0, 0], [d.stdout[-500:] for d in done]
+    upgrades = [d.stdout.count("Running upgrade") for d in done]
+    assert sorted(upgrades) == [0, 0, len(list_revisions(url))]  # one upgraded, two waited
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            current = MigrationContext.configure(connection).get_current_revision()
+        assert current == head_revision(url)
+    finally:
+        engine.dispose()
+
+
+def test_a_migrate_waiting_for_another_has_no_request_time_limit(pg_url):
+    """A second ``migrate`` waits for the first however long its migrations take: held here
+    past the 10 s a request's statement may take on PostgreSQL (DatabaseTimeouts)."""
+    holder = make_engine(pg_url)
+    try:
+        with holder.connect() as connection:
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
+            started = time.monotonic()
+            waiting = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "migrate"],
+                cwd=ROOT,
+                env={**os.environ, "DATABASE_URL": pg_url},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            time.sleep(DatabaseTimeouts().statement_s + 1)
+            assert waiting.poll() is None  # still waiting for the lock, not refused
+            connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK})
+            connection.commit()
+        output, _ = waiting.communicate(timeout=120)
+        assert waiting.returncode == 0, output[-800:]
+        assert time.monotonic() - started > DatabaseTimeouts().statement_s
+        assert output.count("Running upgrade") == len(list_revisions(pg_url))
+    finally:
+        holder.dispose()
+
+
+def list_revisions(url: str) -> list[str]:
+    return [s.revision for s in ScriptDirectory.from_config(alembic_config(url)).walk_revisions()]
 
 
 def test_a_migration_that_would_break_a_reference_commits_nothing(tmp_path):
