@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, date, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import select, update
@@ -602,3 +603,45 @@ def test_an_exam_date_gone_by_is_told_as_passed_not_as_today(client, app, clock)
     assert (
         "你的考试日期（2026年12月3日）已过：请在下方设置下一次考试日期，或将其清空。" in zh_review
     )
+
+
+# --- answers sent later from offline ----------------------------------------------------------
+
+
+def test_an_offline_answer_counts_on_the_day_it_was_given_not_the_day_it_arrived(
+    client, app, auth, clock, monkeypatch
+):
+    """An app answers offline at 22:00 on Dec 2 (Shanghai) and sends it at 09:00 on Dec 3 with
+    its answered_at. The streak, today's answers and the activity calendar counted it on Dec 3,
+    the day it arrived: Dec 2 looked empty, the streak of Dec 1 and 2 read 1 day."""
+    import app.practice.questions as questions
+
+    # question tokens are stamped with the process clock: the test's clock here
+    monkeypatch.setattr(questions, "time", SimpleNamespace(time=lambda: clock.now.timestamp()))
+    set_zone(client, auth, SHANGHAI)
+    clock.now = LATE_DEC_1  # 23:30 on Dec 1 in Shanghai
+    answer(client, app, auth, right=True, seed=1)
+    clock.now = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)  # 09:00 on Dec 2: the app fetches
+    body = ask(client, point="gradient-sharding", seed=2)
+    clock.now = datetime(2026, 12, 3, 1, 0, tzinfo=UTC)  # 09:00 on Dec 3: back online
+    sent = client.post(
+        f"{API}/answers",
+        json={
+            "token": body["token"],
+            "choice_id": variant(app, body).correct_choice_id,
+            "client_answer_id": uuid.uuid4().hex,
+            "answered_at": "2026-12-02T22:00:00+08:00",
+        },
+        headers=auth,
+    )
+    assert sent.status_code == 200, sent.text
+    today = me_today(client, auth)
+    assert today["date"] == "2026-12-03"
+    assert today["streak"] == {"days": 2, "answered_today": False}
+    assert today["answers"] == 2 and today["answers_today"] == 0
+    days = client.get(f"{API}/me/activity", headers=auth).json()["days"]
+    assert days[-3:] == [
+        {"date": "2026-12-01", "answers": 1},
+        {"date": "2026-12-02", "answers": 1},
+        {"date": "2026-12-03", "answers": 0},
+    ]
