@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import re
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import select
@@ -513,3 +513,64 @@ def test_an_exam_date_years_away_is_refused_and_days_left_are_grouped(client, cl
         "/review/exam-date?lang=zh", data={"csrf_token": csrf, "exam_date": "9999-12-31"}
     )
     assert "考试日期须在 3 年之内。" in refused_zh.text
+
+
+# --- the exam day is the learner's ------------------------------------------------------------
+
+KIRITIMATI = timezone(timedelta(hours=14))  # Pacific/Kiritimati: UTC+14 all year, no DST
+
+
+def test_a_review_pulled_before_the_exam_comes_before_the_exam_day_in_the_learner_s_zone():
+    """The exam day starts at the learner's midnight: in Kiritimati (UTC+14) Dec 4 starts at
+    10:00 UTC on Dec 3, and the latest review is 12 hours earlier, 22:00 UTC on Dec 2. Counted
+    from UTC's midnight it was 12:00 UTC on Dec 3, 02:00 on the exam day there."""
+    now = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
+    exam = date(2026, 12, 4)
+    eve = datetime(2026, 12, 4, tzinfo=KIRITIMATI) - timedelta(hours=12)
+    assert eve == datetime(2026, 12, 2, 22, 0, tzinfo=UTC)
+    for key in (f"item-{n}" for n in range(50)):
+        outcome = review(
+            new_state(1, now),
+            correct=True,
+            duration_ms=3_000,  # Easy: 8 days, after the exam
+            now=now,
+            exam_date=exam,
+            item_key=key,
+            zone_name="Pacific/Kiritimati",
+        )
+        assert now < outcome.due <= eve, key
+    # Los Angeles (UTC-8): Dec 4 starts at 08:00 UTC, the eve is 20:00 UTC on Dec 3.
+    outcome = review(
+        new_state(1, now),
+        correct=True,
+        duration_ms=3_000,
+        now=datetime(2026, 12, 3, 19, 0, tzinfo=UTC),
+        exam_date=exam,
+        item_key="k",
+        zone_name="America/Los_Angeles",
+    )
+    assert (
+        datetime(2026, 12, 3, 19, 0, tzinfo=UTC)
+        < outcome.due
+        <= datetime(2026, 12, 3, 20, 0, tzinfo=UTC)
+    )
+
+
+def test_the_exam_day_of_a_learner_in_kiritimati_starts_at_their_midnight(client, app, clock, db):
+    """Through the API: a learner in Kiritimati answers at 11:00 on Dec 3 (their clock) with the
+    exam on Dec 4; the review is put before 22:00 UTC on Dec 2 (12 hours before their exam day),
+    not on the exam day."""
+    token = client.post(f"{API}/learners").json()["access_token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    clock.now = datetime(2026, 12, 2, 21, 0, tzinfo=UTC)  # 11:00 on Dec 3 in Kiritimati
+    response = client.patch(
+        f"{API}/me",
+        json={"time_zone": "Pacific/Kiritimati", "exam_date": "2026-12-04"},
+        headers=auth,
+    )
+    assert response.status_code == 200, response.text
+    body = ask(client, seed=3)
+    send(client, auth, body, variant(app, body).correct_choice_id)
+    item = db.scalars(select(ReviewItem)).one()
+    eve = datetime(2026, 12, 4, tzinfo=KIRITIMATI) - timedelta(hours=12)
+    assert clock.now < as_utc(item.due_at) <= eve

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, date, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import select, update
@@ -561,3 +562,86 @@ def test_the_account_page_offers_the_time_zone(client, db):
         "/account/time-zone", data={"csrf_token": csrf_of(page.text), "time_zone": "Nowhere/City"}
     )
     assert bad.status_code == 400
+
+
+# --- the exam day and after it ----------------------------------------------------------------
+
+
+def _exam_fact(text):
+    """The Today page's exam fact, its tags dropped and its spaces joined."""
+    fact = re.search(r'<span class="fact-label">(?:Exam|考试)</span>(.*?)</li>', text, re.S)
+    return " ".join(re.sub(r"<[^>]+>", " ", fact.group(1)).split())
+
+
+def test_an_exam_date_gone_by_is_told_as_passed_not_as_today(client, app, clock):
+    """The exam was on Dec 3: on Dec 5 Today said 'Exam: Today' and /review '-2 days left'.
+    After the day they say it has passed and offer to set the next; on the day itself, today."""
+    clock.now = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    _web_answer(client, app, right=True, seed=3)
+    page = client.get("/review")
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
+    saved = client.post("/review/exam-date", data={"csrf_token": csrf, "exam_date": "2026-12-03"})
+    assert saved.status_code == 200
+    assert re.search(r'days-left">(\d+)<', saved.text).group(1) == "2"
+    assert _exam_fact(client.get("/").text) == "2 days to go Dec 3, 2026"
+
+    clock.now = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)  # the exam day
+    assert _exam_fact(client.get("/").text) == "Today Dec 3, 2026"
+    review = client.get("/review").text
+    assert "Your exam is today (Dec 3, 2026)." in review and "days-left" not in review
+
+    clock.now = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)  # two days after it
+    today = client.get("/").text
+    assert _exam_fact(today) == "Your exam date has passed Dec 3, 2026. Set your next exam date"
+    assert 'href="/review#exam-date"' in today
+    review = client.get("/review").text
+    assert "days-left" not in review and ">-2<" not in review
+    assert "Your exam date (Dec 3, 2026) has passed: set the next one below, or clear it." in review
+    zh_today = client.get("/?lang=zh").text
+    assert _exam_fact(zh_today) == "考试日期已过 2026年12月3日。 设置下一次考试日期"
+    zh_review = client.get("/review?lang=zh").text
+    assert (
+        "你的考试日期（2026年12月3日）已过：请在下方设置下一次考试日期，或将其清空。" in zh_review
+    )
+
+
+# --- answers sent later from offline ----------------------------------------------------------
+
+
+def test_an_offline_answer_counts_on_the_day_it_was_given_not_the_day_it_arrived(
+    client, app, auth, clock, monkeypatch
+):
+    """An app answers offline at 22:00 on Dec 2 (Shanghai) and sends it at 09:00 on Dec 3 with
+    its answered_at. The streak, today's answers and the activity calendar counted it on Dec 3,
+    the day it arrived: Dec 2 looked empty, the streak of Dec 1 and 2 read 1 day."""
+    import app.practice.questions as questions
+
+    # question tokens are stamped with the process clock: the test's clock here
+    monkeypatch.setattr(questions, "time", SimpleNamespace(time=lambda: clock.now.timestamp()))
+    set_zone(client, auth, SHANGHAI)
+    clock.now = LATE_DEC_1  # 23:30 on Dec 1 in Shanghai
+    answer(client, app, auth, right=True, seed=1)
+    clock.now = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)  # 09:00 on Dec 2: the app fetches
+    body = ask(client, point="gradient-sharding", seed=2)
+    clock.now = datetime(2026, 12, 3, 1, 0, tzinfo=UTC)  # 09:00 on Dec 3: back online
+    sent = client.post(
+        f"{API}/answers",
+        json={
+            "token": body["token"],
+            "choice_id": variant(app, body).correct_choice_id,
+            "client_answer_id": uuid.uuid4().hex,
+            "answered_at": "2026-12-02T22:00:00+08:00",
+        },
+        headers=auth,
+    )
+    assert sent.status_code == 200, sent.text
+    today = me_today(client, auth)
+    assert today["date"] == "2026-12-03"
+    assert today["streak"] == {"days": 2, "answered_today": False}
+    assert today["answers"] == 2 and today["answers_today"] == 0
+    days = client.get(f"{API}/me/activity", headers=auth).json()["days"]
+    assert days[-3:] == [
+        {"date": "2026-12-01", "answers": 1},
+        {"date": "2026-12-02", "answers": 1},
+        {"date": "2026-12-03", "answers": 0},
+    ]

@@ -90,12 +90,13 @@ class Needs:
 
 @dataclass(frozen=True)
 class Known:
-    """What was read for :class:`Needs`: stored items by key (with their ids), exam dates by
-    learner, falls stored by pitfall (missing: none)."""
+    """What was read for :class:`Needs`: stored items by key (with their ids), exam dates and
+    time zones (an IANA name, None: UTC) by learner, falls stored by pitfall (missing: none)."""
 
     items: Mapping[ReviewKey, tuple[int, Item]]
     exam_dates: Mapping[str, date | None]
     falls: Mapping[FallKey, int]
+    time_zones: Mapping[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ def rate(answers: Sequence[Answer], known: Known) -> Writes:
             exam_date=known.exam_dates.get(answer.learner_id),
             item_key=":".join(key),
             typed=answer.typed,
+            zone_name=known.time_zones.get(answer.learner_id),
         )
         logs.append(
             Log(

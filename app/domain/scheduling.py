@@ -9,18 +9,21 @@ reproducible for a given clock.
 With an exam date, an item whose next review would fall after the exam is pulled before it: FSRS
 retention decays with the time since the last review, so the best single review for the exam is
 as late as possible while still before it; items are spread over the last part of the remaining
-window (by a stable hash of the item) so they do not all fall on the eve.
+window (by a stable hash of the item) so they do not all fall on the eve. The exam day is the
+learner's: it starts at midnight in their time zone (UTC when none is known).
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from typing import TypedDict
 
 from fsrs import Card as FsrsCard
 from fsrs import Rating, Scheduler
+
+from app.domain.calendar import day_start
 
 # One short step: a wrong answer comes back two minutes later, in the same sitting; a right one
 # graduates at once (FSRS's first interval for Good is its initial stability, about 2 days).
@@ -96,21 +99,26 @@ def review(
     exam_date: date | None = None,
     item_key: str = "",
     typed: bool = False,
+    zone_name: str | None = None,
 ) -> Review:
-    """Rate an item and schedule it; ``exam_date`` pulls a later due date before the exam;
-    ``typed``: the answer was typed, not chosen (see :func:`rating_for`)."""
+    """Rate an item and schedule it; ``exam_date`` (a day in the learner's zone ``zone_name``)
+    pulls a later due date before the exam; ``typed``: the answer was typed, not chosen (see
+    :func:`rating_for`)."""
     rating = rating_for(correct, duration_ms, typed)
     card, _log = _SCHEDULER.review_card(FsrsCard.from_dict(state), rating, review_datetime=now)
     due = card.due
     if exam_date is not None:
-        due = before_exam(due, now=now, exam_date=exam_date, item_key=item_key)
+        due = before_exam(due, now=now, exam_date=exam_date, item_key=item_key, zone_name=zone_name)
         card.due = due
     return Review(state=card.to_dict(), rating=int(rating), due=due)
 
 
-def before_exam(due: datetime, *, now: datetime, exam_date: date, item_key: str) -> datetime:
-    """``due``, or a moment before the exam when ``due`` would miss it."""
-    exam_start = datetime.combine(exam_date, time(0, 0), tzinfo=UTC)
+def before_exam(
+    due: datetime, *, now: datetime, exam_date: date, item_key: str, zone_name: str | None = None
+) -> datetime:
+    """``due``, or a moment before the exam when ``due`` would miss it; the exam day starts at
+    midnight on the learner's clock (``zone_name``)."""
+    exam_start = day_start(exam_date, zone_name)
     latest = exam_start - EXAM_EVE
     if due <= latest or latest <= now:
         return due

@@ -26,6 +26,10 @@ from app.review.service import due_counts
 
 RECENT_TIMES = 50  # the learner's median answer time is taken over their last 50 timed answers
 STREAK_HORIZON_DAYS = 800  # answers older than this do not extend a streak shown today
+# When an answer was given: an offline answer's answered_at (kept before its arrival), else when
+# it was stored. Streaks and the calendar count it on that day; queries bound created_at (indexed,
+# never before the answer).
+ANSWERED = func.coalesce(Attempt.answered_at, Attempt.created_at)
 
 
 @dataclass(frozen=True)
@@ -105,9 +109,7 @@ def today(
     moments = [
         as_utc(m)
         for m in db.scalars(
-            select(Attempt.created_at).where(
-                Attempt.learner_id == learner_id, Attempt.created_at >= since
-            )
+            select(ANSWERED).where(Attempt.learner_id == learner_id, Attempt.created_at >= since)
         ).all()
     ]
     total = db.scalar(select(func.count()).where(Attempt.learner_id == learner_id)) or 0
@@ -251,7 +253,7 @@ def answer_activity(
         return habits.activity([], today=local_today, zone_name=zone_name)
     first = local_today - timedelta(days=local_today.weekday(), weeks=habits.ACTIVITY_WEEKS - 1)
     moments = db.scalars(
-        select(Attempt.created_at).where(
+        select(ANSWERED).where(
             Attempt.learner_id == learner_id, Attempt.created_at >= day_start(first, zone_name)
         )
     ).all()

@@ -81,6 +81,7 @@ def known_of(rows: Sequence[Sequence[Any]]) -> rating.Known:
         },
         exam_dates={row.id: row.exam_date for row in exam_dates},
         falls={(row.learner_id, row.card_id, row.pitfall_id): row.times for row in falls},
+        time_zones={row.id: row.time_zone for row in exam_dates},
     )
 
 
@@ -147,7 +148,9 @@ _ITEMS_BY_KEY = ByKeys(
 )
 _EXAM_DATES = ByKeys(
     (Learner.__table__.c.id,),
-    lambda where: select(Learner.__table__.c.id, Learner.__table__.c.exam_date).where(where),
+    lambda where: select(
+        Learner.__table__.c.id, Learner.__table__.c.exam_date, Learner.__table__.c.time_zone
+    ).where(where),
 )
 _ATTEMPTS = Attempt.__table__
 _FALL_KEY = (_ATTEMPTS.c.learner_id, _ATTEMPTS.c.card_id, _ATTEMPTS.c.pitfall_id)  # its index
