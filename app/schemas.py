@@ -144,7 +144,8 @@ class AnswerCreate(BaseModel):
         default=None,
         description="When the learner answered (offline answers), ISO 8601. Kept between the "
         "question's issue (its token) and the answer's arrival: a device clock that is off "
-        "cannot place an answer outside them.",
+        "cannot place an answer outside them. The review is scheduled from it (never before "
+        "the item's last review), and the day it falls on counts for streaks and activity.",
     )
     duration_ms: int | None = Field(
         default=None, ge=0, description="Time from showing the question to answering."

@@ -4,7 +4,7 @@ first answers rate; a pitfall fallen for twice makes its other templates due now
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 from app.domain import rating
 from app.domain.scheduling import new_state
@@ -82,3 +82,39 @@ def test_a_new_items_fsrs_card_is_named_by_its_key_alone():
     assert rating.fsrs_card_id(key) == rating.fsrs_card_id(tuple(key))
     assert rating.fsrs_card_id(key) != rating.fsrs_card_id(("learner", "card", "t2"))
     assert 0 <= rating.fsrs_card_id(key) < 2**48
+
+
+def offline(*, correct, answered_at, arrived):
+    return rating.Answer(
+        "learner", "card", "point-1", "t1", correct, None if correct else "p", None, arrived,
+        True, {}, answered_at=answered_at,
+    )  # fmt: skip
+
+
+def test_an_answer_synced_later_is_rated_when_it_was_given():
+    """Given at 22:00 offline and synced at 09:00: due as if rated at 22:00 (a wrong one two
+    minutes after it was given, a right one its interval after), not 11 hours later."""
+    given, arrived = AT, AT + timedelta(hours=11)
+    for correct in (False, True):
+        synced = rating.rate(
+            [offline(correct=correct, answered_at=given, arrived=arrived)], known()
+        )
+        online = rating.rate([offline(correct=correct, answered_at=None, arrived=given)], known())
+        item = synced.created[("learner", "card", "t1")]
+        assert item.due_at == online.created[("learner", "card", "t1")].due_at
+        assert item.last_review_at == given and synced.logs[0].reviewed_at == given
+    shanghai = given.astimezone(timezone(timedelta(hours=8)))  # as a client may send it
+    wrong = rating.rate([offline(correct=False, answered_at=shanghai, arrived=arrived)], known())
+    assert wrong.created[("learner", "card", "t1")].due_at == given + timedelta(minutes=2)
+
+
+def test_an_answer_given_before_the_items_last_review_is_rated_after_it():
+    """Another device's answer, given before the review already rated but synced after it, is
+    rated at that review's moment: the item's reviews stay in order."""
+    first = rating.rate([offline(correct=True, answered_at=None, arrived=AT)], known())
+    item = first.created[("learner", "card", "t1")]
+    late = offline(correct=False, answered_at=AT - timedelta(hours=3), arrived=AT + timedelta(1))
+    writes = rating.rate([late], known(items={("learner", "card", "t1"): (7, item)}))
+    changed = writes.changed[7]
+    assert changed.last_review_at == AT and writes.logs[0].reviewed_at == AT
+    assert changed.due_at == AT + timedelta(minutes=2) and changed.reviews == 2

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 
 from app.domain.scheduling import FsrsState, bring_forward, new_state, review
 
@@ -42,6 +42,18 @@ class Answer:
     carriers: Mapping[str, str] = field(default_factory=dict)
     # Typed (a number recalled) rather than chosen: a right one rates stronger (scheduling).
     typed: bool = False
+    # When it was given, as its client says (an offline answer's, kept between its question's
+    # issue and ``at``: app.domain.practice.answered_within); None: at ``at``.
+    answered_at: datetime | None = None
+
+    def reviewed_at(self, item: Item) -> datetime:
+        """The moment the answer reviews ``item`` at: when it was given, but never before the
+        item's last review (an answer given earlier on another device, synced later, rates
+        after the ones already rated)."""
+        given = self.at if self.answered_at is None else min(self.answered_at, self.at)
+        given = given.astimezone(UTC)  # as FSRS takes it (a client may send another offset)
+        last = item.last_review_at
+        return given if last is None or given >= last else last
 
     @property
     def item(self) -> ReviewKey:
@@ -154,11 +166,12 @@ def rate(answers: Sequence[Answer], known: Known) -> Writes:
             continue
         key = answer.item
         item = items.get(key) or _new_item(key, answer.point, answer.at)
+        at = answer.reviewed_at(item)
         outcome = review(
             item.state,
             correct=answer.correct,
             duration_ms=answer.duration_ms,
-            now=answer.at,
+            now=at,
             exam_date=known.exam_dates.get(answer.learner_id),
             item_key=":".join(key),
             typed=answer.typed,
@@ -169,7 +182,7 @@ def rate(answers: Sequence[Answer], known: Known) -> Writes:
                 answer=index,
                 item=key,
                 rating=outcome.rating,
-                reviewed_at=answer.at,
+                reviewed_at=at,
                 due_before=item.due_at if item.reviews else None,
                 due_after=outcome.due,
             )
@@ -180,7 +193,7 @@ def rate(answers: Sequence[Answer], known: Known) -> Writes:
             due_at=outcome.due,
             reviews=item.reviews + 1,
             lapses=item.lapses + (0 if answer.correct else 1),
-            last_review_at=answer.at,
+            last_review_at=at,
         )
         changed.add(key)
         fall = answer.fall

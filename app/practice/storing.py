@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
-from app.auth.service import LearnerRef
+from app.auth.service import LearnerRef, as_utc
 from app.batch import ByKeys, NewIds, pipelined, read_together
 from app.db import ATTEMPTS_PENDING
 from app.domain import rating
@@ -298,6 +298,7 @@ def _answer_of(catalog: Catalog, attempt: Attempt, typed: bool) -> rating.Answer
         attempt.learner_id, attempt.card_id, attempt.point, attempt.template_id, attempt.correct,
         attempt.pitfall_id, attempt.duration_ms, attempt.created_at, attempt.first_answer,
         carriers, typed=typed,
+        answered_at=None if attempt.answered_at is None else as_utc(attempt.answered_at),
     )  # fmt: skip
 
 
@@ -319,7 +320,7 @@ def _rating_answer(item: Graded, first_answer: bool) -> rating.Answer:
     return rating.Answer(
         item.learner.id, question.card_id, question.point, question.template_id,
         result.correct, result.pitfall_id, item.duration_ms, item.now, first_answer, carriers,
-        typed=result.typed is not None and item.asked_typed,
+        typed=result.typed is not None and item.asked_typed, answered_at=item.answered_at,
     )  # fmt: skip
 
 
