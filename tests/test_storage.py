@@ -432,10 +432,12 @@ def _stored_as_given(sessions, cards, card) -> None:
     assert [c["text"]["zh"] for c in row.choices] == [c.text.zh for c in variant.choices]
     assert [c["value"] for c in row.choices] == [c.value for c in variant.choices]
     assert row.pitfall_id == wrong.pitfall.id and row.practice_session_id is None
-    assert (item.reviews, item.lapses, utc(item.last_review_at)) == (1, 1, stored_at)
-    assert isinstance(item.state, dict) and item.state and utc(item.due_at) > stored_at
+    # rated when it was given (an offline answer's answered_at), not when it arrived
+    assert (item.reviews, item.lapses, utc(item.last_review_at)) == (1, 1, answered_at)
+    assert isinstance(item.state, dict) and item.state
+    assert utc(item.due_at) == answered_at + timedelta(minutes=2)  # a wrong answer's step
     assert (log.review_item_id, log.attempt_id) == (item.id, row.id)
-    assert utc(log.reviewed_at) == stored_at and log.due_before is None
+    assert utc(log.reviewed_at) == answered_at and log.due_before is None
     assert utc(log.due_after) == utc(item.due_at)
 
 
