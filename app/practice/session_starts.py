@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import exists, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.auth.service import as_utc, now_utc
+from app.auth.service import now_utc
 from app.domain.messages import Message
-from app.models import Attempt, PracticeSession
-from app.practice.sessions import start_session
+from app.models import PracticeSession
+from app.practice.sessions import load_session, start_session
 from app.problems import Conflict
 
 
@@ -69,7 +69,9 @@ def start_session_once(
             )
             return Started(row, created=True)
         except IntegrityError:  # the same start, sent twice at once: the other one stored it
-            found = _started_by(db, client_session_id) if client_session_id is not None else None
+            if client_session_id is None:
+                raise
+            found = _started_by(db, client_session_id)
             if found is None:
                 raise
     same = (
@@ -105,12 +107,9 @@ def start_session_from_page(
 
 
 def _under_way(db: Session, row: PracticeSession, now: datetime) -> bool:
-    """Whether the session has an answer or has ended (by its learner, or at its deadline)."""
-    if row.finished_at is not None or (
-        row.deadline_at is not None and as_utc(row.deadline_at) <= now
-    ):
-        return True
-    return bool(db.scalar(select(exists().where(Attempt.practice_session_id == row.id))))
+    """Whether the session has an answer or is over (SessionState's rule of its end)."""
+    state = load_session(db=db, learner_id=row.learner_id, session_id=row.id)
+    return bool(state.answered) or state.over(now)
 
 
 def _started_by(db: Session, client_session_id: str) -> PracticeSession | None:
