@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import uuid
 
@@ -550,7 +551,8 @@ def test_openapi_documents_problem_documents_and_the_bearer_scheme(client):
 def test_a_question_body_is_its_models_json_byte_for_byte(cards, card):
     """The question routes serialize QuestionPublic's fields straight to JSON
     (present.question_json); the body is what the model itself serializes, for every template,
-    both languages, tokens bound or not and exam questions without their seed."""
+    both languages, tokens bound or not, exam questions without their seed, asked with choices or
+    typed (the parts many variants share are serialized once and kept)."""
     import dataclasses
 
     from app.api import present
@@ -571,14 +573,16 @@ def test_a_question_body_is_its_models_json_byte_for_byte(cards, card):
                 learner_id="l" * 32 if seed == 7 else None,
             )
             for shown in (item, dataclasses.replace(item, show_seed=False)):
-                for lang in ("en", "zh"):
-                    for point_number in (None, 3):
-                        model = present.question(shown, lang, point_number)
-                        body = present.question_json(shown, lang, point_number)
-                        assert body == model.model_dump_json().encode()
+                for lang, point_number, typed in itertools.product(
+                    ("en", "zh"), (None, 3), (False, True)
+                ):
+                    model = present.question(shown, lang, point_number, typed)
+                    body = present.question_json(shown, lang, point_number, typed)
+                    assert body == model.model_dump_json().encode()
+                    if model.choices:
                         assert json.loads(body)["choices"][0]["text"] == model.choices[0].text
-                        compared += 1
-    assert compared == len(card.templates()) * 3 * 2 * 2 * 2
+                    compared += 1
+    assert compared == len(card.templates()) * 3 * 2 * 2 * 2 * 2
 
 
 def test_an_answer_body_is_its_models_json_byte_for_byte(cards, card):

@@ -35,7 +35,21 @@ def test_migrate_creates_the_data_folder_and_the_default_sqlite_database(tmp_pat
     engine = make_engine(f"sqlite:///{db_file}")
     assert "attempts" in inspect(engine).get_table_names()
     engine.dispose()
-    assert "head" in capsys.readouterr().out
+    # The revision the database is at, by its id (the one no migration file revises), not "head".
+    heads = {
+        line.split("=", 1)[1].strip().strip("\"'")
+        for path in (ROOT / "migrations" / "versions").glob("*.py")
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.startswith("revision")
+    }
+    downs = {
+        line.split("=", 1)[1].strip().strip("\"'")
+        for path in (ROOT / "migrations" / "versions").glob("*.py")
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.startswith("down_revision")
+    }
+    (head,) = heads - downs
+    assert capsys.readouterr().out.strip().endswith(f"is at revision {head}")
 
 
 def test_migrate_honours_database_url(tmp_path, monkeypatch):
@@ -233,3 +247,21 @@ def test_a_database_that_cannot_be_reached_is_not_told_to_migrate(tmp_path, monk
     unmigrated = f"sqlite:///{tmp_path / 'empty.db'}"
     assert main(["export-card", "--card", "zero-memory-offload", "--database-url", unmigrated]) == 1
     assert "(is the database migrated?)" in capsys.readouterr().err
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line_not_a_traceback():
+    """Ctrl-C in the first moments of a command (its modules loading, before main runs) ended
+    in a traceback; it is the same one line and status 130 as later."""
+    code = (
+        "import runpy, sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'app.cli.commands':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "runpy.run_module('app.cli', run_name='__main__')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert (result.returncode, result.stderr) == (130, "error: interrupted\n")

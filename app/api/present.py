@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import weakref
 from typing import Any
 
 import pydantic_core
@@ -14,7 +16,7 @@ from app.api.deck_schemas import (
 )
 from app.catalog.demo import DEMO_COMMANDS, DemoResults
 from app.domain.cards import Card, Pitfall
-from app.domain.generation import Variant
+from app.domain.generation import Choice, Combination, Variant
 from app.domain.texts import Text
 from app.domain.typed import accepted_units, typed_figures
 from app.practice.mistakes import AttemptView
@@ -140,9 +142,126 @@ def question(
 def question_json(
     item: Question, lang: str, point_number: int | None, typed: bool = False
 ) -> bytes:
-    """:func:`question` as its JSON body, byte for byte, without building and validating the
-    models first (the question GET's presenting: 28 -> 9 µs)."""
-    return pydantic_core.to_json(_question_fields(item, lang, point_number, typed))
+    """:func:`question` as its JSON body, byte for byte (tests/test_api.py compares them), put
+    together from the JSON of its parts: the parts that many variants share (a choice, a stem,
+    a combination's parameters) are serialized once and kept as long as what they come from
+    (the question GET's presenting, in process: 13 -> 8.6 µs with making the Question; callgrind:
+    621.6k -> 591.6k instructions per question GET)."""
+    variant = item.variant
+    units = accepted_units(variant)
+    typed = typed and bool(units)
+    identity = variant.id
+    choices = (
+        b"[]" if typed else b"[" + b",".join(_choice_json(c, lang) for c in variant.choices) + b"]"
+    )
+    return b"".join(
+        (
+            b'{"token":',
+            _to_json(item.token),
+            _identity_json(
+                identity.card_id,
+                identity.point,
+                point_number,
+                identity.template_id,
+                identity.template_version,
+            ),
+            b',"seed":',
+            str(identity.seed).encode() if item.show_seed else b"null",
+            _content_json(variant),
+            _stem_json(variant.stem, lang),
+            b',"choices":',
+            choices,
+            b',"expires_at":',
+            _to_json(item.expires_at),
+            _mode_json(typed, units, typed_figures(variant)),
+        )
+    )
+
+
+_to_json = pydantic_core.to_json
+
+
+def _fields_json(fields: dict[str, Any]) -> bytes:
+    """``fields`` as the inside of a JSON object, with a leading comma: ``,"a":1,"b":2``."""
+    return b"," + _to_json(fields)[1:-1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _identity_json(
+    card_id: str, point: str, point_number: int | None, template_id: str, version: int
+) -> bytes:
+    return _fields_json(
+        {
+            "card_id": card_id,
+            "point": point,
+            "point_number": point_number,
+            "template_id": template_id,
+            "template_version": version,
+        }
+    )
+
+
+# The JSON of what many variants share, kept while what it comes from lives (a combination is
+# kept by app.domain.generation while its questions are asked; its choices and texts with it).
+_CONTENT_JSON: weakref.WeakKeyDictionary[Combination, bytes] = weakref.WeakKeyDictionary()
+_STEM_JSON: weakref.WeakKeyDictionary[Text, dict[str, bytes]] = weakref.WeakKeyDictionary()
+
+
+def _content_json(variant: Variant) -> bytes:
+    """``kind``, ``params`` and ``params_display``: the variant's combination's."""
+    found = _CONTENT_JSON.get(variant.content)
+    if found is None:
+        found = _CONTENT_JSON[variant.content] = _fields_json(
+            {
+                "kind": variant.kind,
+                "params": variant.params,
+                "params_display": variant.params_display,
+            }
+        )
+    return found
+
+
+def _stem_json(stem: Text, lang: str) -> bytes:
+    by_lang = _STEM_JSON.get(stem)
+    if by_lang is None:
+        by_lang = _STEM_JSON[stem] = {}
+    found = by_lang.get(lang)
+    if found is None:
+        text = stem.get(lang)
+        found = by_lang[lang] = _fields_json(
+            {"stem": text, "stem_mathml": str(render_inline(text, lang))}
+        )
+    return found
+
+
+def _choice_json(choice: Choice, lang: str) -> bytes:
+    found = choice.presented.get(lang)
+    if not isinstance(found, bytes):
+        text = choice.text.get(lang)
+        found = choice.presented[lang] = _to_json(
+            {
+                "id": choice.id,
+                "text": text,
+                "text_mathml": str(render_inline(text, lang)),
+                "value": None if choice.value is None else float(choice.value),
+                "unit": choice.unit,
+            }
+        )
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def _mode_json(typed: bool, units: tuple[str, ...], figures: int | None) -> bytes:
+    return (
+        _fields_json(
+            {
+                "mode": "typed" if typed else "choices",
+                "typed_units": list(units),
+                "typed_figures": figures,
+            }
+        )
+        + b"}"
+    )
 
 
 def _pitfall_fields(

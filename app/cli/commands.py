@@ -94,8 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "migrate":
             url = args.database_url or settings.database_url
-            migrate(url, args.revision)
-            print(f"database at {safe_url(url)} is at revision {args.revision}")
+            at = migrate(url, args.revision)
+            print(f"database at {safe_url(url)} is at revision {at}")
         elif args.command == "create-user":
             password = sys.stdin.readline().rstrip("\r\n")
             if not password:

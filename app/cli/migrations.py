@@ -21,8 +21,9 @@ def alembic_config(database_url: str, *, configure_logging: bool = True) -> obje
     return config
 
 
-def migrate(database_url: str, revision: str = "head") -> None:
-    """Upgrade the database to ``revision`` (creating the folder of a SQLite file)."""
+def migrate(database_url: str, revision: str = "head") -> str:
+    """Upgrade the database to ``revision`` (creating the folder of a SQLite file); the revision
+    it is at now, as the database records it."""
     from alembic import command
     from alembic.util import CommandError
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -32,6 +33,7 @@ def migrate(database_url: str, revision: str = "head") -> None:
     try:
         ensure_sqlite_folder(database_url)
         command.upgrade(alembic_config(database_url), revision)  # type: ignore[arg-type]
+        return current_revision(database_url)
     except CommandError as exc:
         raise CliError(f"migration failed: {exc}") from None
     except ArgumentError as exc:
@@ -42,3 +44,17 @@ def migrate(database_url: str, revision: str = "head") -> None:
         raise CliError(f"database driver not installed: {exc.name}") from None
     except OSError as exc:
         raise CliError(f"migration failed: {exc}") from None
+
+
+def current_revision(database_url: str) -> str:
+    """The revision the database at ``database_url`` records (``none`` before the first)."""
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy import create_engine
+
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            heads = MigrationContext.configure(connection).get_current_heads()
+    finally:
+        engine.dispose()
+    return ", ".join(heads) or "none"
