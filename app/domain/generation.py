@@ -100,9 +100,6 @@ class Choice:
     content: Combination = field(repr=False)
     shown: Candidate = field(repr=False)
     shown_answer: Candidate = field(repr=False)
-    # What the choice's presenters make of it (its JSON in each language), kept with it: a choice
-    # is made once per combination, label and shown pair, and shown by every seed that draws them.
-    presented: dict[object, object] = field(default_factory=dict, repr=False)
 
     @property
     def explanation(self) -> Text | None:
