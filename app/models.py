@@ -5,8 +5,9 @@ practice session; each (learner, card, template) has a review item scheduled by 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 from sqlalchemy import (
     JSON,
@@ -21,6 +22,7 @@ from sqlalchemy import (
     String,
     TypeDecorator,
     UniqueConstraint,
+    and_,
     false,
 )
 from sqlalchemy.engine import Dialect
@@ -29,6 +31,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 from app.db import Base
 from app.domain.calendar import TIME_ZONE_MAX
 from app.domain.scheduling import FsrsState
+
+# The ids of the cards offered to learners, or a query's expanding parameter standing for them.
+OfferedCards: TypeAlias = Collection[str] | BindParameter[Any]
 
 LEARNER_ID_LENGTH = 32  # uuid4().hex
 CLIENT_ANSWER_ID_MAX = 64
@@ -276,10 +281,22 @@ class ReviewItem(Base):
     change_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     @classmethod
-    def due_by(cls, now: datetime | BindParameter[datetime]) -> ColumnElement[bool]:
+    def served(cls, offered: OfferedCards) -> ColumnElement[bool]:
+        """Whether a review may serve the item: its card is one learners may practise
+        (``offered``: app.domain.catalog.Catalog.offered_ids). A withdrawn card's questions are
+        asked no more (no session starts on it, no review serves it), so its items wait,
+        neither due nor counted, until it is offered again."""
+        return cls.card_id.in_(offered)
+
+    @classmethod
+    def due_by(
+        cls, now: datetime | BindParameter[datetime], offered: OfferedCards
+    ) -> ColumnElement[bool]:
         """The one rule of "due" in every query: an item is due at ``now`` when its due time is
-        not after it (the header's count, Today, the review queue, sessions, class analytics)."""
-        return cls.due_at <= now
+        not after it and a review may serve it (:meth:`served`): the header's count, Today, the
+        review page and forecast, the review queue (sessions, the API's due list), the app's
+        Today and class analytics."""
+        return and_(cls.due_at <= now, cls.served(offered))
 
 
 class ReviewLog(Base):

@@ -496,6 +496,41 @@ def test_format_bytes_in_decimal_units():
     assert calc.format_gib(1120 * GB) == "1,043.08 GiB"
 
 
+def test_the_pages_format_bytes_with_the_calculator_s_one_function():
+    """One byte formatter in the app (the calculator's, in the domain): the pages' ``bytes``
+    filter (the demo's results, the import limit) is it at 3 significant figures, so a size at a
+    unit's edge reads as the calculator writes it, never in scientific notation, GB at most."""
+    import ast
+    from pathlib import Path
+
+    from app.web.templating import make_pages
+
+    root = Path(__file__).resolve().parents[1] / "app"
+    defined = sorted(
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef) and node.name == "format_bytes"
+    )
+    assert defined == ["domain/calculator.py"]
+    shown = make_pages().env.filters["bytes"]
+    # What the pages showed before, kept: 3 significant figures, trailing zeros dropped.
+    assert [shown(v) for v in (55_009_280, 7e6, 4.5e6, 2_000_000, 12_345_678, 999, 0)] == [
+        "55 MB",
+        "7 MB",
+        "4.5 MB",
+        "2 MB",
+        "12.3 MB",
+        "999 B",
+        "0 B",
+    ]
+    assert shown(None) == "—" and shown(float("nan")) == "—"
+    assert shown(999_999) == "1,000 KB"  # was "1e+03 KB"
+    assert shown(1_500 * GB) == calc.format_bytes(1_500 * GB) == "1,500 GB"  # was "1.5 TB"
+    assert calc.format_bytes(55_009_280, figures=3) == "55 MB"
+    assert calc.format_bytes(55_009_280) == "55.01 MB"  # the calculator's 2 decimals
+
+
 def test_the_svg_is_escaped_well_formed_and_labelled(card):
     result = run(card, stage=3, n_d=16, layers=80, hidden=8192, seq_len=4096, micro_batch=1)
     svg = calc.stacked_bar_svg(result, LABELS)

@@ -319,7 +319,7 @@ def web_answer(client, app, card_id, *, right):
 def deck_forms(page: str) -> dict[str, str]:
     """The deck's start buttons of a page: their label -> mode."""
     forms = re.findall(
-        r'<form class="start" method="post" action="/sessions">(.*?)</form>', page, re.S
+        r'<form class="start" method="post" action="/sessions"[^>]*>(.*?)</form>', page, re.S
     )
     found = {}
     for form in forms:

@@ -828,3 +828,20 @@ def test_the_language_switch_on_a_page_answering_a_form_leads_to_the_form_s_page
         assert again.status_code == 400 and switch(again) == "/?lang=zh"
     followed = client.get(switch(refused))
     assert followed.status_code == 200 and followed.url.path == "/review"
+
+
+def test_every_page_with_a_start_or_an_answer_form_loads_the_script_that_sends_it_once():
+    """A page that includes a start form (_start.html, _deck_start.html) or has a form marked
+    data-submit-once sets ``submit_once``, so that base.html loads static/submit_once.js."""
+    from pathlib import Path
+
+    pages = Path(__file__).resolve().parents[1] / "app" / "pages"
+    needing = []
+    for path in sorted(pages.glob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        if path.name.startswith("_") or '{% extends "base.html" %}' not in text:
+            continue
+        if re.search(r'include "_(deck_)?start\.html"|data-submit-once', text):
+            needing.append(path.name)
+            assert "{% set submit_once = true %}" in text, path.name
+    assert {"card.html", "practice.html", "today.html", "review.html"} <= set(needing)

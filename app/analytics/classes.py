@@ -11,6 +11,7 @@ drawn with ``secrets``; shown as ``ABCD-EFGH``, accepted in any case, with or wi
 from __future__ import annotations
 
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -177,8 +178,10 @@ def owned_class(*, db: Session, class_id: int, viewer: LearnerRef) -> Classroom:
 
 
 def class_progress(
-    *, db: Session, class_id: int, viewer: LearnerRef, now: datetime
+    *, db: Session, class_id: int, viewer: LearnerRef, now: datetime, offered: Collection[str]
 ) -> ClassProgress:
+    """Each member's progress; their reviews due at ``now`` as they see them counted
+    (ReviewItem.due_by: on the ``offered`` cards, the catalog's offered_ids)."""
     row = owned_class(db=db, class_id=class_id, viewer=viewer)
     summary = _summary(db, row)
     members = {
@@ -213,7 +216,7 @@ def class_progress(
         columns.add((card_id, point))
     for learner_id, due in db.execute(
         select(ReviewItem.learner_id, func.count())
-        .where(ReviewItem.learner_id.in_(in_class), ReviewItem.due_by(now))
+        .where(ReviewItem.learner_id.in_(in_class), ReviewItem.due_by(now, offered))
         .group_by(ReviewItem.learner_id)
     ):
         members[learner_id].due_now = int(due)

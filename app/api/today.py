@@ -147,7 +147,9 @@ def read_my_today(
 def read_my_forecast(db: DbDep, ctx: ContextDep, learner: ApiLearner) -> ForecastPublic:
     """Reviews due per day of the learner's next 14 days (today first, overdue included)."""
     zone_name = _zone(learner)
-    days = review_forecast(db=db, learner_id=learner.id, now=ctx.clock(), zone_name=zone_name)
+    days = review_forecast(
+        db=db, catalog=ctx.catalog, learner_id=learner.id, now=ctx.clock(), zone_name=zone_name
+    )
     return ForecastPublic(
         time_zone=zone_name, days=[ForecastDayPublic(date=d, due=n) for d, n in days]
     )

@@ -5,6 +5,7 @@ A guest's learner row is written with its first answer, so merely visiting pages
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,13 +34,17 @@ SESSION_TOUCH_EVERY = timedelta(hours=1)
 
 def _visitor_statement() -> Select[Any]:
     """What visitor_for_web_session reads, built once: a web session's learner (what a
-    LearnerRef holds), its reviews due at ``now`` and the next due time (correlated
-    subqueries). Columns, not an ORM entity: it runs on the connection, as a page view does."""
+    LearnerRef holds), its reviews due at ``now`` on the ``offered`` cards and the next due time
+    there (correlated subqueries). Columns, not an ORM entity: it runs on the connection, as a
+    page view does."""
     now: BindParameter[datetime] = bindparam("now")
+    offered: BindParameter[Any] = bindparam("offered", expanding=True)
     learners, sessions = Learner.__table__, WebSession.__table__
     of_learner = ReviewItem.learner_id == learners.c.id
-    due_now = select(func.count()).where(of_learner, ReviewItem.due_by(now))
-    next_due = select(func.min(ReviewItem.due_at)).where(of_learner, ~ReviewItem.due_by(now))
+    due_now = select(func.count()).where(of_learner, ReviewItem.due_by(now, offered))
+    next_due = select(func.min(ReviewItem.due_at)).where(
+        of_learner, ReviewItem.served(offered), ~ReviewItem.due_by(now, offered)
+    )
     return (
         select(
             *learners.c[LEARNER_REF_COLUMNS],
@@ -59,11 +64,19 @@ def _visitor_statement() -> Select[Any]:
 _VISITOR = _visitor_statement()
 
 
-def visitor_for_web_session(*, db: Session, secret: str, now: datetime) -> KnownVisitor | None:
+def visitor_for_web_session(
+    *, db: Session, secret: str, now: datetime, offered: Collection[str]
+) -> KnownVisitor | None:
     """The learner of a web session cookie, how many of its reviews are due at ``now`` (as
-    app.review.service.due_counts counts them) and when the next one falls due, in one read;
-    None for an unknown or expired session."""
-    values = {"now": now, "token_hash": hash_secret(secret), "alive_at": now_utc()}
+    app.review.service.due_counts counts them: on the ``offered`` cards, the catalog's
+    offered_ids) and when the next one falls due, in one read; None for an unknown or expired
+    session."""
+    values = {
+        "now": now,
+        "offered": list(offered),
+        "token_hash": hash_secret(secret),
+        "alive_at": now_utc(),
+    }
     row = db.connection().execute(_VISITOR, values).first()
     db.commit()
     if row is None:

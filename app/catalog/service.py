@@ -25,6 +25,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.auth.visitors import forget_visitors
 from app.db import write_transaction
 from app.domain.cards import Card, CardError, parse_card
 from app.domain.catalog import OLD_VERSIONS_CACHED, Catalog, VersionCache, check_versions
@@ -249,7 +250,10 @@ class LiveCatalog:
                 load_version=self.load_version,
                 cache=self.cache,
             )
+            previous = self.catalog
             self.catalog, self.stamp = catalog, stamp  # requests take whichever they find
+        if catalog.offered_ids != previous.offered_ids:
+            forget_visitors()  # the headers' due counts are of the cards offered: read them anew
         return catalog
 
     def _compile(self, db: Session, card_id: str, version: int) -> Card | None:

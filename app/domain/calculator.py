@@ -74,7 +74,7 @@ from .calculator_input import FormReader, capacity_marker, chart_start, group_di
 from .cards import Card
 from .messages import Message
 from .texts import Text
-from .units import format_number
+from .units import format_number, significant_decimals
 
 GB = 10**9
 GIB = 2**30
@@ -621,12 +621,20 @@ def calculate(card: Card, inputs: Inputs) -> Result:
 # --- display ----------------------------------------------------------------------------------
 
 
-def format_bytes(value: Fraction | int, decimals: int = 2) -> str:
-    """Decimal units, GB at most (the card's unit): '1,120 GB', '201.25 GB', '40.63 MB'."""
+def format_bytes(
+    value: Fraction | int | float, decimals: int = 2, *, figures: int | None = None
+) -> str:
+    """Bytes in decimal units, GB at most (the card's unit, 10^9 bytes), the one byte formatter
+    of the app: to ``decimals`` places ('1,120 GB', '201.25 GB', '40.62 MB': the calculator), or
+    to ``figures`` significant figures when given ('55 MB', '4.5 MB': the pages' ``bytes``
+    filter); rounded exactly, half to even, trailing zeros dropped, thousands grouped; whole
+    bytes below 1 KB ('0 B', '512 B'). Binary limits ('4 MiB') are app.errors.binary_size's."""
     value = Fraction(value)
     for unit, scale in (("GB", GB), ("MB", 10**6), ("KB", 10**3)):
         if abs(value) >= scale:
-            return f"{group_digits(format_number(value / scale, decimals))} {unit}"
+            scaled = value / scale
+            places = decimals if figures is None else significant_decimals(scaled, figures)
+            return f"{group_digits(format_number(scaled, places))} {unit}"
     return f"{group_digits(format_number(value, 0))} B"
 
 

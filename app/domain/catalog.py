@@ -273,6 +273,9 @@ class Catalog:
                 if newest is not None:
                     self._latest[card_id] = newest
                     break
+        self.offered_ids = tuple(sorted(c for c in self._latest if c not in self.withdrawn))
+        """The cards learners may practise, by id: the review items that count as due are
+        theirs (app.models.ReviewItem.due_by)."""
         # (card, template, template version) -> (card version, exam point); oldest first, so
         # that the newest card version carrying a template version wins.
         self._templates: dict[tuple[str, str, int], tuple[int, str]] = {}

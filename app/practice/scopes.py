@@ -61,7 +61,8 @@ def card_part(
     withheld: frozenset[str] = frozenset(),
 ) -> tuple[CardPart, str | None]:
     """The card's templates a session of ``mode`` practises, ``size`` questions of them (a
-    review asks each template due once), and the exam point's slug of a point session;
+    review asks each template due once), and the exam point's slug of a point session
+    (``card``: one offered to learners, app.practice.questions.get_card);
     ``withheld``: the sessions whose results are not told yet (running exams: their wrong
     answers are no mistakes to practise, or the session would tell them)."""
     if mode == "point":
@@ -77,7 +78,7 @@ def card_part(
         if not scope:
             raise NothingToPractise(mode, narrowed=templates is not None)
         return CardPart(card, scope, size, wider=same_points(card, scope)), None
-    scope = _templates(card, _due(db, learner_id, now).get(card.id, []))
+    scope = _templates(card, _due(db, learner_id, now, (card.id,)).get(card.id, []))
     if not scope:
         raise NothingToPractise(mode)
     # A review serves its due templates themselves (with new numbers), never others instead.
@@ -112,7 +113,7 @@ def deck_parts(
     if mode == "review":
         offered = {card.id: card for card in cards}
         chosen: list[tuple[Card, Template]] = []
-        for card_id, template_id in _most_overdue(db, learner_id, now):
+        for card_id, template_id in _most_overdue(db, learner_id, now, catalog.offered_ids):
             card = offered.get(card_id)
             template = card.template(template_id) if card is not None else None
             if card is not None and template is not None:
@@ -191,7 +192,7 @@ def deck_reach(
     attempts whose result may be told (app.practice.mistakes.results_told): a running exam's
     wrong answers are no mistakes to offer yet, or the offer would tell them."""
     order = [card.id for card in catalog.cards()]
-    due = _due(db, learner_id, now)
+    due = _due(db, learner_id, now, catalog.offered_ids)
     mistaken = _mistaken(db, learner_id, None, told)
     started = set(_started(db, learner_id))
     return DeckReach(
@@ -241,21 +242,26 @@ def _mistaken(
     return wrong
 
 
-def _most_overdue(db: Session, learner_id: str, now: datetime) -> list[tuple[str, str]]:
-    """(card, template) of every review item due now, most overdue first."""
+def _most_overdue(
+    db: Session, learner_id: str, now: datetime, offered: Collection[str]
+) -> list[tuple[str, str]]:
+    """(card, template) of every review item due now on the ``offered`` cards
+    (ReviewItem.due_by), most overdue first."""
     rows = db.execute(
         select(ReviewItem.card_id, ReviewItem.template_id)
-        .where(ReviewItem.learner_id == learner_id, ReviewItem.due_by(now))
+        .where(ReviewItem.learner_id == learner_id, ReviewItem.due_by(now, offered))
         .order_by(ReviewItem.due_at, ReviewItem.id)
     ).all()
     db.commit()
     return [(card_id, template_id) for card_id, template_id in rows]
 
 
-def _due(db: Session, learner_id: str, now: datetime) -> dict[str, list[str]]:
-    """The templates due now per card, most overdue first."""
+def _due(
+    db: Session, learner_id: str, now: datetime, offered: Collection[str]
+) -> dict[str, list[str]]:
+    """The templates due now per card of the ``offered`` ones, most overdue first."""
     due: dict[str, list[str]] = {}
-    for card_id, template_id in _most_overdue(db, learner_id, now):
+    for card_id, template_id in _most_overdue(db, learner_id, now, offered):
         due.setdefault(card_id, []).append(template_id)
     return due
 

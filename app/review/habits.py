@@ -95,7 +95,9 @@ def today(
     local_today = local_day(now, zone_name)
     if learner_id is None:
         return _first_visit(catalog, local_today, zone_name)
-    due_now, due_later = due_counts(db=db, learner_id=learner_id, now=now, zone_name=zone_name)
+    due_now, due_later = due_counts(
+        db=db, catalog=catalog, learner_id=learner_id, now=now, zone_name=zone_name
+    )
     deck = deck_reach(db=db, catalog=catalog, learner_id=learner_id, now=now, told=told)
     review_card = deck.most_due
     durations = db.scalars(
@@ -123,8 +125,6 @@ def today(
     exam = exam_date_of(db=db, learner_id=learner_id)
     db.commit()
     days = habits.answer_days(moments, zone_name)
-    if due_now and review_card is None:
-        due_now = 0  # only cards no longer offered are due: nothing to start
     action = habits.next_action(
         due_now=due_now, resume_session_id=resume.session_id if resume else None
     )
@@ -229,15 +229,18 @@ def _resume(db: Session, catalog: Catalog, learner_id: str, now: datetime) -> Re
 
 
 def review_forecast(
-    *, db: Session, learner_id: str | None, now: datetime, zone_name: str
+    *, db: Session, catalog: Catalog, learner_id: str | None, now: datetime, zone_name: str
 ) -> list[tuple[date, int]]:
-    """Reviews due per day of the learner's next 14 days (today counts the overdue)."""
+    """Reviews due per day of the learner's next 14 days (today counts the overdue), on the
+    cards offered, as the header and Today count them (ReviewItem.served)."""
     if learner_id is None:
         return habits.forecast([], now=now, zone_name=zone_name)
     horizon = day_start(local_day(now, zone_name) + timedelta(days=habits.FORECAST_DAYS), zone_name)
     moments = db.scalars(
         select(ReviewItem.due_at).where(
-            ReviewItem.learner_id == learner_id, ReviewItem.due_at < horizon
+            ReviewItem.learner_id == learner_id,
+            ReviewItem.served(catalog.offered_ids),
+            ReviewItem.due_at < horizon,
         )
     ).all()
     db.commit()

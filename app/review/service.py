@@ -217,17 +217,19 @@ _MICROSECOND = timedelta(microseconds=1)
 def due_items(
     *,
     db: Session,
+    catalog: Catalog,
     learner_id: str,
     now: datetime,
     limit: int = 20,
     after: DueCursor | None = None,
 ) -> list[DueItem]:
-    """Items due now, most overdue first (``after`` continues a page): at most ``limit``, and
-    at most one more than a page (a caller asks for one more to tell whether a next page waits)."""
+    """Items due now on the cards offered (ReviewItem.due_by), most overdue first (``after``
+    continues a page): at most ``limit``, and at most one more than a page (a caller asks for
+    one more to tell whether a next page waits)."""
     limit = max(1, min(limit, MAX_DUE_PAGE + 1))
     query = (
         select(ReviewItem)
-        .where(ReviewItem.learner_id == learner_id, ReviewItem.due_by(now))
+        .where(ReviewItem.learner_id == learner_id, ReviewItem.due_by(now, catalog.offered_ids))
         .order_by(ReviewItem.due_at, ReviewItem.id)
     )
     if after is not None and after.due_at is not None:
@@ -247,14 +249,23 @@ def due_items(
 
 
 def due_counts(
-    *, db: Session, learner_id: str, now: datetime, zone_name: str | None = None
+    *,
+    db: Session,
+    catalog: Catalog,
+    learner_id: str,
+    now: datetime,
+    zone_name: str | None = None,
 ) -> tuple[int, int]:
-    """(due now, due later today) for the header, Today and the review page; "today" ends at the
-    learner's midnight (``zone_name``, UTC when None)."""
+    """(due now, due later today) for Today and the review page, as the header counts them
+    (ReviewItem.due_by: on the cards offered); "today" ends at the learner's midnight
+    (``zone_name``, UTC when None)."""
     end_of_day = day_end(local_day(now, zone_name), zone_name)
+    offered = catalog.offered_ids
     due_now, due_today = db.execute(
-        select(func.count().filter(ReviewItem.due_by(now)), func.count()).where(
-            ReviewItem.learner_id == learner_id, ReviewItem.due_at < end_of_day
+        select(func.count().filter(ReviewItem.due_by(now, offered)), func.count()).where(
+            ReviewItem.learner_id == learner_id,
+            ReviewItem.served(offered),
+            ReviewItem.due_at < end_of_day,
         )
     ).one()
     db.commit()
@@ -280,13 +291,13 @@ def progress(
     db: Session,
     learner_id: str,
     now: datetime,
-    catalog: Catalog | None = None,
+    catalog: Catalog,
     told: ColumnElement[bool] | None = None,
 ) -> list[PointProgress]:
-    """Per card and exam point: first answers, right, reviews due, FSRS memory; in the card's
-    exam-point order (``catalog``), points no longer on a card last. ``told``: which of the
-    learner's attempts may be counted (app.practice.mistakes.results_told: not a running
-    exam's)."""
+    """Per card and exam point: first answers, right, reviews due (ReviewItem.due_by: none on a
+    withdrawn card), FSRS memory; in the card's exam-point order (``catalog``), points no longer
+    on a card last. ``told``: which of the learner's attempts may be counted
+    (app.practice.mistakes.results_told: not a running exam's)."""
     counts = db.execute(
         select(
             Attempt.card_id,
@@ -301,18 +312,23 @@ def progress(
         .group_by(Attempt.card_id, Attempt.point)
     ).all()
     items = db.scalars(select(ReviewItem).where(ReviewItem.learner_id == learner_id)).all()
+    due = {
+        (card_id, point): int(n)
+        for card_id, point, n in db.execute(
+            select(ReviewItem.card_id, ReviewItem.point, func.count())
+            .where(ReviewItem.learner_id == learner_id, ReviewItem.due_by(now, catalog.offered_ids))
+            .group_by(ReviewItem.card_id, ReviewItem.point)
+        )
+    }
     db.commit()
     result: dict[tuple[str, str], tuple[int, int]] = {}
     for card_id, point, attempts, right in counts:
         result[(card_id, point)] = (int(attempts), int(right or 0))
     states: dict[tuple[str, str], list[FsrsState]] = {}
-    due: dict[tuple[str, str], int] = {}
     for item in items:
         key = (item.card_id, item.point)
         result.setdefault(key, (0, 0))
         states.setdefault(key, []).append(item.state)
-        if as_utc(item.due_at) <= now:
-            due[key] = due.get(key, 0) + 1
     rows = []
     for (card_id, point), (attempts, right) in result.items():
         memory = habits.memory(states.get((card_id, point), []), now)
@@ -331,8 +347,8 @@ def progress(
     return sorted(rows, key=lambda row: _point_order(catalog, row))
 
 
-def _point_order(catalog: Catalog | None, row: PointProgress) -> tuple[str, int, str]:
-    card = catalog.latest(row.card_id) if catalog is not None else None
+def _point_order(catalog: Catalog, row: PointProgress) -> tuple[str, int, str]:
+    card = catalog.latest(row.card_id)
     point = card.point_by_slug(row.point) if card is not None else None
     return (row.card_id, point.number if point is not None else 10**6, row.point)
 

@@ -160,7 +160,9 @@ def progress_charts(
     zone_name = visitor.time_zone
     return {
         "forecast": forecast_chart(
-            review_forecast(db=db, learner_id=learner_id, now=now, zone_name=zone_name),
+            review_forecast(
+                db=db, catalog=ctx.catalog, learner_id=learner_id, now=now, zone_name=zone_name
+            ),
             visitor.lang,
         ),
         "activity": activity_chart(

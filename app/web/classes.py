@@ -96,7 +96,13 @@ def class_page(
     """Each member's progress: first answers, share right, per exam point, reviews due, last
     answer."""
     assert visitor.learner is not None
-    progress = class_progress(db=db, class_id=class_id, viewer=visitor.learner, now=context.clock())
+    progress = class_progress(
+        db=db,
+        class_id=class_id,
+        viewer=visitor.learner,
+        now=context.clock(),
+        offered=catalog.offered_ids,
+    )
     columns = sorted(
         progress.columns, key=lambda c: (c[0], _point_label(catalog, c[0], c[1])[0], c[1])
     )

@@ -128,11 +128,15 @@ def _review_page(
         results_told(db=db, catalog=catalog, learner_id=learner_id, now=now) if learner_id else None
     )
     due_now, later = (
-        due_counts(db=db, learner_id=learner_id, now=now, zone_name=zone_name)
+        due_counts(db=db, catalog=catalog, learner_id=learner_id, now=now, zone_name=zone_name)
         if learner_id
         else (0, 0)
     )
-    items = due_items(db=db, learner_id=learner_id, now=now, limit=100) if learner_id else []
+    items = (
+        due_items(db=db, catalog=catalog, learner_id=learner_id, now=now, limit=100)
+        if learner_id
+        else []
+    )
     exam = exam_date_of(db=db, learner_id=learner_id) if learner_id else None
     by_card: dict[str, int] = {}
     for item in items:

@@ -1,8 +1,9 @@
 """Security headers on every response: pages, errors, the JSON API, static files and /docs.
 
 Pages run no inline scripts: ``default-src 'none'`` with scripts, styles and images from this
-origin only (MathML is markup, the templates use no inline styles, and the one script, the exam
-countdown in ``static/``, is optional: pages work without it). A response that sets its own
+origin only (MathML is markup, the templates use no inline styles, and the scripts in
+``static/``, the exam countdown, the start and answer buttons sent once and the rest, are
+optional: pages work without them). A response that sets its own
 Content-Security-Policy keeps it: /docs (Swagger UI from local assets) allows its bundle and its
 one inline start-up script, the latter by hash. In production every response also carries
 ``Strict-Transport-Security`` (``HSTS_MAX_AGE_S``).

@@ -11,6 +11,7 @@ Security headers (CSP and the rest) are added to every response by ``app.web.sec
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -29,7 +30,7 @@ from jinja2.runtime import Context
 from markupsafe import Markup
 from starlette.responses import Response
 
-from app.domain.calculator import has_calculator
+from app.domain.calculator import format_bytes, has_calculator
 from app.domain.calendar import zone
 from app.domain.languages import LANGS, other_lang
 from app.domain.messages import Message, check_catalogs, translations
@@ -46,6 +47,7 @@ LANG_COOKIE = "infracards_lang"
 # The browser's IANA time zone, set by static/timezone.js (read only when the learner chose none).
 TIME_ZONE_COOKIE = "infracards_tz"
 LANG_COOKIE_MAX_AGE_S = 365 * 24 * 3600
+BYTES_FIGURES = 3  # the pages' byte sizes (the demo's results, upload limits): "55 MB"
 
 PAGES_DIR = Path(__file__).resolve().parents[1] / "pages"
 
@@ -67,7 +69,7 @@ def make_pages() -> Jinja2Templates:
         lambda c, latex: latex_to_mathml(latex, display=True, lang=_lang(c))
     )
     env.filters["plain"] = render_plain
-    env.filters["bytes"] = format_bytes
+    env.filters["bytes"] = _bytes_filter
     env.filters["number"] = _number_filter
     env.filters["when"] = _when_filter
     env.globals["duration"] = format_duration
@@ -202,14 +204,12 @@ def render_page(
     return response
 
 
-def format_bytes(value: float | None) -> str:
-    """Bytes in decimal units (the card counts GB as 10^9 bytes)."""
-    if value is None:
+def _bytes_filter(value: float | None) -> str:
+    """Bytes in decimal units to 3 significant figures (app.domain.calculator.format_bytes, the
+    calculator's too); "—" for none (a demo result without the figure)."""
+    if value is None or not math.isfinite(value):
         return "—"
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value:.0f} B"
+    return format_bytes(value, figures=BYTES_FIGURES)
 
 
 def format_plain(value: float | None, lang: str = "en") -> str:
