@@ -327,7 +327,7 @@ class Visitor:
 
 
 def look_up_visitor(request: Request, secret: str, now: datetime) -> KnownVisitor | None:
-    offered = request.app.state.live_catalog.catalog.offered_ids  # as get_context finds it
+    offered = request.app.state.live_catalog.catalog.offered_templates  # as get_context finds it
     with request.app.state.lookups() as db:
         return visitor_for_web_session(db=db, secret=secret, now=now, offered=offered)
 

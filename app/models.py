@@ -5,7 +5,6 @@ practice session; each (learner, card, template) has a review item scheduled by 
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from datetime import UTC, date, datetime
 from typing import Any, TypeAlias
 
@@ -24,16 +23,19 @@ from sqlalchemy import (
     UniqueConstraint,
     and_,
     false,
+    tuple_,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
 from app.domain.calendar import TIME_ZONE_MAX
+from app.domain.catalog import OfferedTemplates
 from app.domain.scheduling import FsrsState
 
-# The ids of the cards offered to learners, or a query's expanding parameter standing for them.
-OfferedCards: TypeAlias = Collection[str] | BindParameter[Any]
+# The templates learners may be asked (app.domain.catalog.OfferedTemplates), or a query's two
+# expanding parameters standing for its cards and its retired (card, template) pairs.
+Offered: TypeAlias = OfferedTemplates | tuple[BindParameter[Any], BindParameter[Any]]
 
 LEARNER_ID_LENGTH = 32  # uuid4().hex
 CLIENT_ANSWER_ID_MAX = 64
@@ -281,16 +283,22 @@ class ReviewItem(Base):
     change_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     @classmethod
-    def served(cls, offered: OfferedCards) -> ColumnElement[bool]:
-        """Whether a review may serve the item: its card is one learners may practise
-        (``offered``: app.domain.catalog.Catalog.offered_ids). A withdrawn card's questions are
-        asked no more (no session starts on it, no review serves it), so its items wait,
-        neither due nor counted, until it is offered again."""
-        return cls.card_id.in_(offered)
+    def served(cls, offered: Offered) -> ColumnElement[bool]:
+        """Whether a review may serve the item: learners may be asked its template on its card
+        (``offered``: app.domain.catalog.Catalog.offered_templates). A withdrawn card's
+        questions are asked no more (no session starts on it, no review serves it), nor are
+        those of a template its card's latest version dropped; their items wait, neither due
+        nor counted, until the card is offered again or the template comes back. The retired
+        pairs are few (none until a card version drops a template): a list of every offered
+        pair made the page header's query 3 times slower."""
+        cards, retired = (
+            (offered.cards, offered.retired) if isinstance(offered, OfferedTemplates) else offered
+        )
+        return and_(cls.card_id.in_(cards), tuple_(cls.card_id, cls.template_id).not_in(retired))
 
     @classmethod
     def due_by(
-        cls, now: datetime | BindParameter[datetime], offered: OfferedCards
+        cls, now: datetime | BindParameter[datetime], offered: Offered
     ) -> ColumnElement[bool]:
         """The one rule of "due" in every query: an item is due at ``now`` when its due time is
         not after it and a review may serve it (:meth:`served`): the header's count, Today, the

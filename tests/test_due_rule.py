@@ -6,12 +6,14 @@ alike, and count them again once the card is offered again."""
 
 from __future__ import annotations
 
+import copy
 import re
 import uuid
 from datetime import UTC, datetime
 
 from sqlalchemy import select
-from test_authoring import instructor_headers
+from test_authoring import CARD as KV_CARD
+from test_authoring import instructor_headers, publish
 from test_web import csrf, wrong_of
 
 from app.auth.tokens import issue_token
@@ -19,7 +21,8 @@ from app.models import Attempt
 
 API = "/api/v1"
 ZERO, MEGATRON = "zero-memory-offload", "megatron-3d-pipeline"
-POINTS = {ZERO: "optimizer-memory", MEGATRON: "pipeline-bubble"}
+KV = "kv-cache"  # the authoring tests' card, which an instructor can publish anew
+POINTS = {ZERO: "optimizer-memory", MEGATRON: "pipeline-bubble", KV: "kv-bytes"}
 
 
 def answer_wrong(client, app, card_id: str) -> None:
@@ -111,3 +114,37 @@ def test_a_withdrawn_card_s_reviews_are_due_nowhere_until_it_is_offered_again(cl
     assert offered.status_code == 204, offered.text
     shown = counts(client, phone)
     assert shown == dict.fromkeys(shown, 2), shown
+
+
+def test_a_review_of_a_template_its_card_dropped_is_due_nowhere(client, app, clock):
+    """A card's new version can drop a template. The learner's review item of it stays (its
+    schedule kept should the template come back), but no review can serve it, so it counts
+    nowhere: Today offered a review that then found nothing to practise."""
+    prof = instructor_headers(client, app)
+    assert client.post(f"{API}/instructor/cards", json=KV_CARD, headers=prof).status_code == 201
+    assert publish(client, prof, KV_CARD) == 1
+    client.get("/")  # a browser session
+    clock.now = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)  # nothing else comes due today
+    answer_wrong(client, app, KV)
+    answer_wrong(client, app, ZERO)
+    clock.advance(minutes=3)
+    with app.state.sessionmaker() as db:
+        learner_id = db.scalar(select(Attempt.learner_id))
+        assert learner_id is not None
+        phone = {
+            "Authorization": f"Bearer {issue_token(db=db, learner_id=learner_id, device_name='phone')}"
+        }
+    shown = counts(client, phone)
+    assert shown == dict.fromkeys(shown, 2), shown
+
+    renamed = copy.deepcopy(KV_CARD)  # version 2 asks the same under a new template id
+    (template,) = renamed["points"][0]["templates"]
+    template["id"] = "kv-total-v2"
+    assert publish(client, prof, renamed) == 2
+    shown = counts(client, phone)
+    assert shown == dict.fromkeys(shown, 1), shown  # the ZeRO card's item alone
+    start = client.post(
+        f"{API}/me/sessions", json={"scope": "deck", "mode": "review"}, headers=phone
+    )
+    assert start.status_code == 201, start.text
+    assert start.json()["size"] == 1  # what the header promised, the review serves

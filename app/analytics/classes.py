@@ -11,7 +11,6 @@ drawn with ``secrets``; shown as ``ABCD-EFGH``, accepted in any case, with or wi
 from __future__ import annotations
 
 import secrets
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -22,6 +21,7 @@ from sqlalchemy.orm import Session
 from app.analytics.models import CLASS_NAME_MAX, JOIN_CODE_LENGTH, ClassMember, Classroom
 from app.auth.service import LearnerRef
 from app.db import write_transaction
+from app.domain.catalog import OfferedTemplates
 from app.domain.messages import Message
 from app.models import Attempt, Learner, ReviewItem
 from app.problems import Forbidden, InvalidInput, NotFound
@@ -178,10 +178,15 @@ def owned_class(*, db: Session, class_id: int, viewer: LearnerRef) -> Classroom:
 
 
 def class_progress(
-    *, db: Session, class_id: int, viewer: LearnerRef, now: datetime, offered: Collection[str]
+    *,
+    db: Session,
+    class_id: int,
+    viewer: LearnerRef,
+    now: datetime,
+    offered: OfferedTemplates,
 ) -> ClassProgress:
     """Each member's progress; their reviews due at ``now`` as they see them counted
-    (ReviewItem.due_by: on the ``offered`` cards, the catalog's offered_ids)."""
+    (ReviewItem.due_by: of the ``offered`` templates, the catalog's offered_templates)."""
     row = owned_class(db=db, class_id=class_id, viewer=viewer)
     summary = _summary(db, row)
     members = {

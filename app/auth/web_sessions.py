@@ -5,7 +5,6 @@ A guest's learner row is written with its first answer, so merely visiting pages
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,6 +25,7 @@ from app.auth.identity import (
 from app.auth.tokens import forget_cached_tokens, revoke_all_tokens
 from app.auth.visitors import KnownVisitor, forget_visitor
 from app.db import write_transaction
+from app.domain.catalog import OfferedTemplates
 from app.models import Learner, ReviewItem, WebSession
 
 SESSION_LIFETIME = timedelta(days=400)  # the longest browsers keep a cookie
@@ -34,11 +34,14 @@ SESSION_TOUCH_EVERY = timedelta(hours=1)
 
 def _visitor_statement() -> Select[Any]:
     """What visitor_for_web_session reads, built once: a web session's learner (what a
-    LearnerRef holds), its reviews due at ``now`` on the ``offered`` cards and the next due time
-    there (correlated subqueries). Columns, not an ORM entity: it runs on the connection, as a
+    LearnerRef holds), its reviews due at ``now`` of the ``offered`` templates and the next due
+    time there (correlated subqueries). Columns, not an ORM entity: it runs on the connection, as a
     page view does."""
     now: BindParameter[datetime] = bindparam("now")
-    offered: BindParameter[Any] = bindparam("offered", expanding=True)
+    offered: tuple[BindParameter[Any], BindParameter[Any]] = (
+        bindparam("offered", expanding=True),
+        bindparam("retired", expanding=True),
+    )
     learners, sessions = Learner.__table__, WebSession.__table__
     of_learner = ReviewItem.learner_id == learners.c.id
     due_now = select(func.count()).where(of_learner, ReviewItem.due_by(now, offered))
@@ -65,15 +68,16 @@ _VISITOR = _visitor_statement()
 
 
 def visitor_for_web_session(
-    *, db: Session, secret: str, now: datetime, offered: Collection[str]
+    *, db: Session, secret: str, now: datetime, offered: OfferedTemplates
 ) -> KnownVisitor | None:
     """The learner of a web session cookie, how many of its reviews are due at ``now`` (as
-    app.review.service.due_counts counts them: on the ``offered`` cards, the catalog's
-    offered_ids) and when the next one falls due, in one read; None for an unknown or expired
+    app.review.service.due_counts counts them: of the ``offered`` templates, the catalog's
+    offered_templates) and when the next one falls due, in one read; None for an unknown or expired
     session."""
     values = {
         "now": now,
-        "offered": list(offered),
+        "offered": list(offered.cards),
+        "retired": list(offered.retired),
         "token_hash": hash_secret(secret),
         "alive_at": now_utc(),
     }

@@ -252,7 +252,7 @@ class LiveCatalog:
             )
             previous = self.catalog
             self.catalog, self.stamp = catalog, stamp  # requests take whichever they find
-        if catalog.offered_ids != previous.offered_ids:
+        if catalog.offered_templates != previous.offered_templates:
             forget_visitors()  # the headers' due counts are of the cards offered: read them anew
         return catalog
 

@@ -238,6 +238,17 @@ class VersionCache:
             return list(self._cards)
 
 
+@dataclass(frozen=True)
+class OfferedTemplates:
+    """The templates learners may be asked: those of the ``cards`` offered (by id), but the
+    ``retired`` (card, template) pairs, which an earlier version of their card had and its
+    latest has not. The review items that count as due are of these (app.models.ReviewItem
+    .due_by): no review can serve an item of a withdrawn card or of a retired template."""
+
+    cards: tuple[str, ...]
+    retired: tuple[tuple[str, str], ...] = ()
+
+
 class Catalog:
     """Cards by id and version; :meth:`latest` is what learners practise.
 
@@ -273,9 +284,19 @@ class Catalog:
                 if newest is not None:
                     self._latest[card_id] = newest
                     break
-        self.offered_ids = tuple(sorted(c for c in self._latest if c not in self.withdrawn))
-        """The cards learners may practise, by id: the review items that count as due are
-        theirs (app.models.ReviewItem.due_by)."""
+        offered = tuple(sorted(c for c in self._latest if c not in self.withdrawn))
+        self.offered_templates = OfferedTemplates(
+            offered,
+            tuple(
+                sorted(
+                    (card_id, template_id)
+                    for card_id in offered
+                    for manifest in self._manifests.get(card_id, {}).values()
+                    for template_id in manifest.templates
+                    if self._latest[card_id].template(template_id) is None
+                )
+            ),
+        )
         # (card, template, template version) -> (card version, exam point); oldest first, so
         # that the newest card version carrying a template version wins.
         self._templates: dict[tuple[str, str, int], tuple[int, str]] = {}

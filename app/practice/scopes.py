@@ -17,7 +17,7 @@ from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
 from app.domain.cards import Card, Template
-from app.domain.catalog import Catalog
+from app.domain.catalog import Catalog, OfferedTemplates
 from app.domain.messages import Message
 from app.domain.practice import CardPart, same_points, share, spans_the_deck
 from app.models import Attempt, ReviewItem
@@ -78,7 +78,10 @@ def card_part(
         if not scope:
             raise NothingToPractise(mode, narrowed=templates is not None)
         return CardPart(card, scope, size, wider=same_points(card, scope)), None
-    scope = _templates(card, _due(db, learner_id, now, (card.id,)).get(card.id, []))
+    # The card's own templates only (_templates): none of another version's.
+    scope = _templates(
+        card, _due(db, learner_id, now, OfferedTemplates((card.id,))).get(card.id, [])
+    )
     if not scope:
         raise NothingToPractise(mode)
     # A review serves its due templates themselves (with new numbers), never others instead.
@@ -113,7 +116,7 @@ def deck_parts(
     if mode == "review":
         offered = {card.id: card for card in cards}
         chosen: list[tuple[Card, Template]] = []
-        for card_id, template_id in _most_overdue(db, learner_id, now, catalog.offered_ids):
+        for card_id, template_id in _most_overdue(db, learner_id, now, catalog.offered_templates):
             card = offered.get(card_id)
             template = card.template(template_id) if card is not None else None
             if card is not None and template is not None:
@@ -192,7 +195,7 @@ def deck_reach(
     attempts whose result may be told (app.practice.mistakes.results_told): a running exam's
     wrong answers are no mistakes to offer yet, or the offer would tell them."""
     order = [card.id for card in catalog.cards()]
-    due = _due(db, learner_id, now, catalog.offered_ids)
+    due = _due(db, learner_id, now, catalog.offered_templates)
     mistaken = _mistaken(db, learner_id, None, told)
     started = set(_started(db, learner_id))
     return DeckReach(
@@ -243,9 +246,9 @@ def _mistaken(
 
 
 def _most_overdue(
-    db: Session, learner_id: str, now: datetime, offered: Collection[str]
+    db: Session, learner_id: str, now: datetime, offered: OfferedTemplates
 ) -> list[tuple[str, str]]:
-    """(card, template) of every review item due now on the ``offered`` cards
+    """(card, template) of every review item due now of the ``offered`` (card, template) pairs
     (ReviewItem.due_by), most overdue first."""
     rows = db.execute(
         select(ReviewItem.card_id, ReviewItem.template_id)
@@ -257,9 +260,10 @@ def _most_overdue(
 
 
 def _due(
-    db: Session, learner_id: str, now: datetime, offered: Collection[str]
+    db: Session, learner_id: str, now: datetime, offered: OfferedTemplates
 ) -> dict[str, list[str]]:
-    """The templates due now per card of the ``offered`` ones, most overdue first."""
+    """The templates due now per card, of the ``offered`` (card, template) pairs, most overdue
+    first."""
     due: dict[str, list[str]] = {}
     for card_id, template_id in _most_overdue(db, learner_id, now, offered):
         due.setdefault(card_id, []).append(template_id)

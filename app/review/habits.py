@@ -239,7 +239,7 @@ def review_forecast(
     moments = db.scalars(
         select(ReviewItem.due_at).where(
             ReviewItem.learner_id == learner_id,
-            ReviewItem.served(catalog.offered_ids),
+            ReviewItem.served(catalog.offered_templates),
             ReviewItem.due_at < horizon,
         )
     ).all()

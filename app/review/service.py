@@ -229,7 +229,9 @@ def due_items(
     limit = max(1, min(limit, MAX_DUE_PAGE + 1))
     query = (
         select(ReviewItem)
-        .where(ReviewItem.learner_id == learner_id, ReviewItem.due_by(now, catalog.offered_ids))
+        .where(
+            ReviewItem.learner_id == learner_id, ReviewItem.due_by(now, catalog.offered_templates)
+        )
         .order_by(ReviewItem.due_at, ReviewItem.id)
     )
     if after is not None and after.due_at is not None:
@@ -260,7 +262,7 @@ def due_counts(
     (ReviewItem.due_by: on the cards offered); "today" ends at the learner's midnight
     (``zone_name``, UTC when None)."""
     end_of_day = day_end(local_day(now, zone_name), zone_name)
-    offered = catalog.offered_ids
+    offered = catalog.offered_templates
     due_now, due_today = db.execute(
         select(func.count().filter(ReviewItem.due_by(now, offered)), func.count()).where(
             ReviewItem.learner_id == learner_id,
@@ -316,7 +318,10 @@ def progress(
         (card_id, point): int(n)
         for card_id, point, n in db.execute(
             select(ReviewItem.card_id, ReviewItem.point, func.count())
-            .where(ReviewItem.learner_id == learner_id, ReviewItem.due_by(now, catalog.offered_ids))
+            .where(
+                ReviewItem.learner_id == learner_id,
+                ReviewItem.due_by(now, catalog.offered_templates),
+            )
             .group_by(ReviewItem.card_id, ReviewItem.point)
         )
     }

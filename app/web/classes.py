@@ -101,7 +101,7 @@ def class_page(
         class_id=class_id,
         viewer=visitor.learner,
         now=context.clock(),
-        offered=catalog.offered_ids,
+        offered=catalog.offered_templates,
     )
     columns = sorted(
         progress.columns, key=lambda c: (c[0], _point_label(catalog, c[0], c[1])[0], c[1])
