@@ -845,3 +845,7 @@ def test_every_page_with_a_start_or_an_answer_form_loads_the_script_that_sends_i
             needing.append(path.name)
             assert "{% set submit_once = true %}" in text, path.name
     assert {"card.html", "practice.html", "today.html", "review.html"} <= set(needing)
+    # Every form a practice page posts (an answer, ending the session) is sent once.
+    practice = (pages / "practice.html").read_text(encoding="utf-8")
+    posting = re.findall(r'<form method="post"[^>]*>|<form class="question"[^>]*>', practice)
+    assert len(posting) == 2 and all("data-submit-once" in form for form in posting), posting
