@@ -63,6 +63,7 @@ def run_migrations_online() -> None:
         _configure(connection=connection)
         with context.begin_transaction():
             context.run_migrations()
+            _record_heads()
         return
     url = _url()
     ensure_sqlite_folder(url)
@@ -88,10 +89,17 @@ def run_migrations_online() -> None:
                         text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY}
                     )
                 context.run_migrations()
+                _record_heads()
                 if sqlite:
                     _check_foreign_keys(connection)
     finally:
         engine.dispose()
+
+
+def _record_heads() -> None:
+    """The revision the database is at now, read on the upgrade's own connection inside its
+    transaction (under its lock), for ``migrate`` to report (app.cli.migrations)."""
+    config.attributes["heads"] = context.get_context().get_current_heads()
 
 
 # The advisory lock migrations hold on PostgreSQL (any fixed number; the app takes no other).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.cli.errors import CliError, first_line
 from app.config import ROOT
 
@@ -32,8 +34,11 @@ def migrate(database_url: str, revision: str = "head") -> str:
 
     try:
         ensure_sqlite_folder(database_url)
-        command.upgrade(alembic_config(database_url), revision)  # type: ignore[arg-type]
-        return current_revision(database_url)
+        config: Any = alembic_config(database_url)
+        command.upgrade(config, revision)
+        # The upgrade's own reading (migrations/env.py), under its lock: a second connection
+        # opened now could wait on another server's migration and fail.
+        return ", ".join(config.attributes.get("heads", ())) or "none"
     except CommandError as exc:
         raise CliError(f"migration failed: {exc}") from None
     except ArgumentError as exc:
@@ -44,17 +49,3 @@ def migrate(database_url: str, revision: str = "head") -> str:
         raise CliError(f"database driver not installed: {exc.name}") from None
     except OSError as exc:
         raise CliError(f"migration failed: {exc}") from None
-
-
-def current_revision(database_url: str) -> str:
-    """The revision the database at ``database_url`` records (``none`` before the first)."""
-    from alembic.runtime.migration import MigrationContext
-    from sqlalchemy import create_engine
-
-    engine = create_engine(database_url)
-    try:
-        with engine.connect() as connection:
-            heads = MigrationContext.configure(connection).get_current_heads()
-    finally:
-        engine.dispose()
-    return ", ".join(heads) or "none"
