@@ -242,8 +242,9 @@ def read_my_due_reviews(
 ) -> DuePagePublic:
     """Review items due now, most overdue first, each with a fresh variant of its template (new
     numbers, and no key of your last 10 answers, where the template has more than one). Only
-    cards offered to learners have items due: a withdrawn card's wait until it is offered again,
-    as ``/me/today`` counts them."""
+    templates offered to learners have items due: a withdrawn card's wait until it is offered
+    again, and a template its card's latest version dropped until it comes back, as
+    ``/me/today`` counts them."""
     results_told(db=db, catalog=ctx.catalog, learner_id=learner.id, now=ctx.clock())
     items = due_items(
         db=db,

@@ -96,8 +96,9 @@ def _question_fields(
     item: Question, lang: str, point_number: int | None, typed: bool
 ) -> dict[str, Any]:
     """A question as :class:`QuestionPublic`'s fields, in its order, of its types (values as
-    floats): the one mapping behind :func:`question` and :func:`question_json`. ``typed``: asked
-    without choices when it can be typed (a statement keeps its choices)."""
+    floats), behind :func:`question`; :func:`question_json` writes the same fields from kept
+    parts (tests/test_api.py compares the two). ``typed``: asked without choices when it can
+    be typed (a statement keeps its choices)."""
     variant: Variant = item.variant
     units = accepted_units(variant)
     typed = typed and bool(units)

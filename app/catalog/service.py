@@ -253,7 +253,7 @@ class LiveCatalog:
             previous = self.catalog
             self.catalog, self.stamp = catalog, stamp  # requests take whichever they find
         if catalog.offered_templates != previous.offered_templates:
-            forget_visitors()  # the headers' due counts are of the cards offered: read them anew
+            forget_visitors()  # the headers' due counts are of the templates offered: read anew
         return catalog
 
     def _compile(self, db: Session, card_id: str, version: int) -> Card | None:

@@ -231,8 +231,8 @@ def _resume(db: Session, catalog: Catalog, learner_id: str, now: datetime) -> Re
 def review_forecast(
     *, db: Session, catalog: Catalog, learner_id: str | None, now: datetime, zone_name: str
 ) -> list[tuple[date, int]]:
-    """Reviews due per day of the learner's next 14 days (today counts the overdue), on the
-    cards offered, as the header and Today count them (ReviewItem.served)."""
+    """Reviews due per day of the learner's next 14 days (today counts the overdue), of the
+    templates offered, as the header and Today count them (ReviewItem.served)."""
     if learner_id is None:
         return habits.forecast([], now=now, zone_name=zone_name)
     horizon = day_start(local_day(now, zone_name) + timedelta(days=habits.FORECAST_DAYS), zone_name)

@@ -223,7 +223,7 @@ def due_items(
     limit: int = 20,
     after: DueCursor | None = None,
 ) -> list[DueItem]:
-    """Items due now on the cards offered (ReviewItem.due_by), most overdue first (``after``
+    """Items due now of the templates offered (ReviewItem.due_by), most overdue first (``after``
     continues a page): at most ``limit``, and at most one more than a page (a caller asks for
     one more to tell whether a next page waits)."""
     limit = max(1, min(limit, MAX_DUE_PAGE + 1))
@@ -259,7 +259,7 @@ def due_counts(
     zone_name: str | None = None,
 ) -> tuple[int, int]:
     """(due now, due later today) for Today and the review page, as the header counts them
-    (ReviewItem.due_by: on the cards offered); "today" ends at the learner's midnight
+    (ReviewItem.due_by: of the templates offered); "today" ends at the learner's midnight
     (``zone_name``, UTC when None)."""
     end_of_day = day_end(local_day(now, zone_name), zone_name)
     offered = catalog.offered_templates
@@ -296,8 +296,8 @@ def progress(
     catalog: Catalog,
     told: ColumnElement[bool] | None = None,
 ) -> list[PointProgress]:
-    """Per card and exam point: first answers, right, reviews due (ReviewItem.due_by: none on a
-    withdrawn card), FSRS memory; in the card's exam-point order (``catalog``), points no longer
+    """Per card and exam point: first answers, right, reviews due (ReviewItem.due_by: none of a
+    withdrawn card or a retired template), FSRS memory; in the card's exam-point order (``catalog``), points no longer
     on a card last. ``told``: which of the learner's attempts may be counted
     (app.practice.mistakes.results_told: not a running exam's)."""
     counts = db.execute(
