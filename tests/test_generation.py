@@ -9,6 +9,7 @@ from conftest import CARD_ID, CARDS_DIR
 from app.domain.cards import CardError, parse_card
 from app.domain.generation import (
     MIN_RELATIVE_GAP,
+    Combination,
     UnknownChoice,
     generate,
     generate_for_point,
@@ -446,10 +447,48 @@ def test_a_cached_combination_gives_the_variant_a_cold_start_gives(monkeypatch, 
     monkeypatch.setattr(generation, "COMBINATIONS_KEPT", 0)  # nothing kept: each one built anew
     monkeypatch.setattr(generation, "VARIANTS_KEPT", 0)
     generation._combinations.clear()
+    generation._drawn.clear()
     generation._variants.clear()
     cold = {(t.id, s): _everything(generate(card, t, s)) for t in templates for s in seeds}
     assert generation._combinations == {} and generation._variants == {}
+    assert generation._drawn == {}
     assert warm == cold
+
+
+@pytest.mark.parametrize(
+    "card_id", ["zero-memory-offload", "megatron-3d-pipeline", "activation-memory"]
+)
+def test_a_variant_shows_what_arrange_shows_for_its_seed(cards, card_id):
+    """generate arranges a combination's choices on positions, keeping each shown form, choice
+    and stem by position (Combination.variant); validation and the giveaway measurement arrange
+    candidates (arrange). For every template of the shipped cards and 300 seeds each, both show
+    the same choices, texts, units and pitfalls, in the same order, with the same stem."""
+    from app.domain.generation import arrange, draw_params, question_id, variant_rng
+
+    card = cards[card_id]
+    for template in card.templates():
+        for seed in range(300):
+            seed = seed * 7_919 + 3
+            stream = variant_rng(question_id(card, template, seed), template.generator)
+            values = draw_params(template, stream)
+            reference = Combination(template, values)  # built apart: shares nothing kept
+            shown = arrange(template, reference.answer, reference.pitfalls, stream, reference.memo)
+            variant = generate(card, template, seed)
+            assert [(c.id, c.text, c.unit, c.pitfall_id, c.correct) for c in variant.choices] == [
+                (
+                    label,
+                    c.text,
+                    c.unit if c.value is not None else None,
+                    c.pitfall.id if c.pitfall else None,
+                    c.pitfall is None,
+                )
+                for label, c in zip("abcdefgh", shown, strict=False)
+            ], (template.id, seed)
+            answer = next(c for c in shown if c.pitfall is None)
+            assert variant.stem == reference.stem(answer)
+            assert variant.answer == answer.text
+            assert variant.params == reference.params
+            assert variant.content.values == values
 
 
 def test_a_kept_variant_is_the_one_regenerating_it_gives(monkeypatch, cards):

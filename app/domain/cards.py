@@ -474,7 +474,7 @@ class Template:
         """``3`` or, after wording-only edits, ``3.2``."""
         return version_label(self.version, self.revision)
 
-    @property
+    @cached_property
     def phrased(self) -> bool:
         """Whether some statement of the template has other wordings."""
         return bool(self.answer_phrasings) or any(p.phrasings for p in self.pitfalls)

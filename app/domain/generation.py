@@ -117,12 +117,13 @@ class Choice:
         return self.pitfall is None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Variant:
     id: QuestionId
     kind: str
-    params: dict[str, str]  # exact values, e.g. {"psi": "70000000000"}
-    params_display: dict[str, str]  # e.g. {"psi": "70B"}
+    # Shared with the variant's Combination and every variant of it: read, never changed.
+    params: Mapping[str, str]  # exact values, e.g. {"psi": "70000000000"}
+    params_display: Mapping[str, str]  # e.g. {"psi": "70B"}
     stem: Text
     choices: tuple[Choice, ...]
     correct_choice_id: str
@@ -314,10 +315,28 @@ def variant_rng(question: QuestionId, generator: int) -> Draws:
 def draw_params(template: Template, rng: Draws) -> dict[str, Fraction]:
     """The variant's parameter values, derived ones included: each parameter drawn in turn, or
     (a template with constraints) one of the combinations they allow."""
+    return params_at(template, draw_indices(template, rng))
+
+
+def draw_indices(template: Template, rng: Draws) -> int | tuple[int, ...]:
+    """What :func:`draw_params` draws, as positions: in ``template.allowed`` (a template with
+    constraints), or each parameter's in its ``values``."""
     if template.allowed is not None:
-        drawn = dict(zip(template.params, rng.choice(template.allowed), strict=True))
+        return rng.below(len(template.allowed))
+    return tuple([rng.below(len(param.values)) for param in template.params.values()])
+
+
+def params_at(template: Template, indices: int | tuple[int, ...]) -> dict[str, Fraction]:
+    """The parameter values, derived ones included, at the positions :func:`draw_indices`
+    gives."""
+    if isinstance(indices, int):
+        assert template.allowed is not None
+        drawn = dict(zip(template.params, template.allowed[indices], strict=True))
     else:
-        drawn = {name: rng.choice(param.values) for name, param in template.params.items()}
+        drawn = {
+            name: param.values[i]
+            for (name, param), i in zip(template.params.items(), indices, strict=True)
+        }
     return template.complete(drawn) if template.derived else drawn
 
 
@@ -478,16 +497,22 @@ def select_pitfalls(
     """Walk the pitfalls in a seeded order, keeping ``below`` of them under the answer and
     ``above`` over it (fewer only when the card does not have them: validation refuses that)."""
     walk = memo.walk(answer, pitfalls) if memo is not None else _Walk.of(answer, pitfalls)
+    return [walk.pitfalls[i] for i in _selected(walk, below, above, rng)]
+
+
+def _selected(walk: _Walk, below: int, above: int, rng: Draws) -> list[int]:
+    """:func:`select_pitfalls`, as the kept pitfalls' positions in ``walk.pitfalls``."""
     # Shuffling the indices draws what shuffling the pitfalls would (it depends on the length
     # only) and gives the same order.
     order = list(range(len(walk.pitfalls)))
     rng.shuffle(order)
-    kept: list[Candidate] = []
+    kept: list[int] = []
     taken = 0  # bit i: pitfall i kept
+    sides, clashes_answer, clashes = walk.sides, walk.clashes_answer, walk.clashes
     for i in order:
         if not below and not above:
             break
-        where = walk.sides[i]
+        where = sides[i]
         if where == -1:
             if not below:
                 continue
@@ -496,15 +521,32 @@ def select_pitfalls(
                 continue
         else:
             continue
-        if walk.clashes_answer[i] or walk.clashes[i] & taken:
+        if clashes_answer[i] or clashes[i] & taken:
             continue
-        kept.append(walk.pitfalls[i])
+        kept.append(i)
         taken |= 1 << i
         if where == -1:
             below -= 1
         else:
             above -= 1
     return kept
+
+
+def _arranged(template: Template, walk: _Walk, rng: Draws) -> tuple[list[int], list[int]]:
+    """Steps 2-5 of the module docstring as positions: the shown choices in display order
+    (``len(walk.pitfalls)`` stands for the answer, ``i`` below it for ``walk.pitfalls[i]``) and
+    the wording each is shown in (0: its own text; ``k``: its ``k``-th other wording; all 0 for
+    a template without other wordings, which draws none)."""
+    rank = rng.below(template.choices)
+    shown = [len(walk.pitfalls), *_selected(walk, rank, template.choices - 1 - rank, rng)]
+    rng.shuffle(shown)
+    if not template.phrased:
+        return shown, [0] * len(shown)
+    wordings = []
+    for i in shown:
+        others = _wordings(template, walk.pitfalls[i] if i < len(walk.pitfalls) else walk.answer)
+        wordings.append(rng.below(len(others) + 1) if others else 0)
+    return shown, wordings
 
 
 def arrange(
@@ -514,32 +556,33 @@ def arrange(
     rng: Draws,
     memo: Memo | None = None,
 ) -> list[Candidate]:
-    """The shown choices in display order: steps 2-4 of the module docstring."""
-    rank = rng.below(template.choices)
-    kept = select_pitfalls(answer, pitfalls, rank, template.choices - 1 - rank, rng, memo)
-    shown = [answer, *kept]
-    rng.shuffle(shown)
-    if template.phrased:
-        memo = memo if memo is not None else Memo()
-        shown = [phrased(template, c, rng, memo) for c in shown]
+    """The shown choices in display order: steps 2-5 of the module docstring."""
+    memo = memo if memo is not None else Memo()
+    walk = memo.walk(answer, pitfalls)
+    positions, wordings = _arranged(template, walk, rng)
+    shown = [
+        phrased(template, walk.pitfalls[i] if i < len(walk.pitfalls) else answer, k, memo)
+        for i, k in zip(positions, wordings, strict=True)
+    ]
     return aligned(template, shown, memo)
 
 
-def phrased(template: Template, c: Candidate, rng: Draws, memo: Memo) -> Candidate:
-    """``c`` in one of its statement's wordings, drawn in display order (nothing is drawn for a
-    statement with one wording, so templates without phrasings draw as they always did).
-    Validation keeps every wording on the same side of every wording of the answer, so the
+def _wordings(template: Template, c: Candidate) -> tuple[Text, ...]:
+    """The other wordings of ``c``'s statement."""
+    return template.answer_phrasings if c.pitfall is None else c.pitfall.phrasings
+
+
+def phrased(template: Template, c: Candidate, wording: int, memo: Memo) -> Candidate:
+    """``c`` in its statement's wording ``wording`` (0: its own; drawn in display order, nothing
+    drawn for a statement with one wording, so templates without phrasings draw as they always
+    did). Validation keeps every wording on the same side of every wording of the answer, so the
     drawn rank by length holds whichever is shown."""
-    others = template.answer_phrasings if c.pitfall is None else c.pitfall.phrasings
-    if not others:
+    if wording == 0:
         return c
-    index = rng.below(len(others) + 1)
-    if index == 0:
-        return c
-    key = (id(c), index)
+    key = (id(c), wording)
     found = memo.phrased.get(key)
     if found is None or found.pitfall is not c.pitfall:
-        found = memo.phrased[key] = Candidate(c.pitfall, others[index - 1], None)
+        found = memo.phrased[key] = Candidate(c.pitfall, _wordings(template, c)[wording - 1], None)
     return found
 
 
@@ -556,19 +599,23 @@ def aligned(
     forms = [memo.form(template, c) for c in shown]
     # Each value allows a range of fewer figures; the set takes the narrowest.
     figures = max(fewest for _unit, fewest in forms)
-    out = []
-    for c, (unit, _fewest) in zip(shown, forms, strict=True):
-        key = (id(c), figures)
-        found = memo.shown.get(key)
-        if found is None or found.pitfall is not c.pitfall or found.value is not c.value:
-            assert c.value is not None
-            en = format_in(c.value, unit, figures, "en")
-            zh = format_in(c.value, unit, figures, "zh") if get_unit(unit).zh is not None else en
-            found = memo.shown[key] = Candidate(
-                c.pitfall, Text(en, zh), c.value, c.whole, c.approx, unit
-            )
-        out.append(found)
-    return out
+    return [
+        shown_in(c, unit, figures, memo) for c, (unit, _fewest) in zip(shown, forms, strict=True)
+    ]
+
+
+def shown_in(c: Candidate, unit: str, figures: int, memo: Memo) -> Candidate:
+    """The numeric choice ``c`` as shown in ``unit`` with ``figures`` significant figures."""
+    key = (id(c), figures)
+    found = memo.shown.get(key)
+    if found is None or found.pitfall is not c.pitfall or found.value is not c.value:
+        assert c.value is not None
+        en = format_in(c.value, unit, figures, "en")
+        zh = format_in(c.value, unit, figures, "zh") if get_unit(unit).zh is not None else en
+        found = memo.shown[key] = Candidate(
+            c.pitfall, Text(en, zh), c.value, c.whole, c.approx, unit
+        )
+    return found
 
 
 def choice_form(template: Template, c: Candidate, memo: Memo) -> tuple[str, int]:
@@ -611,7 +658,7 @@ class Combination:
     evaluated candidates, their clash verdicts and display texts (:class:`Memo`), and the stem,
     solution and explanations (:meth:`stem`, :meth:`solution`, :meth:`explanation`: the
     combination's values are put in once, the shown answer's and pitfall's texts, which follow
-    the shown set's unit and figures, per set).
+    the shown set's unit and figures, per set), and its variants (:meth:`variant`).
     Seeds only decide which combination, which pitfalls and in what order, so many seeds share
     one combination: a card's whole parameter domain is often a few hundred combinations.
 
@@ -629,7 +676,11 @@ class Combination:
         "params_display",
         "_bound",
         "_texts",
-        "_choices",
+        "_walk",
+        "_fewest",
+        "_shown",
+        "_placed",
+        "_stems",
         "__weakref__",  # presenters keep what they make of a combination only while it lives
     )
 
@@ -642,7 +693,82 @@ class Combination:
         self.params_display = named_values(template, values)
         self._bound: dict[tuple[object, ...], BoundText] = {}
         self._texts: dict[tuple[object, ...], tuple[Candidate, Candidate | None, Text]] = {}
-        self._choices: dict[tuple[str, int, int], Choice] = {}
+        # What variant() keeps, by position (see there).
+        self._walk: _Walk | None = None
+        self._fewest: dict[int, tuple[str, int]] = {}
+        self._shown: dict[int, Candidate] = {}
+        self._placed: dict[tuple[int, int, int], Choice] = {}
+        self._stems: dict[int, Text] = {}
+
+    def variant(self, identity: QuestionId, rng: Draws) -> Variant:
+        """The variant ``identity`` of this combination, its choices arranged by ``rng`` (whose
+        parameters have been drawn): what :func:`arrange` and the choices make of it, worked out
+        on positions, with every shown form, choice and stem kept by position. A seed's
+        arrangement is seldom seen again (thousands per combination), but its parts are: a
+        numeric choice is shown at one of a few figures, a statement in one of its wordings, a
+        choice under one of a few labels. tests/test_generation.py compares this with
+        :func:`arrange` over every template."""
+        template = self.template
+        walk = self._walk
+        if walk is None:
+            walk = self._walk = self.memo.walk(self.answer, self.pitfalls)
+        positions, wordings = _arranged(template, walk, rng)
+        # A shown form's key: its position times SHOWN_KEYS plus its figures (a numeric choice)
+        # or its wording (a statement); both stay below SHOWN_KEYS (the card format's limits).
+        if template.kind == "numeric" and template.unit is not None:
+            fewest = self._fewest
+            figures = 0
+            for i in positions:
+                form = fewest.get(i)
+                if form is None:
+                    form = fewest[i] = self.memo.form(template, self._candidate(walk, i))
+                figures = max(figures, form[1])
+            keys = [i * SHOWN_KEYS + figures for i in positions]
+        else:
+            keys = [i * SHOWN_KEYS + k for i, k in zip(positions, wordings, strict=True)]
+        answer_key = keys[positions.index(len(walk.pitfalls))]
+        answer = self._shown_form(walk, answer_key)
+        placed = self._placed
+        choices = []
+        for label, key in enumerate(keys):
+            choice = placed.get((label, key, answer_key))
+            if choice is None:
+                choice = placed[(label, key, answer_key)] = self.choice(
+                    CHOICE_IDS[label], self._shown_form(walk, key), answer
+                )
+            choices.append(choice)
+        stem = self._stems.get(answer_key)
+        if stem is None:
+            stem = self._stems[answer_key] = self.stem(answer)
+        return Variant(
+            id=identity,
+            kind=template.kind,
+            params=self.params,
+            params_display=self.params_display,
+            stem=stem,
+            choices=tuple(choices),
+            correct_choice_id=CHOICE_IDS[positions.index(len(walk.pitfalls))],
+            answer=answer.text,
+            content=self,
+            shown_answer=answer,
+        )
+
+    def _candidate(self, walk: _Walk, position: int) -> Candidate:
+        return walk.pitfalls[position] if position < len(walk.pitfalls) else self.answer
+
+    def _shown_form(self, walk: _Walk, key: int) -> Candidate:
+        """The shown form of a :meth:`variant` key."""
+        found = self._shown.get(key)
+        if found is None:
+            position, detail = divmod(key, SHOWN_KEYS)
+            c = self._candidate(walk, position)
+            template = self.template
+            if template.kind == "numeric" and template.unit is not None:
+                found = shown_in(c, self._fewest[position][0], detail, self.memo)
+            else:
+                found = phrased(template, c, detail, self.memo)
+            self._shown[key] = found
+        return found
 
     def stem(self, answer: Candidate) -> Text:
         """The stem with ``answer`` as the shown answer."""
@@ -656,13 +782,9 @@ class Combination:
 
     def choice(self, choice_id: str, shown: Candidate, answer: Candidate) -> Choice:
         """The choice labelled ``choice_id`` showing ``shown`` (one of the memo's shown forms, or
-        a candidate itself) beside the shown ``answer``: made once per label and shown pair, as
-        the texts are (by identity, checked), since every seed showing them shows this choice."""
-        key = (choice_id, id(shown), id(answer))
-        found = self._choices.get(key)
-        if found is not None and found.shown is shown and found.shown_answer is answer:
-            return found
-        made = self._choices[key] = Choice(
+        a candidate itself) beside the shown ``answer`` (:meth:`variant` keeps each one it
+        makes: every seed showing them shows this choice)."""
+        return Choice(
             id=choice_id,
             text=shown.text,
             value=_display_number(shown, shown.unit),
@@ -672,7 +794,6 @@ class Combination:
             shown=shown,
             shown_answer=answer,
         )
-        return made
 
     def explanation(self, candidate: Candidate, answer: Candidate) -> Text:
         """A pitfall's explanation with this variant's numbers (``{value}`` is the pitfall's
@@ -707,6 +828,10 @@ class Combination:
         self._texts[filled_key] = (answer, value, filled)
         return filled
 
+
+# Figures (at most 12, the card format's precision limit) and wordings (at most 9) a shown form's
+# key in Combination.variant leaves room for.
+SHOWN_KEYS = 16
 
 # Combinations kept per process (least recently used first out); each holds a few kilobytes.
 COMBINATIONS_KEPT = 4096
@@ -767,27 +892,30 @@ def generate(card: Card, template: Template, seed: int) -> Variant:
 def _generate(card: Card, template: Template, seed: int) -> Variant:
     identity = question_id(card, template, seed)
     rng = variant_rng(identity, template.generator)
-    content = combination(template, draw_params(template, rng))
-    shown = arrange(template, content.answer, content.pitfalls, rng, content.memo)
-    answer = next(c for c in shown if c.pitfall is None)
+    return drawn_combination(template, rng).variant(identity, rng)
 
-    choices = tuple(
-        content.choice(choice_id, candidate, answer)
-        for choice_id, candidate in zip(CHOICE_IDS, shown, strict=False)
-    )
-    correct = next(c.id for c in choices if c.pitfall is None)
-    return Variant(
-        id=identity,
-        kind=template.kind,
-        params=dict(content.params),
-        params_display=dict(content.params_display),
-        stem=content.stem(answer),
-        choices=choices,
-        correct_choice_id=correct,
-        answer=answer.text,
-        content=content,
-        shown_answer=answer,
-    )
+
+# The combinations above, kept by the template object and the drawn positions (draw_indices), so
+# that a variant finds its combination without its values.
+_drawn: OrderedDict[tuple[int, int | tuple[int, ...]], Combination] = OrderedDict()
+
+
+def drawn_combination(template: Template, rng: Draws) -> Combination:
+    """The :func:`combination` of the parameter values ``rng`` draws next (as
+    :func:`draw_params` draws them)."""
+    indices = draw_indices(template, rng)
+    key = (id(template), indices)
+    with _combinations_lock:
+        found = _drawn.get(key)
+        if found is not None and found.template is template:
+            _drawn.move_to_end(key)
+            return found
+    built = combination(template, params_at(template, indices))
+    with _combinations_lock:
+        _drawn[key] = built
+        while len(_drawn) > COMBINATIONS_KEPT:
+            _drawn.popitem(last=False)
+    return built
 
 
 def generate_for_point(card: Card, point_slug: str, seed: int) -> Variant:
