@@ -689,6 +689,9 @@ class Combination:
         self.values = values
         self.answer, self.pitfalls = candidates(template, values)
         self.memo = Memo()
+        wordings = [template.answer_phrasings, *(p.phrasings for p in template.pitfalls)]
+        if figures_of(template) >= SHOWN_KEYS or max(map(len, wordings)) >= SHOWN_KEYS:
+            raise ValueError(f"{template.id}: more figures or wordings than a choice's key holds")
         self.params = {name: _exact(value) for name, value in values.items()}
         self.params_display = named_values(template, values)
         self._bound: dict[tuple[object, ...], BoundText] = {}
