@@ -25,6 +25,7 @@ from app.auth.service import (
     LearnerRef,
     cached_learner_for_token,
     learner_for_token,
+    learner_for_web_session,
     visitor_for_web_session,
 )
 from app.auth.visitors import KnownVisitor, remember_visitor, remembered_visitor
@@ -332,38 +333,53 @@ def look_up_visitor(request: Request, secret: str, now: datetime) -> KnownVisito
         return visitor_for_web_session(db=db, secret=secret, now=now, offered=offered)
 
 
-def show_visitor(request: Request, known: KnownVisitor | None) -> None:
+def look_up_learner(request: Request, secret: str) -> LearnerRef | None:
+    with request.app.state.lookups() as db:
+        return learner_for_web_session(db=db, secret=secret)
+
+
+def show_visitor(
+    request: Request, learner: LearnerRef | None, due_count: int | None = None
+) -> None:
     """What the page's navigation shows of its visitor (app.web.templating.render_page reads
-    it): the learner, and the reviews due."""
-    request.state.visitor_learner = known.learner if known else None
-    if known is not None:
-        request.state.due_count = known.due_count
+    it): the learner, and the reviews due (None: not known, no count shown)."""
+    request.state.visitor_learner = learner
+    if learner is not None and due_count is not None:
+        request.state.due_count = due_count
 
 
 async def get_visitor(request: Request) -> Visitor:
     """The browser session's visitor. A page GET takes it from this process's memory when it
     was read less than a few seconds ago (app.auth.visitors); otherwise the database is read in
-    the threadpool, and every other request reads it there."""
+    the threadpool, and every other request reads its session there, without the review counts
+    (a form's request answers with a redirect; should it show a page, a refusal, its header
+    counts the reviews this process last read for the browser, if that still holds)."""
     browser: BrowserSession = getattr(request.state, STATE_KEY)
-    known = None
+    learner, due_count = None, None
     if not browser.is_new:
-        reads = request.method in READ_METHODS
         now = request.app.state.context.clock()
-        known = remembered_visitor(browser.secret, now) if reads else None
-        if known is None:
-            known = await run_in_threadpool(look_up_visitor, request, browser.secret, now)
-            if known is not None and reads:
-                remember_visitor(browser.secret, known)
+        known = remembered_visitor(browser.secret, now)
+        if request.method in READ_METHODS:
+            if known is None:
+                known = await run_in_threadpool(look_up_visitor, request, browser.secret, now)
+                if known is not None:
+                    remember_visitor(browser.secret, known)
+            if known is not None:
+                learner, due_count = known.learner, known.due_count
+        else:
+            learner = await run_in_threadpool(look_up_learner, request, browser.secret)
+            if learner is not None and known is not None and known.learner.id == learner.id:
+                due_count = known.due_count
     lang = choose_lang(
         request.query_params.get("lang"),
         request.cookies.get(LANG_COOKIE),
         request.headers.get("accept-language"),
     )
     request.state.page_lang = lang
-    show_visitor(request, known)
+    show_visitor(request, learner, due_count)
     return Visitor(
         browser=browser,
-        learner=known.learner if known else None,
+        learner=learner,
         lang=lang,
         csrf=request.app.state.csrf,
         browser_time_zone=request.cookies.get(TIME_ZONE_COOKIE),

@@ -164,7 +164,7 @@ def _read_visitor(request: Request) -> None:
             )
         except SQLAlchemyError:
             known = None
-    show_visitor(request, known)
+    show_visitor(request, *((known.learner, known.due_count) if known else (None, None)))
 
 
 def problem_response(status_code: int, code: str, detail: str) -> JSONResponse:

@@ -308,6 +308,42 @@ def test_ending_a_session_forgets_its_remembered_visitor(client, app, clock):
     assert "badge" not in practise(client, seed=3).text
 
 
+def test_a_form_reads_its_session_afresh_but_not_the_reviews(client, app, clock):
+    """A form's request checks its browser session in the database every time (a log-out in
+    another process counts at once) and reads no review counts: it answers with a redirect.
+    Should it show a page (a refusal), its header shows the count this process read for the
+    browser's last page."""
+    page = practise(client, seed=80)
+    submit(client, page, wrong_of(app, page).id)  # a learner now, with a review coming up
+    clock.advance(minutes=3)
+    badge = r'class="badge"[^>]*>1<'
+    page = practise(client, seed=3)
+    assert re.search(badge, page.text)
+    statements: list[str] = []
+
+    @event.listens_for(app.state.engine, "before_cursor_execute")
+    def record(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+        statements.append(statement)
+
+    try:
+        refused = submit(client, page, None)  # no choice: the question again, with the header
+        assert refused.status_code == 422 and alert(refused.text) == "Pick one of the choices."
+        assert re.search(badge, refused.text)  # the count read for the page before
+        session_reads = [s for s in statements if "web_sessions" in s]
+        assert session_reads and not [s for s in session_reads if "review_items" in s]
+    finally:
+        event.remove(app.state.engine, "before_cursor_execute", record)
+    with app.state.sessionmaker() as db:
+        learner_id = db.scalar(select(Attempt.learner_id))
+        secret = app.state.session_cookie.secret(client.cookies.get(COOKIE_NAME))
+        end_web_session(db=db, secret=secret)  # logged out elsewhere; this page still open
+    answered = submit(client, page, wrong_of(app, page).id)
+    assert answered.status_code == 200
+    with app.state.sessionmaker() as db:
+        learners = db.scalars(select(Attempt.learner_id).order_by(Attempt.id)).all()
+    assert learners[0] == learner_id and len(learners) == 2 and learners[1] != learner_id
+
+
 def test_answering_redirects_to_feedback_with_every_choice_and_its_pitfall(client, app):
     page = practise(client, seed=8)
     variant = shown_variant(app, page)
