@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -62,16 +62,12 @@ async def in_db(request: Request, work: Callable[[Session], Result]) -> Result:
 
 
 def get_settings_dep(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
+    return cast(Settings, request.app.state.settings)
 
 
 async def get_context(request: Request) -> Context:
-    """The use-case context with the live catalog as this request finds it.
-
-    Never waits: the catalog is swapped by whoever built a new one (the process's refresher
-    thread, or the request that published), never built here.
-    """
+    """The use-case context with the live catalog as this request finds it. Never waits: the
+    catalog is swapped by whoever built a new one (the refresher thread, a publishing request)."""
     state = request.app.state
     catalog = state.live_catalog.catalog
     ctx: Context = state.context
@@ -90,8 +86,7 @@ async def get_signer(ctx: Annotated[Context, Depends(get_context)]) -> QuestionS
 
 
 def get_limiter(request: Request) -> LoginLimiter:
-    limiter: LoginLimiter = request.app.state.login_limiter
-    return limiter
+    return cast(LoginLimiter, request.app.state.login_limiter)
 
 
 DbDep = Annotated[Session, Depends(get_db)]
@@ -338,22 +333,19 @@ def look_up_learner(request: Request, secret: str) -> LearnerRef | None:
         return learner_for_web_session(db=db, secret=secret)
 
 
-def show_visitor(
-    request: Request, learner: LearnerRef | None, due_count: int | None = None
-) -> None:
+def show_visitor(request: Request, learner: LearnerRef | None, due: int | None = None) -> None:
     """What the page's navigation shows of its visitor (app.web.templating.render_page reads
     it): the learner, and the reviews due (None: not known, no count shown)."""
     request.state.visitor_learner = learner
-    if learner is not None and due_count is not None:
-        request.state.due_count = due_count
+    if learner is not None and due is not None:
+        request.state.due_count = due
 
 
 async def get_visitor(request: Request) -> Visitor:
-    """The browser session's visitor. A page GET takes it from this process's memory when it
-    was read less than a few seconds ago (app.auth.visitors); otherwise the database is read in
-    the threadpool, and every other request reads its session there, without the review counts
-    (a form's request answers with a redirect; should it show a page, a refusal, its header
-    counts the reviews this process last read for the browser, if that still holds)."""
+    """The browser session's visitor. A page GET takes it from this process's memory when read
+    there a few seconds ago (app.auth.visitors), else from the database in the threadpool; any
+    other request reads its session there but not the reviews (a refusal it shows counts those
+    this process last read for the browser: a form's request answers with a redirect)."""
     browser: BrowserSession = getattr(request.state, STATE_KEY)
     learner, due_count = None, None
     if not browser.is_new:

@@ -22,26 +22,22 @@ def install(client) -> tuple[str, dict[str, str]]:
 
 
 def answer(client, headers, point: str, seed: int, cid: str, right: bool) -> dict:
+    """One answer (one attempt), right or wrong as asked: the key is read from the question
+    regenerated on the server, whatever the card's content puts first."""
     question = client.get(
         f"{API}/cards/{CARD_ID}/points/{point}/question?seed={seed}", headers=headers
     ).json()
-    choices = [c["id"] for c in question["choices"]]
-    first = client.post(
-        f"{API}/answers",
-        headers=headers,
-        json={"token": question["token"], "choice_id": choices[0], "client_answer_id": cid},
-    ).json()
-    if first["correct"] == right:
-        return first
-    # the first choice was not what the test wants: answer again with another id, same question
-    key = first["correct_choice_id"]
-    other = key if right else next(c for c in choices if c != key)
+    state = client.app.state
+    shown = state.catalog.variant(state.context.signer.verify(question["token"]).question)
+    key = shown.correct_choice_id
+    choice = key if right else next(c["id"] for c in question["choices"] if c["id"] != key)
     response = client.post(
         f"{API}/answers",
         headers=headers,
-        json={"token": question["token"], "choice_id": other, "client_answer_id": cid + "-b"},
+        json={"token": question["token"], "choice_id": choice, "client_answer_id": cid},
     )
     assert response.status_code == 200, response.text
+    assert response.json()["correct"] is right
     return response.json()
 
 
