@@ -151,11 +151,11 @@ def test_new_templates_kept_their_history_of_versions(card):
     # p5-pcie-time, p5-nvme-bandwidth-for-optimizer, p5-zero2-offload-gpu-memory) and
     # p5-zero-infinity pitfalls that no longer share a word with its stem; p4-overlap-threshold
     # dropped one-gather-only, a third of the key that made the key the ratio hub; 22 gave
-    # twelve templates choices the content-blind guessers no longer find the key by (ratio hub,
+    # fourteen templates choices the content-blind guessers no longer find the key by (ratio hub,
     # length, retry, richness, register): p1-total-16psi, p1-optimizer-states, p1-ddp-per-rank,
     # p1-optimizer-recipes, p2-zero3-per-rank, p3-zero2-saving, p3-gradient-shard-after-rs,
     # p3-exact-ring-bytes, p4-where-3psi-comes-from, p4-pipeline-allows-only-zero1,
-    # p5-offload-gpu-memory, p5-host-ram-per-node.
+    # p5-offload-gpu-memory, p5-host-ram-per-node, p2-hsdp-per-gpu, p4-comm-ratio.
     assert card.version == 22 and card.prerequisites == ("megatron-3d-pipeline",)
 
 
@@ -379,8 +379,9 @@ def test_card_version_8_rewrote_the_ratio_hubs(card):
             },
         ),
         "p4-comm-ratio": (
-            6,
+            7,  # card version 22: four times k (two slips), against the ratio hub
             {
+                "all-reduce-against-psi",
                 "textbook-ratio",
                 "zero3-reduces-once-per-step",
                 "compared-with-zero2",
