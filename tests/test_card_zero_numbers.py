@@ -102,9 +102,10 @@ def test_the_issues_examples_now_read_well(card):
                 return variant
         raise AssertionError(template_id)
 
-    # ZeRO-3 + offload, 1.3B on 16 GPUs, divided by N_d twice: 2Ψ/N_d² = 10.16 MB, not 0.010 GB
-    # (since card version 14 its key stays at 0.1 GB or more, so that the GiB-read-as-GB pitfall
-    # reads GB: 1.3B on 64 GPUs, 40.6 MB, is no longer drawn)
+    # ZeRO-3 + offload, 1.3B on 16 GPUs, parameters read as bytes and divided by 2^30 (card
+    # version 22; until 21 the pitfall divided by N_d twice, 10.2 MB): Ψ/N_d × 10^9/2^30 =
+    # 75.67 MB, not 0.076 GB (since card version 14 the key stays at 0.1 GB or more, so that the
+    # GiB-read-as-GB pitfall reads GB: 1.3B on 64 GPUs, 40.6 MB, is no longer drawn)
     template = card.template("p5-offload-gpu-memory")
     shown = next(
         c.text.en
@@ -112,9 +113,9 @@ def test_the_issues_examples_now_read_well(card):
         for variant in [generate(card, template, seed)]
         if variant.params == {"psi": "1300000000", "n_d": "16"}
         for c in variant.choices
-        if c.pitfall_id == "divided-twice"
+        if c.pitfall_id == "parameters-as-bytes-in-gib"
     )
-    assert shown == "10.2 MB"
+    assert shown == "75.7 MB"
     # the PCIe step for the same run at 64 GB/s: 81.25 MB / 64 GB/s = 1.27 ms, not 0.0013 s
     variant = first("p5-pcie-time", psi=1_300_000_000, n_d=64, pcie_bw=64_000_000_000)
     assert variant.choice(variant.correct_choice_id).text.en == "1.27 ms"
