@@ -164,7 +164,10 @@ def _read_visitor(request: Request) -> None:
             )
         except SQLAlchemyError:
             known = None
-    show_visitor(request, *((known.learner, known.due_count) if known else (None, None)))
+    if known is None:
+        show_visitor(request, None)
+    else:
+        show_visitor(request, known.learner, known.due_count)
 
 
 def problem_response(status_code: int, code: str, detail: str) -> JSONResponse:

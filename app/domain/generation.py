@@ -457,7 +457,7 @@ class Memo:
 
 @dataclass(frozen=True, slots=True)
 class _Walk:
-    """What :func:`select_pitfalls` asks of one answer's pitfalls, worked out once: each one's
+    """What :func:`_selected` asks of one answer's pitfalls, worked out once: each one's
     side of the answer, whether it clashes with the answer, and (bit ``j`` of ``clashes[i]``)
     with pitfall ``j``."""
 
@@ -486,22 +486,10 @@ class _Walk:
         )
 
 
-def select_pitfalls(
-    answer: Candidate,
-    pitfalls: Sequence[Candidate],
-    below: int,
-    above: int,
-    rng: Draws,
-    memo: Memo | None = None,
-) -> list[Candidate]:
-    """Walk the pitfalls in a seeded order, keeping ``below`` of them under the answer and
-    ``above`` over it (fewer only when the card does not have them: validation refuses that)."""
-    walk = memo.walk(answer, pitfalls) if memo is not None else _Walk.of(answer, pitfalls)
-    return [walk.pitfalls[i] for i in _selected(walk, below, above, rng)]
-
-
 def _selected(walk: _Walk, below: int, above: int, rng: Draws) -> list[int]:
-    """:func:`select_pitfalls`, as the kept pitfalls' positions in ``walk.pitfalls``."""
+    """Step 3: walk the pitfalls in a seeded order, keeping ``below`` of them under the answer
+    and ``above`` over it (fewer only when the card does not have them: validation refuses that);
+    their positions in ``walk.pitfalls``."""
     # Shuffling the indices draws what shuffling the pitfalls would (it depends on the length
     # only) and gives the same order.
     order = list(range(len(walk.pitfalls)))
@@ -838,7 +826,7 @@ SHOWN_KEYS = 16
 
 # Combinations kept per process (least recently used first out); each holds a few kilobytes.
 COMBINATIONS_KEPT = 4096
-_combinations: OrderedDict[tuple[int, tuple[int, ...]], Combination] = OrderedDict()
+_combinations: OrderedDict[tuple[int, object], Combination] = OrderedDict()
 _combinations_lock = threading.Lock()
 
 
@@ -849,16 +837,27 @@ def combination(template: Template, values: dict[str, Fraction]) -> Combination:
     template's id and version is another object) and the values' numerators and denominators.
     """
     key = (id(template), tuple(n for v in values.values() for n in (v.numerator, v.denominator)))
+    return _kept(_combinations, key, template, lambda: Combination(template, values))
+
+
+def _kept(
+    kept: OrderedDict[tuple[int, object], Combination],
+    key: tuple[int, object],
+    template: Template,
+    build: Callable[[], Combination],
+) -> Combination:
+    """The combination ``kept`` holds under ``key`` for ``template`` (identity, checked), else
+    the one ``build`` makes, kept (least recently used first out, ``COMBINATIONS_KEPT``)."""
     with _combinations_lock:
-        found = _combinations.get(key)
+        found = kept.get(key)
         if found is not None and found.template is template:
-            _combinations.move_to_end(key)
+            kept.move_to_end(key)
             return found
-    built = Combination(template, values)
+    built = build()
     with _combinations_lock:
-        _combinations[key] = built
-        while len(_combinations) > COMBINATIONS_KEPT:
-            _combinations.popitem(last=False)
+        kept[key] = built
+        while len(kept) > COMBINATIONS_KEPT:
+            kept.popitem(last=False)
     return built
 
 
@@ -900,25 +899,19 @@ def _generate(card: Card, template: Template, seed: int) -> Variant:
 
 # The combinations above, kept by the template object and the drawn positions (draw_indices), so
 # that a variant finds its combination without its values.
-_drawn: OrderedDict[tuple[int, int | tuple[int, ...]], Combination] = OrderedDict()
+_drawn: OrderedDict[tuple[int, object], Combination] = OrderedDict()
 
 
 def drawn_combination(template: Template, rng: Draws) -> Combination:
     """The :func:`combination` of the parameter values ``rng`` draws next (as
     :func:`draw_params` draws them)."""
     indices = draw_indices(template, rng)
-    key = (id(template), indices)
-    with _combinations_lock:
-        found = _drawn.get(key)
-        if found is not None and found.template is template:
-            _drawn.move_to_end(key)
-            return found
-    built = combination(template, params_at(template, indices))
-    with _combinations_lock:
-        _drawn[key] = built
-        while len(_drawn) > COMBINATIONS_KEPT:
-            _drawn.popitem(last=False)
-    return built
+    return _kept(
+        _drawn,
+        (id(template), indices),
+        template,
+        lambda: combination(template, params_at(template, indices)),
+    )
 
 
 def generate_for_point(card: Card, point_slug: str, seed: int) -> Variant:
